@@ -1,0 +1,192 @@
+//! Packed arrays of l-bit elements (1 ≤ l ≤ 64) over atomic words.
+//!
+//! Elements are stored back to back with no wasted bits; an element may
+//! straddle two words. One padding word at the end makes every read a
+//! branch-free two-word load. Words are `AtomicU64` so that a writer can
+//! update elements in place while readers keep reading without a data race;
+//! `Relaxed` loads and stores compile to plain moves on x86-64 and AArch64.
+//! Consistency of multi-element updates is the caller's business (see
+//! [`crate::sync::StripedSeqLock`]).
+
+use crate::error::mask;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// A fixed-length array of `bits`-wide unsigned elements.
+#[derive(Debug)]
+pub struct PackedArray {
+    words: Box<[AtomicU64]>,
+    len: usize,
+    bits: u32,
+    mask: u64,
+}
+
+impl Clone for PackedArray {
+    fn clone(&self) -> Self {
+        Self {
+            words: self.words.iter().map(|w| AtomicU64::new(w.load(Relaxed))).collect(),
+            len: self.len,
+            bits: self.bits,
+            mask: self.mask,
+        }
+    }
+}
+
+impl PartialEq for PackedArray {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len
+            && self.bits == other.bits
+            && self.words.iter().zip(other.words.iter()).all(|(a, b)| a.load(Relaxed) == b.load(Relaxed))
+    }
+}
+impl Eq for PackedArray {}
+
+/// Number of u64 words (including the padding word) for `len` elements of `bits`.
+pub const fn words_for(len: usize, bits: u32) -> usize {
+    (len * bits as usize).div_ceil(64) + 1
+}
+
+impl PackedArray {
+    /// `len` zeroed elements of `bits` bits. Panics only if `bits` is not in 1..=64
+    /// (a programming error inside the library; public constructors validate first).
+    pub fn new(len: usize, bits: u32) -> Self {
+        assert!((1..=64).contains(&bits), "element width must be 1..=64");
+        let n = words_for(len, bits);
+        let mut v = Vec::with_capacity(n);
+        v.resize_with(n, || AtomicU64::new(0));
+        crate::mem::advise_hugepages(&v);
+        Self { words: v.into_boxed_slice(), len, bits, mask: mask(bits) }
+    }
+
+    /// Builds from raw words (as decoded from a blob). Returns `None` if the
+    /// word count does not match `len` and `bits`.
+    pub fn from_words(words: Vec<u64>, len: usize, bits: u32) -> Option<Self> {
+        if !(1..=64).contains(&bits) || words.len() != words_for(len, bits) {
+            return None;
+        }
+        let v: Vec<AtomicU64> = words.into_iter().map(AtomicU64::new).collect();
+        crate::mem::advise_hugepages(&v);
+        Some(Self { words: v.into_boxed_slice(), len, bits, mask: mask(bits) })
+    }
+
+    /// Copies the words out (for encoding).
+    pub fn to_words(&self) -> Vec<u64> {
+        self.words.iter().map(|w| w.load(Relaxed)).collect()
+    }
+
+    /// Number of elements.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True when the array has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Element width in bits.
+    #[inline]
+    pub fn bits(&self) -> u32 {
+        self.bits
+    }
+    /// Heap bytes held.
+    pub fn memory_bytes(&self) -> usize {
+        self.words.len() * 8
+    }
+    /// Number of words (including padding).
+    pub fn word_count(&self) -> usize {
+        self.words.len()
+    }
+
+    /// Reads element `i`. `i` must be `< len` (checked in debug builds; an
+    /// out-of-range index in release reads padding or panics on the slice
+    /// bound, never undefined behaviour).
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> u64 {
+        debug_assert!(i < self.len);
+        let bit = i * self.bits as usize;
+        let w = bit >> 6;
+        let off = (bit & 63) as u32;
+        let lo = self.words[w].load(Relaxed) >> off;
+        // (x << 1) << (63 - off) == x << (64 - off) for off > 0, and 0 for off == 0.
+        let hi = (self.words[w + 1].load(Relaxed) << 1) << (63 - off);
+        (lo | hi) & self.mask
+    }
+
+    /// Address of the word holding element `i` (for prefetching).
+    #[inline(always)]
+    pub fn word_ptr(&self, i: usize) -> *const u8 {
+        let w = (i * self.bits as usize) >> 6;
+        self.words[w.min(self.words.len() - 1)].as_ptr() as *const u8
+    }
+
+    /// Writes element `i`. Single writer; concurrent readers see either
+    /// word's old or new contents (use a seqlock for multi-word consistency).
+    #[inline]
+    pub fn set(&self, i: usize, v: u64) {
+        debug_assert!(i < self.len);
+        let v = v & self.mask;
+        let bit = i * self.bits as usize;
+        let w = bit >> 6;
+        let off = (bit & 63) as u32;
+        let m = self.mask;
+        let w0 = self.words[w].load(Relaxed);
+        self.words[w].store((w0 & !(m << off)) | (v << off), Relaxed);
+        if off + self.bits > 64 {
+            let sh = 64 - off;
+            let w1 = self.words[w + 1].load(Relaxed);
+            self.words[w + 1].store((w1 & !(m >> sh)) | (v >> sh), Relaxed);
+        }
+    }
+
+    /// XORs `d` into element `i`.
+    #[inline]
+    pub fn xor(&self, i: usize, d: u64) {
+        let cur = self.get(i);
+        self.set(i, cur ^ d);
+    }
+
+    /// Sets every element to zero.
+    pub fn clear(&self) {
+        for w in self.words.iter() {
+            w.store(0, Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng, rngs::StdRng};
+
+    #[test]
+    fn matches_a_plain_vector_for_every_width() {
+        let mut rng = StdRng::seed_from_u64(1);
+        for bits in 1..=64u32 {
+            let n = 200;
+            let a = PackedArray::new(n, bits);
+            let mut oracle = vec![0u64; n];
+            for _ in 0..2000 {
+                let i = rng.gen_range(0..n);
+                let v = rng.r#gen::<u64>() & mask(bits);
+                if rng.gen_bool(0.5) {
+                    a.set(i, v);
+                    oracle[i] = v;
+                } else {
+                    a.xor(i, v);
+                    oracle[i] ^= v;
+                }
+            }
+            for (i, &o) in oracle.iter().enumerate() {
+                assert_eq!(a.get(i), o, "bits={bits} i={i}");
+            }
+            let b = PackedArray::from_words(a.to_words(), n, bits).unwrap();
+            assert_eq!(a, b);
+        }
+    }
+
+    #[test]
+    fn from_words_rejects_wrong_lengths() {
+        assert!(PackedArray::from_words(vec![0; 3], 100, 8).is_none());
+        assert!(PackedArray::from_words(vec![0; 14], 100, 0).is_none());
+        assert!(PackedArray::from_words(vec![0; words_for(100, 8)], 100, 8).is_some());
+    }
+}

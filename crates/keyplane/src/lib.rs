@@ -1,0 +1,112 @@
+//! # keyplane
+//!
+//! Compact, fast, dynamic key → value lookup tables for network data planes.
+//!
+//! Every structure exists in two forms:
+//!
+//! * a **control form** ([`ControlTable`]) that keeps the full key/value state,
+//!   runs construction and updates, and emits compact **deltas**;
+//! * a **lookup form** ([`LookupTable`]) — the small data-plane part that
+//!   answers lookups, applies deltas in place while other threads keep
+//!   reading, and serialises to a versioned, checksummed blob ([`Wire`]).
+//!
+//! ```
+//! use keyplane::{ControlTable, LookupTable, Wire, othello};
+//!
+//! let mut ctl = othello::Control::with_value_bits(8)?;
+//! let delta = ctl.insert(b"10.0.0.1", 5)?;
+//! let table = ctl.export();                       // ship table.to_bytes() to a data plane
+//! assert_eq!(table.get(b"10.0.0.1"), Some(5));
+//! let d2 = ctl.insert(b"10.0.0.2", 7)?;
+//! let replica = othello::Lookup::from_bytes(&table.to_bytes())?;
+//! replica.apply(&othello::Delta::from_bytes(&d2.to_bytes())?)?;
+//! assert_eq!(replica.get(b"10.0.0.2"), Some(7));
+//! # let _ = delta;
+//! # Ok::<(), keyplane::Error>(())
+//! ```
+#![deny(missing_docs)]
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+pub mod bits;
+pub mod conformance;
+mod error;
+pub mod hash;
+pub mod key;
+pub mod mem;
+pub mod othello;
+pub mod store;
+pub mod sync;
+pub mod wire;
+
+pub use error::{Error, Result, check_value, check_value_bits, mask};
+pub use wire::Wire;
+
+/// The control plane of a table: full state, construction, updates, deltas.
+pub trait ControlTable: Sized {
+    /// Update message for the lookup form.
+    type Delta: Wire;
+    /// The data-plane form this control form exports.
+    type Lookup: LookupTable<Delta = Self::Delta>;
+
+    /// Empty table with default options.
+    fn with_value_bits(value_bits: u32) -> Result<Self>;
+
+    /// Bulk construction. A repeated key: the last value wins.
+    fn from_items<I, K>(items: I, value_bits: u32) -> Result<Self>
+    where
+        I: IntoIterator<Item = (K, u64)>,
+        K: AsRef<[u8]>;
+
+    /// Inserts or overwrites. A value wider than `value_bits` is an error, never truncated.
+    fn insert(&mut self, key: &[u8], value: u64) -> Result<Self::Delta>;
+
+    /// Removes a key; `None` when it was absent.
+    fn remove(&mut self, key: &[u8]) -> Result<Option<Self::Delta>>;
+
+    /// Exact lookup (the control form knows every key).
+    fn get(&self, key: &[u8]) -> Option<u64>;
+
+    /// Number of keys.
+    fn len(&self) -> usize;
+
+    /// True when the table holds no key.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Width of values in bits.
+    fn value_bits(&self) -> u32;
+
+    /// A fresh lookup form reflecting the current state.
+    fn export(&self) -> Self::Lookup;
+
+    /// Heap bytes held by the control form.
+    fn memory_bytes(&self) -> usize;
+}
+
+/// The data plane of a table: lookups, in-place updates, a wire format.
+pub trait LookupTable: Wire + Send + Sync {
+    /// Update message this lookup form applies.
+    type Delta: Wire;
+
+    /// `Some(v)` for every inserted key. For a key never inserted: `None` when
+    /// the structure can tell (full keys, fingerprints, emptiness bits),
+    /// otherwise `Some(arbitrary)`.
+    fn get(&self, key: &[u8]) -> Option<u64>;
+
+    /// Looks up many keys at once, with software prefetching where the
+    /// structure supports it. `out.len()` must equal `keys.len()`; extra
+    /// entries of either are ignored.
+    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        for (k, o) in keys.iter().zip(out.iter_mut()) {
+            *o = self.get(k);
+        }
+    }
+
+    /// Applies a delta in place. One writer at a time (the implementation
+    /// serialises writers); any number of threads may keep calling `get`.
+    fn apply(&self, delta: &Self::Delta) -> Result<()>;
+
+    /// Every heap byte the lookup form holds.
+    fn memory_bytes(&self) -> usize;
+}

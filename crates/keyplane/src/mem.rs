@@ -1,0 +1,60 @@
+//! Memory helpers: transparent huge pages for big tables.
+
+/// Asks the kernel to back a large allocation with transparent huge pages
+/// (`madvise(MADV_HUGEPAGE)`). Lookups in tables of many megabytes are
+/// dominated by TLB misses without them. Small allocations and non-Linux
+/// targets are left alone; failures are ignored (the advice is optional).
+pub fn advise_hugepages<T>(v: &[T]) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let bytes = std::mem::size_of_val(v);
+        if bytes < 4 * HUGE {
+            return;
+        }
+        let start = v.as_ptr() as usize;
+        let aligned = start.next_multiple_of(HUGE);
+        let end = (start + bytes) & !(HUGE - 1);
+        if end > aligned {
+            // SAFETY: madvise only changes paging advice for pages that lie
+            // entirely inside this live allocation; it never touches contents.
+            unsafe {
+                madvise(aligned as *mut core::ffi::c_void, end - aligned, MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = v;
+}
+
+#[cfg(target_os = "linux")]
+const MADV_HUGEPAGE: i32 = 14;
+
+#[cfg(target_os = "linux")]
+unsafe extern "C" {
+    fn madvise(addr: *mut core::ffi::c_void, len: usize, advice: i32) -> i32;
+}
+
+/// Prefetches the cache line at `p` into all cache levels. A no-op on
+/// targets without a prefetch instruction.
+#[inline(always)]
+pub fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch is a hint; it never faults, even on invalid addresses.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn advising_a_large_buffer_is_harmless() {
+        let v = vec![7u64; 4 << 20];
+        super::advise_hugepages(&v);
+        super::prefetch(v.as_ptr());
+        assert!(v.iter().all(|&x| x == 7));
+    }
+}

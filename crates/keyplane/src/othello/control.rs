@@ -1,0 +1,641 @@
+//! The Othello control form: keys, bipartite graph, arrays, deltas.
+
+use super::delta::{Body, Delta, Image, SlotRef};
+use super::{Lookup, Options, Params, SIDE_B, Sizing};
+use crate::ControlTable;
+use crate::bits::PackedArray;
+use crate::error::{Error, Result, check_value, check_value_bits, mask};
+use crate::hash::SeedSeq;
+use crate::store::{Inserted, KeyStore};
+
+const NONE: u32 = u32::MAX;
+/// Consecutive failed seeds before construction gives up (each attempt
+/// succeeds with probability ≈ 0.5 at full compact load).
+const MAX_ATTEMPTS: u32 = 64;
+
+/// Counters describing the control form's history.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Full rebuilds (construction, re-seeds and growth).
+    pub rebuilds: u64,
+    /// Rebuilds forced by an insert that closed a cycle.
+    pub cycle_rebuilds: u64,
+    /// Rebuilds forced by growth.
+    pub grow_rebuilds: u64,
+    /// Seeds tried and rejected during rebuilds (cyclic graphs).
+    pub failed_seeds: u64,
+    /// Slots recoloured by inserts and value changes.
+    pub recoloured_slots: u64,
+}
+
+/// Othello control form. See the [module docs](super).
+#[derive(Debug, Clone)]
+pub struct Control {
+    opts: Options,
+    p: Params,
+    cap: usize,
+    seeds: SeedSeq,
+    store: KeyStore,
+    a: PackedArray,
+    b: PackedArray,
+    // Graph: per edge (= key id) its endpoints and the next edge at each endpoint.
+    ea: Vec<u32>,
+    eb: Vec<u32>,
+    na: Vec<u32>,
+    nb: Vec<u32>,
+    head_a: Vec<u32>,
+    head_b: Vec<u32>,
+    seq: u64,
+    stats: Stats,
+    // Traversal scratch.
+    q: [Vec<(u32, u32)>; 2],
+}
+
+enum Walk {
+    /// The start vertices are connected (without the skipped edge).
+    Connected,
+    /// Separate trees; `side` names the smaller one, whose vertices are in `q[side]`.
+    Separate(usize),
+}
+
+impl Control {
+    /// Empty table with explicit options.
+    pub fn with_options(value_bits: u32, opts: Options) -> Result<Self> {
+        Self::build(KeyStore::new(), value_bits, opts)
+    }
+
+    /// Bulk construction with explicit options. A repeated key: the last value wins.
+    pub fn from_items_with<I, K>(items: I, value_bits: u32, opts: Options) -> Result<Self>
+    where
+        I: IntoIterator<Item = (K, u64)>,
+        K: AsRef<[u8]>,
+    {
+        check_value_bits(value_bits, 1, 64)?;
+        let it = items.into_iter();
+        let mut store = KeyStore::with_capacity(it.size_hint().0, 16);
+        for (k, v) in it {
+            check_value(v, value_bits)?;
+            store.insert(k.as_ref(), v);
+        }
+        Self::build(store, value_bits, opts)
+    }
+
+    fn build(store: KeyStore, value_bits: u32, opts: Options) -> Result<Self> {
+        check_value_bits(value_bits, 1, 64)?;
+        let mut seeds = SeedSeq::new(opts.seed);
+        let seed = seeds.next();
+        let p = Params {
+            seed,
+            ma: 1,
+            mb: 1,
+            vbits: value_bits,
+            fbits: opts.fingerprint_bits,
+            empt: opts.emptiness,
+        };
+        p.validate()?;
+        let mut c = Control {
+            opts,
+            p,
+            cap: 0,
+            seeds,
+            store,
+            a: PackedArray::new(1, p.width()),
+            b: PackedArray::new(1, p.width()),
+            ea: Vec::new(),
+            eb: Vec::new(),
+            na: Vec::new(),
+            nb: Vec::new(),
+            head_a: Vec::new(),
+            head_b: Vec::new(),
+            seq: 0,
+            stats: Stats::default(),
+            q: [Vec::new(), Vec::new()],
+        };
+        let n = c.store.len();
+        c.rebuild(n, false)?;
+        Ok(c)
+    }
+
+    /// Options in force.
+    pub fn options(&self) -> Options {
+        self.opts
+    }
+    /// Capacity before the next growth.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+    /// Array sizes `(m_a, m_b)`.
+    pub fn sizes(&self) -> (u32, u32) {
+        (self.p.ma, self.p.mb)
+    }
+    /// Current seed.
+    pub fn seed(&self) -> u64 {
+        self.p.seed
+    }
+    /// History counters.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+    /// Sequence number of the last delta emitted.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+    /// Iterates over `(key, value)` pairs.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], u64)> + '_ {
+        self.store.iter().map(|(_, k, v)| (k, v))
+    }
+
+    /// Exports a lookup form that shares this control form's skeleton (seed,
+    /// sizes, graph) but holds `value(key)` for every key: the OthelloSet of
+    /// thesis §3.4.3, one control form serving many data planes with
+    /// different values. The graph is reused; only the colouring is redone.
+    /// Deltas from this control form carry the default values, so such a
+    /// lookup form is a snapshot: re-export it after changes.
+    pub fn export_with(&self, mut value: impl FnMut(&[u8]) -> u64) -> Result<Lookup> {
+        let mut vals = vec![0u64; self.store.id_bound()];
+        for (id, k, _) in self.store.iter() {
+            let v = value(k);
+            check_value(v, self.p.vbits)?;
+            vals[id as usize] = v;
+        }
+        let wd = self.p.width();
+        let a = PackedArray::new(self.p.ma as usize, wd);
+        let b = PackedArray::new(self.p.mb as usize, wd);
+        // Colour every tree from an arbitrary root with BFS over the adjacency lists.
+        let mut seen_a = vec![false; self.p.ma as usize];
+        let mut seen_b = vec![false; self.p.mb as usize];
+        let mut queue: Vec<u32> = Vec::new();
+        let eb = self.p.ebit();
+        for root in 0..self.p.ma {
+            if seen_a[root as usize] || self.head_a[root as usize] == NONE {
+                continue;
+            }
+            seen_a[root as usize] = true;
+            a.set(root as usize, eb);
+            queue.clear();
+            queue.push(root);
+            while let Some(v) = queue.pop() {
+                let (side_b, i) = (v & SIDE_B != 0, (v & !SIDE_B) as usize);
+                let mut e = if side_b { self.head_b[i] } else { self.head_a[i] };
+                let mine = if side_b { b.get(i) } else { a.get(i) } & self.p.xmask();
+                while e != NONE {
+                    let t = self.p.target(self.hash_of(e), vals[e as usize]);
+                    if side_b {
+                        let o = self.ea[e as usize] as usize;
+                        if !seen_a[o] {
+                            seen_a[o] = true;
+                            a.set(o, (mine ^ t) | eb);
+                            queue.push(o as u32);
+                        }
+                        e = self.nb[e as usize];
+                    } else {
+                        let o = self.eb[e as usize] as usize;
+                        if !seen_b[o] {
+                            seen_b[o] = true;
+                            b.set(o, (mine ^ t) | eb);
+                            queue.push(o as u32 | SIDE_B);
+                        }
+                        e = self.na[e as usize];
+                    }
+                }
+            }
+        }
+        Ok(Lookup::from_image(Image { p: self.p, a, b }, self.seq))
+    }
+
+    #[inline]
+    fn hash_of(&self, id: u32) -> u64 {
+        crate::hash::hash64(self.store.key(id), self.p.seed)
+    }
+
+    /// Rebuilds the graph and arrays for capacity `cap` with fresh seeds.
+    fn rebuild(&mut self, cap: usize, new_seed: bool) -> Result<()> {
+        let (ma, mb) = Params::sizes(self.opts.sizing, cap)?;
+        let cap = cap.max(4);
+        let bound = self.store.id_bound();
+        if bound >= NONE as usize {
+            return Err(Error::CapacityExceeded("more than 2^32-1 keys".into()));
+        }
+        let mut p = Params { ma, mb, ..self.p };
+        if new_seed {
+            p.seed = self.seeds.next();
+        }
+        let ids: Vec<u32> = self.store.ids().collect();
+        let mut hs = vec![0u64; bound];
+        let mut ea = vec![NONE; bound];
+        let mut eb = vec![NONE; bound];
+        let mut attempts = 0;
+        let (a, b) = loop {
+            for &id in &ids {
+                let (h, ia, ib) = p.locate(self.store.key(id));
+                hs[id as usize] = h;
+                ea[id as usize] = ia as u32;
+                eb[id as usize] = ib as u32;
+            }
+            if let Some(arrays) = peel_and_assign(&p, &ids, &ea, &eb, |id| p.target(hs[id as usize], self.store.value(id)))
+            {
+                break arrays;
+            }
+            self.stats.failed_seeds += 1;
+            attempts += 1;
+            if attempts >= MAX_ATTEMPTS {
+                return Err(Error::BuildFailed(format!(
+                    "{MAX_ATTEMPTS} seeds in a row gave cyclic graphs for {} keys in {ma}+{mb} slots; this \
+                     only happens with duplicate keys under a broken hash — please report it",
+                    ids.len()
+                )));
+            }
+            p.seed = self.seeds.next();
+        };
+        // Adjacency lists.
+        let mut head_a = vec![NONE; ma as usize];
+        let mut head_b = vec![NONE; mb as usize];
+        let mut na = vec![NONE; bound];
+        let mut nb = vec![NONE; bound];
+        for &id in &ids {
+            let (i, j) = (ea[id as usize] as usize, eb[id as usize] as usize);
+            na[id as usize] = head_a[i];
+            head_a[i] = id;
+            nb[id as usize] = head_b[j];
+            head_b[j] = id;
+        }
+        self.p = p;
+        self.cap = cap;
+        self.a = a;
+        self.b = b;
+        self.ea = ea;
+        self.eb = eb;
+        self.na = na;
+        self.nb = nb;
+        self.head_a = head_a;
+        self.head_b = head_b;
+        self.stats.rebuilds += 1;
+        Ok(())
+    }
+
+    fn replace_delta(&mut self) -> Delta {
+        self.seq += 1;
+        Delta {
+            seq: self.seq,
+            body: Body::Replace(Box::new(Image { p: self.p, a: self.a.clone(), b: self.b.clone() })),
+        }
+    }
+
+    fn grow_cap(&self) -> usize {
+        match self.opts.sizing {
+            Sizing::Compact => self.cap + self.cap / 2,
+            Sizing::PowerOfTwo => self.cap * 2,
+        }
+    }
+
+    /// Walks the trees of `s0` and `s1` in lock step (never crossing edge
+    /// `skip`) until one is exhausted or the walks meet.
+    fn walk(&mut self, s0: u32, s1: u32, skip: u32) -> Walk {
+        let starts = [s0, s1];
+        let mut pos = [0usize; 2];
+        for s in 0..2 {
+            self.q[s].clear();
+            self.q[s].push((starts[s], skip));
+        }
+        loop {
+            for s in 0..2 {
+                if pos[s] == self.q[s].len() {
+                    return Walk::Separate(s);
+                }
+                let (v, parent) = self.q[s][pos[s]];
+                pos[s] += 1;
+                let (side_b, i) = (v & SIDE_B != 0, (v & !SIDE_B) as usize);
+                let mut e = if side_b { self.head_b[i] } else { self.head_a[i] };
+                while e != NONE {
+                    let (w, next) = if side_b {
+                        (self.ea[e as usize], self.nb[e as usize])
+                    } else {
+                        (self.eb[e as usize] | SIDE_B, self.na[e as usize])
+                    };
+                    if e != parent {
+                        if w == starts[1 - s] {
+                            return Walk::Connected;
+                        }
+                        self.q[s].push((w, e));
+                    }
+                    e = next;
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn slot(&self, v: u32) -> u64 {
+        if v & SIDE_B != 0 { self.b.get((v & !SIDE_B) as usize) } else { self.a.get(v as usize) }
+    }
+
+    fn set_slot(&self, v: u32, x: u64) {
+        if v & SIDE_B != 0 { self.b.set((v & !SIDE_B) as usize, x) } else { self.a.set(v as usize, x) }
+    }
+
+    fn slot_ref(v: u32) -> SlotRef {
+        if v & SIDE_B != 0 { ((v & !SIDE_B) as u64) << 1 | 1 } else { (v as u64) << 1 }
+    }
+
+    /// XORs `d` into every vertex of tree `q[side]`; returns the slot refs.
+    fn recolour(&mut self, side: usize, d: u64) -> Vec<SlotRef> {
+        let verts = std::mem::take(&mut self.q[side]);
+        let mut refs = Vec::with_capacity(verts.len());
+        for &(v, _) in &verts {
+            let x = self.slot(v);
+            self.set_slot(v, x ^ d);
+            refs.push(Self::slot_ref(v));
+        }
+        self.stats.recoloured_slots += verts.len() as u64;
+        self.q[side] = verts;
+        refs
+    }
+
+    fn slots_delta(&mut self, xor: u64, xors: Vec<SlotRef>, sets: Vec<(SlotRef, u64)>) -> Delta {
+        self.seq += 1;
+        Delta { seq: self.seq, body: Body::Slots { seed: self.p.seed, xor, xors, sets } }
+    }
+
+    fn ensure_edge_arrays(&mut self) {
+        let bound = self.store.id_bound();
+        if self.ea.len() < bound {
+            self.ea.resize(bound, NONE);
+            self.eb.resize(bound, NONE);
+            self.na.resize(bound, NONE);
+            self.nb.resize(bound, NONE);
+        }
+    }
+
+    fn insert_new(&mut self, id: u32, value: u64) -> Result<Delta> {
+        if self.store.len() > self.cap {
+            let cap = self.grow_cap();
+            self.rebuild(cap, true)?;
+            self.stats.grow_rebuilds += 1;
+            return Ok(self.replace_delta());
+        }
+        self.ensure_edge_arrays();
+        let (h, ia, ib) = self.p.locate(self.store.key(id));
+        let (u, v) = (ia as u32, ib as u32 | SIDE_B);
+        match self.walk(u, v, NONE) {
+            Walk::Connected => {
+                // Closing a cycle: re-seed the whole table.
+                self.rebuild(self.cap, true)?;
+                self.stats.cycle_rebuilds += 1;
+                Ok(self.replace_delta())
+            }
+            Walk::Separate(side) => {
+                let t = self.p.target(h, value);
+                let xm = self.p.xmask();
+                let d = (self.slot(u) ^ self.slot(v) ^ t) & xm;
+                let eb = self.p.ebit();
+                let (u_empty, v_empty) = (self.head_a[ia] == NONE, self.head_b[ib] == NONE);
+                let mut sets = Vec::new();
+                let mut xors = Vec::new();
+                // An isolated start vertex is recoloured with an absolute write (it
+                // also gains its emptiness bit); a real tree with an XOR list.
+                let lone = if side == 0 { u_empty } else { v_empty };
+                if d != 0 {
+                    if lone {
+                        let w = if side == 0 { u } else { v };
+                        let x = self.slot(w) ^ d;
+                        self.set_slot(w, x);
+                        self.stats.recoloured_slots += 1;
+                    } else {
+                        xors = self.recolour(side, d);
+                    }
+                }
+                for (w, empty) in [(u, u_empty), (v, v_empty)] {
+                    if empty {
+                        let x = self.slot(w) | eb;
+                        self.set_slot(w, x);
+                        sets.push((Self::slot_ref(w), x));
+                    }
+                }
+                // Link the edge.
+                let i = id as usize;
+                self.ea[i] = ia as u32;
+                self.eb[i] = ib as u32;
+                self.na[i] = self.head_a[ia];
+                self.head_a[ia] = id;
+                self.nb[i] = self.head_b[ib];
+                self.head_b[ib] = id;
+                Ok(self.slots_delta(if xors.is_empty() { 0 } else { d }, xors, sets))
+            }
+        }
+    }
+
+    fn change_value(&mut self, id: u32, value: u64) -> Delta {
+        let i = id as usize;
+        let (u, v) = (self.ea[i], self.eb[i] | SIDE_B);
+        let h = self.hash_of(id);
+        let d = (self.slot(u) ^ self.slot(v) ^ self.p.target(h, value)) & self.p.xmask();
+        if d == 0 {
+            return self.slots_delta(0, Vec::new(), Vec::new());
+        }
+        match self.walk(u, v, id) {
+            Walk::Separate(side) => {
+                let xors = self.recolour(side, d);
+                self.slots_delta(d, xors, Vec::new())
+            }
+            Walk::Connected => unreachable!("the graph is a forest: removing an edge disconnects its ends"),
+        }
+    }
+
+    fn unlink(head: &mut [u32], next: &mut [u32], at: usize, id: u32) {
+        let mut cur = head[at];
+        if cur == id {
+            head[at] = next[id as usize];
+            return;
+        }
+        while cur != NONE {
+            let n = next[cur as usize];
+            if n == id {
+                next[cur as usize] = next[id as usize];
+                return;
+            }
+            cur = n;
+        }
+    }
+}
+
+/// Peels the forest (repeatedly removing a slot of degree one and its edge,
+/// using the XOR-of-edge-ids trick), then assigns slot values in reverse peel
+/// order. Returns `None` when the graph has a cycle (the 2-core is not empty).
+fn peel_and_assign(
+    p: &Params,
+    ids: &[u32],
+    ea: &[u32],
+    eb: &[u32],
+    target: impl Fn(u32) -> u64,
+) -> Option<(PackedArray, PackedArray)> {
+    let (ma, mb) = (p.ma as usize, p.mb as usize);
+    let mut deg_a = vec![0u32; ma];
+    let mut x_a = vec![0u32; ma];
+    let mut deg_b = vec![0u32; mb];
+    let mut x_b = vec![0u32; mb];
+    for &id in ids {
+        let (i, j) = (ea[id as usize] as usize, eb[id as usize] as usize);
+        deg_a[i] += 1;
+        x_a[i] ^= id;
+        deg_b[j] += 1;
+        x_b[j] ^= id;
+    }
+    // order: (edge, free side is B)
+    let mut order: Vec<(u32, bool)> = Vec::with_capacity(ids.len());
+    let mut stack: Vec<u32> = Vec::new();
+    for i in 0..ma {
+        if deg_a[i] == 1 {
+            stack.push(i as u32);
+        }
+    }
+    for j in 0..mb {
+        if deg_b[j] == 1 {
+            stack.push(j as u32 | SIDE_B);
+        }
+    }
+    while let Some(v) = stack.pop() {
+        let (side_b, i) = (v & SIDE_B != 0, (v & !SIDE_B) as usize);
+        if side_b {
+            if deg_b[i] != 1 {
+                continue;
+            }
+            let e = x_b[i];
+            deg_b[i] = 0;
+            order.push((e, true));
+            let o = ea[e as usize] as usize;
+            deg_a[o] -= 1;
+            x_a[o] ^= e;
+            if deg_a[o] == 1 {
+                stack.push(o as u32);
+            }
+        } else {
+            if deg_a[i] != 1 {
+                continue;
+            }
+            let e = x_a[i];
+            deg_a[i] = 0;
+            order.push((e, false));
+            let o = eb[e as usize] as usize;
+            deg_b[o] -= 1;
+            x_b[o] ^= e;
+            if deg_b[o] == 1 {
+                stack.push(o as u32 | SIDE_B);
+            }
+        }
+    }
+    if order.len() != ids.len() {
+        return None;
+    }
+    drop((deg_a, deg_b, x_a, x_b));
+    let wd = p.width();
+    let a = PackedArray::new(ma, wd);
+    let b = PackedArray::new(mb, wd);
+    for &(e, free_b) in order.iter().rev() {
+        let (i, j) = (ea[e as usize] as usize, eb[e as usize] as usize);
+        let t = target(e);
+        if free_b {
+            b.set(j, (a.get(i) ^ t) & p.xmask());
+        } else {
+            a.set(i, (b.get(j) ^ t) & p.xmask());
+        }
+    }
+    if p.empt {
+        let eb_bit = p.ebit();
+        for &id in ids {
+            let (i, j) = (ea[id as usize] as usize, eb[id as usize] as usize);
+            a.set(i, a.get(i) | eb_bit);
+            b.set(j, b.get(j) | eb_bit);
+        }
+    }
+    Some((a, b))
+}
+
+impl ControlTable for Control {
+    type Delta = Delta;
+    type Lookup = Lookup;
+
+    fn with_value_bits(value_bits: u32) -> Result<Self> {
+        Self::with_options(value_bits, Options::default())
+    }
+
+    fn from_items<I, K>(items: I, value_bits: u32) -> Result<Self>
+    where
+        I: IntoIterator<Item = (K, u64)>,
+        K: AsRef<[u8]>,
+    {
+        Self::from_items_with(items, value_bits, Options::default())
+    }
+
+    fn insert(&mut self, key: &[u8], value: u64) -> Result<Delta> {
+        check_value(value, self.p.vbits)?;
+        if key.len() >= u32::MAX as usize {
+            return Err(Error::InvalidParameter("key longer than 4 GiB".into()));
+        }
+        match self.store.insert(key, value) {
+            Inserted::Existing(id, old) => {
+                if old == value {
+                    Ok(self.slots_delta(0, Vec::new(), Vec::new()))
+                } else {
+                    Ok(self.change_value(id, value))
+                }
+            }
+            Inserted::New(id) => match self.insert_new(id, value) {
+                Ok(d) => Ok(d),
+                Err(e) => {
+                    // Nothing may be lost or half-done: undo the store insert.
+                    self.store.remove(key);
+                    Err(e)
+                }
+            },
+        }
+    }
+
+    fn remove(&mut self, key: &[u8]) -> Result<Option<Delta>> {
+        let Some((id, _)) = self.store.remove(key) else { return Ok(None) };
+        let i = id as usize;
+        let (ia, ib) = (self.ea[i] as usize, self.eb[i] as usize);
+        Self::unlink(&mut self.head_a, &mut self.na, ia, id);
+        Self::unlink(&mut self.head_b, &mut self.nb, ib, id);
+        self.ea[i] = NONE;
+        self.eb[i] = NONE;
+        let mut sets = Vec::new();
+        if self.p.empt {
+            let keep = mask(self.p.vbits + self.p.fbits);
+            if self.head_a[ia] == NONE {
+                let x = self.a.get(ia) & keep;
+                self.a.set(ia, x);
+                sets.push(((ia as u64) << 1, x));
+            }
+            if self.head_b[ib] == NONE {
+                let x = self.b.get(ib) & keep;
+                self.b.set(ib, x);
+                sets.push(((ib as u64) << 1 | 1, x));
+            }
+        }
+        Ok(Some(self.slots_delta(0, Vec::new(), sets)))
+    }
+
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        self.store.get(key)
+    }
+
+    fn len(&self) -> usize {
+        self.store.len()
+    }
+
+    fn value_bits(&self) -> u32 {
+        self.p.vbits
+    }
+
+    fn export(&self) -> Lookup {
+        Lookup::from_image(Image { p: self.p, a: self.a.clone(), b: self.b.clone() }, self.seq)
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.store.memory_bytes()
+            + self.a.memory_bytes()
+            + self.b.memory_bytes()
+            + 4 * (self.ea.capacity() + self.eb.capacity() + self.na.capacity() + self.nb.capacity())
+            + 4 * (self.head_a.capacity() + self.head_b.capacity())
+    }
+}

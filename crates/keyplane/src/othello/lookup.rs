@@ -1,0 +1,223 @@
+//! The Othello data-plane form.
+
+use super::Params;
+use super::delta::{Body, Delta, Image};
+use crate::LookupTable;
+use crate::bits::PackedArray;
+use crate::error::{Error, Result};
+use crate::mem::prefetch;
+use crate::sync::{Published, StripeSet, StripedSeqLock};
+use crate::wire::{Frame, Kind, Wire, Writer};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// At most this many seqlock stripes; small tables get one per 1024 slots
+/// (at least 64), so the lock costs under 0.1 bit per key.
+const MAX_STRIPES: usize = 4096;
+const BATCH: usize = 16;
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub p: Params,
+    pub a: PackedArray,
+    pub b: PackedArray,
+    pub seq: AtomicU64,
+    lock: StripedSeqLock,
+    smask: usize,
+}
+
+impl Inner {
+    pub fn new(img: Image, seq: u64) -> Self {
+        let slots = img.p.ma as usize + img.p.mb as usize;
+        let lock = StripedSeqLock::new((slots / 1024).clamp(64, MAX_STRIPES));
+        let smask = lock.stripes() - 1;
+        Self { p: img.p, a: img.a, b: img.b, seq: AtomicU64::new(seq), lock, smask }
+    }
+
+    #[inline(always)]
+    fn stripe_a(&self, i: usize) -> usize {
+        i & self.smask
+    }
+    #[inline(always)]
+    fn stripe_b(&self, i: usize) -> usize {
+        (i.wrapping_mul(0x9e37_79b9) >> 7) & self.smask
+    }
+
+    #[inline(always)]
+    fn read(&self, h: u64, ia: usize, ib: usize) -> Option<u64> {
+        let (x, y) = self.lock.read2(self.stripe_a(ia), self.stripe_b(ib), || (self.a.get(ia), self.b.get(ib)));
+        self.p.answer(h, x, y)
+    }
+}
+
+/// Othello lookup form: two packed arrays, no keys. See the [module docs](super).
+#[derive(Debug)]
+pub struct Lookup {
+    cur: Published<Inner>,
+    writer: Mutex<()>,
+}
+
+impl Lookup {
+    pub(crate) fn from_image(img: Image, seq: u64) -> Self {
+        Self { cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(()) }
+    }
+
+    /// Value bits.
+    pub fn value_bits(&self) -> u32 {
+        self.cur.load().p.vbits
+    }
+    /// Fingerprint bits.
+    pub fn fingerprint_bits(&self) -> u32 {
+        self.cur.load().p.fbits
+    }
+    /// True if the emptiness indicator is stored.
+    pub fn has_emptiness(&self) -> bool {
+        self.cur.load().p.empt
+    }
+    /// Array sizes `(m_a, m_b)`.
+    pub fn sizes(&self) -> (u32, u32) {
+        let c = self.cur.load();
+        (c.p.ma, c.p.mb)
+    }
+    /// Current hash seed (part of the skeleton).
+    pub fn seed(&self) -> u64 {
+        self.cur.load().p.seed
+    }
+    /// Sequence number of the last delta applied (or of the export).
+    pub fn seq(&self) -> u64 {
+        self.cur.load().seq.load(Ordering::Acquire)
+    }
+
+    /// `A[ha(k)] XOR B[hb(k)]` without fingerprint or emptiness checks: the
+    /// value bits of the raw Othello answer (arbitrary for alien keys).
+    #[inline]
+    pub fn get_unchecked(&self, key: &[u8]) -> u64 {
+        let c = self.cur.load();
+        let (_, ia, ib) = c.p.locate(key);
+        let (x, y) = c.lock.read2(c.stripe_a(ia), c.stripe_b(ib), || (c.a.get(ia), c.b.get(ib)));
+        (x ^ y) & crate::mask(c.p.vbits)
+    }
+
+    fn apply_slots(&self, c: &Inner, seed: u64, xor: u64, xors: &[u64], sets: &[(u64, u64)]) -> Result<()> {
+        if seed != c.p.seed {
+            return Err(Error::DeltaMismatch(format!(
+                "delta is for skeleton seed {seed:#x}, table has {:#x}",
+                c.p.seed
+            )));
+        }
+        let wmask = crate::mask(c.p.width());
+        if xor & !c.p.xmask() != 0 {
+            return Err(Error::DeltaMismatch("xor value wider than the slot's value and fingerprint".into()));
+        }
+        let check = |s: u64| -> Result<(bool, usize)> {
+            let side_b = s & 1 == 1;
+            let i = s >> 1;
+            let m = if side_b { c.p.mb } else { c.p.ma } as u64;
+            if i >= m {
+                return Err(Error::DeltaMismatch(format!("slot {i} outside array of {m}")));
+            }
+            Ok((side_b, i as usize))
+        };
+        let mut stripes = StripeSet::new();
+        for &s in xors.iter().chain(sets.iter().map(|(s, _)| s)) {
+            let (side_b, i) = check(s)?;
+            stripes.add(if side_b { c.stripe_b(i) } else { c.stripe_a(i) });
+        }
+        for &(_, v) in sets {
+            if v & !wmask != 0 {
+                return Err(Error::DeltaMismatch("slot value wider than the slot".into()));
+            }
+        }
+        let st = stripes.finish();
+        c.lock.write_begin(st);
+        for &s in xors {
+            let (side_b, i) = ((s & 1) == 1, (s >> 1) as usize);
+            if side_b { c.b.xor(i, xor) } else { c.a.xor(i, xor) }
+        }
+        for &(s, v) in sets {
+            let (side_b, i) = ((s & 1) == 1, (s >> 1) as usize);
+            if side_b { c.b.set(i, v) } else { c.a.set(i, v) }
+        }
+        c.lock.write_end(st);
+        Ok(())
+    }
+}
+
+impl LookupTable for Lookup {
+    type Delta = Delta;
+
+    #[inline]
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        let c = self.cur.load();
+        let (h, ia, ib) = c.p.locate(key);
+        c.read(h, ia, ib)
+    }
+
+    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        let c = self.cur.load();
+        let mut loc = [(0u64, 0usize, 0usize); BATCH];
+        for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            for (k, l) in ks.iter().zip(loc.iter_mut()) {
+                *l = c.p.locate(k);
+                prefetch(c.a.word_ptr(l.1));
+                prefetch(c.b.word_ptr(l.2));
+            }
+            for (l, o) in loc.iter().zip(os.iter_mut()).take(ks.len()) {
+                *o = c.read(l.0, l.1, l.2);
+            }
+        }
+    }
+
+    fn apply(&self, delta: &Delta) -> Result<()> {
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let c = self.cur.load_full();
+        let have = c.seq.load(Ordering::Relaxed);
+        if delta.seq != have + 1 {
+            return Err(Error::DeltaMismatch(format!(
+                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
+                have + 1,
+                delta.seq
+            )));
+        }
+        match &delta.body {
+            Body::Slots { seed, xor, xors, sets } => {
+                self.apply_slots(&c, *seed, *xor, xors, sets)?;
+                c.seq.store(delta.seq, Ordering::Release);
+            }
+            Body::Replace(img) => {
+                if img.p.vbits != c.p.vbits || img.p.fbits != c.p.fbits || img.p.empt != c.p.empt {
+                    return Err(Error::DeltaMismatch("rebuild delta has a different slot layout".into()));
+                }
+                self.cur.replace(Inner::new((**img).clone(), delta.seq));
+            }
+        }
+        Ok(())
+    }
+
+    fn memory_bytes(&self) -> usize {
+        let c = self.cur.load();
+        std::mem::size_of::<Self>()
+            + std::mem::size_of::<Inner>()
+            + c.a.memory_bytes()
+            + c.b.memory_bytes()
+            + c.lock.memory_bytes()
+    }
+}
+
+impl Wire for Lookup {
+    fn to_bytes(&self) -> Vec<u8> {
+        let c = self.cur.load();
+        let mut w = Writer::with_capacity(Kind::OthelloLookup, c.a.memory_bytes() + c.b.memory_bytes() + 64);
+        w.u64(c.seq.load(Ordering::Acquire));
+        Image { p: c.p, a: c.a.clone(), b: c.b.clone() }.encode(&mut w);
+        w.finish()
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let mut r = Frame::open(bytes, Kind::OthelloLookup)?;
+        let seq = r.u64()?;
+        let img = Image::decode(&mut r)?;
+        r.finish()?;
+        Ok(Self::from_image(img, seq))
+    }
+}

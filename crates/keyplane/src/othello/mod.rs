@@ -1,0 +1,207 @@
+//! Othello hashing and the Concise FIB (Yu, Li, Qian, Wang, ANCS/ToN;
+//! thesis §2.3 and §3.4.3 "OFW").
+//!
+//! An Othello maps each key `k` to an l-bit value `A[ha(k)] XOR B[hb(k)]`
+//! over two arrays `A` (m_a slots) and `B` (m_b slots). Each key is an edge
+//! between slot `ha(k)` of A and slot `hb(k)` of B; when that bipartite graph
+//! is acyclic, values can be assigned to the slots so every key reads its own
+//! value. The lookup form stores only the two arrays: no keys.
+//!
+//! * [`Control`] holds the keys, the graph (adjacency lists per slot) and the
+//!   arrays, and turns every insert, value change and remove into a [`Delta`]:
+//!   an insert joining two trees recolours (XORs) the **smaller** tree, a
+//!   value change recolours the smaller side of the edge, a remove only
+//!   clears emptiness bits. An insert that would close a cycle, or a table
+//!   that outgrows its arrays, triggers a rebuild with a fresh seed; its
+//!   delta carries the whole new lookup form.
+//! * [`Lookup`] is the data-plane form: two packed arrays, a branch-free
+//!   `get`, a prefetching `get_batch`, optional fingerprint bits and the OFW
+//!   emptiness indicator (thesis §3.4.3, Appendix A.1.2) to answer `None` for
+//!   most alien keys, and in-place delta application under a striped seqlock
+//!   so concurrent readers never see a half-applied recolouring.
+//!
+//! Slot layout (bit-sliced, one element per slot, the paper's l-POG):
+//! `value (l bits) | fingerprint (f bits) | emptiness (1 bit, optional)`.
+//! XOR covers value and fingerprint; the emptiness bit is set when a slot has
+//! at least one key.
+
+mod control;
+mod delta;
+mod lookup;
+
+pub use control::{Control, Stats};
+pub use delta::Delta;
+pub use lookup::Lookup;
+
+use crate::error::{Error, Result, mask};
+use crate::hash::{hash64, hi, lo, mix64, reduce};
+
+/// How the two arrays are sized for a capacity of `c` keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sizing {
+    /// m_a = ⌈1.33·c⌉, m_b = c, with multiply-shift range reduction
+    /// (≈ 2.33·l bits/key at full capacity).
+    #[default]
+    Compact,
+    /// The paper's power-of-two sizes: m_a = 2^⌈log₂ 1.33c⌉, m_b = 2^⌈log₂ c⌉
+    /// (between 2.33·l and 4.66·l bits/key).
+    PowerOfTwo,
+}
+
+/// Construction options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// Array sizing policy.
+    pub sizing: Sizing,
+    /// Fingerprint bits stored with each value (0..=32): alien keys pass the
+    /// fingerprint check with probability 2^-f.
+    pub fingerprint_bits: u32,
+    /// Store the OFW emptiness indicator (one bit per slot).
+    pub emptiness: bool,
+    /// Initial seed; rebuilds draw later seeds deterministically from it.
+    pub seed: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { sizing: Sizing::Compact, fingerprint_bits: 0, emptiness: false, seed: 0x0e11_0000_5eed }
+    }
+}
+
+impl Options {
+    /// Options with `fingerprint_bits` of fingerprint and the emptiness bit on.
+    pub fn filtered(fingerprint_bits: u32) -> Self {
+        Self { fingerprint_bits, emptiness: true, ..Self::default() }
+    }
+}
+
+/// Parameters every lookup form carries: the skeleton (seed, sizes) and the
+/// slot layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Params {
+    pub seed: u64,
+    pub ma: u32,
+    pub mb: u32,
+    pub vbits: u32,
+    pub fbits: u32,
+    pub empt: bool,
+}
+
+pub(crate) const SIDE_B: u32 = 1 << 31;
+pub(crate) const MAX_SLOTS: u32 = (1 << 31) - 1;
+
+impl Params {
+    pub fn validate(&self) -> Result<()> {
+        if !(1..=64).contains(&self.vbits) {
+            return Err(Error::InvalidValueBits { got: self.vbits, min: 1, max: 64 });
+        }
+        if self.fbits > 32 {
+            return Err(Error::InvalidParameter(format!("fingerprint_bits {} > 32", self.fbits)));
+        }
+        if self.width() > 64 {
+            return Err(Error::InvalidParameter(format!(
+                "value_bits {} + fingerprint_bits {} + emptiness {} exceed 64",
+                self.vbits, self.fbits, self.empt as u32
+            )));
+        }
+        if self.ma == 0 || self.mb == 0 || self.ma > MAX_SLOTS || self.mb > MAX_SLOTS {
+            return Err(Error::InvalidParameter(format!("array sizes {} / {} out of range", self.ma, self.mb)));
+        }
+        Ok(())
+    }
+
+    /// Bits per slot.
+    #[inline(always)]
+    pub fn width(&self) -> u32 {
+        self.vbits + self.fbits + self.empt as u32
+    }
+
+    /// Mask of the XOR-ed part (value and fingerprint).
+    #[inline(always)]
+    pub fn xmask(&self) -> u64 {
+        mask(self.vbits + self.fbits)
+    }
+
+    /// Emptiness bit (0 when disabled).
+    #[inline(always)]
+    pub fn ebit(&self) -> u64 {
+        if self.empt { 1u64 << (self.vbits + self.fbits) } else { 0 }
+    }
+
+    /// Hash and slot indices of a key.
+    #[inline(always)]
+    pub fn locate(&self, key: &[u8]) -> (u64, usize, usize) {
+        let h = hash64(key, self.seed);
+        (h, reduce(lo(h), self.ma) as usize, reduce(hi(h), self.mb) as usize)
+    }
+
+    /// Fingerprint of a hash, already shifted into place.
+    #[inline(always)]
+    pub fn fp(&self, h: u64) -> u64 {
+        if self.fbits == 0 { 0 } else { ((mix64(h) >> 32) & mask(self.fbits)) << self.vbits }
+    }
+
+    /// The XOR target of a key with value `v`.
+    #[inline(always)]
+    pub fn target(&self, h: u64, v: u64) -> u64 {
+        v | self.fp(h)
+    }
+
+    /// Decodes two slots into a lookup answer.
+    #[inline(always)]
+    pub fn answer(&self, h: u64, x: u64, y: u64) -> Option<u64> {
+        let t = (x ^ y) & self.xmask();
+        let e = self.ebit();
+        let ok_e = (x & y & e) == e;
+        let ok_f = (t & !mask(self.vbits)) == self.fp(h);
+        if ok_e && ok_f { Some(t & mask(self.vbits)) } else { None }
+    }
+
+    /// Array sizes for a capacity.
+    pub fn sizes(sizing: Sizing, cap: usize) -> Result<(u32, u32)> {
+        let cap = cap.max(4) as u64;
+        let (ma, mb) = match sizing {
+            Sizing::Compact => ((cap * 4).div_ceil(3), cap),
+            Sizing::PowerOfTwo => ((cap * 4).div_ceil(3).next_power_of_two(), cap.next_power_of_two()),
+        };
+        if ma > MAX_SLOTS as u64 || mb > MAX_SLOTS as u64 {
+            return Err(Error::CapacityExceeded(format!("{cap} keys need arrays beyond 2^31 slots")));
+        }
+        Ok((ma as u32, mb as u32))
+    }
+
+    pub fn encode(&self, w: &mut crate::wire::Writer) {
+        w.u64(self.seed).u32(self.ma).u32(self.mb).u8(self.vbits as u8).u8(self.fbits as u8).u8(self.empt as u8);
+    }
+
+    pub fn decode(r: &mut crate::wire::Reader<'_>) -> Result<Self> {
+        let p = Params {
+            seed: r.u64()?,
+            ma: r.u32()?,
+            mb: r.u32()?,
+            vbits: r.u8()? as u32,
+            fbits: r.u8()? as u32,
+            empt: match r.u8()? {
+                0 => false,
+                1 => true,
+                x => return Err(Error::Corrupt(format!("emptiness flag {x}"))),
+            },
+        };
+        p.validate().map_err(|e| Error::Corrupt(e.to_string()))?;
+        Ok(p)
+    }
+}
+
+/// Expected alien-key false-positive rate of a lookup form with these
+/// parameters holding `n` keys: thesis eq. 3.9,
+/// `2^-f · (1 − ε_a)(1 − ε_b)` with `ε = (1 − 1/m)^n` when the emptiness bit
+/// is on (f fingerprint bits), `2^-f` without it.
+pub fn expected_false_positive_rate(n: usize, ma: u32, mb: u32, fingerprint_bits: u32, emptiness: bool) -> f64 {
+    let f = 0.5f64.powi(fingerprint_bits as i32);
+    if !emptiness {
+        return f;
+    }
+    let ea = (1.0 - 1.0 / ma as f64).powf(n as f64);
+    let eb = (1.0 - 1.0 / mb as f64).powf(n as f64);
+    f * (1.0 - ea) * (1.0 - eb)
+}

@@ -1,0 +1,246 @@
+//! The control plane's full key/value state, shared by every structure.
+//!
+//! Keys of any length live back to back in one arena (no allocation per key);
+//! each live key has a stable slot id (`u32`) that structures use as their
+//! edge / entry id. Removed ids are recycled; the arena is compacted when more
+//! than half of it is garbage.
+
+use crate::hash::hash64;
+use hashbrown::HashTable;
+
+const STORE_SEED: u64 = 0x73_746f_7265; // "store": independent of any structure's seeds
+const DEAD: u32 = u32::MAX;
+
+/// Key arena plus id map.
+#[derive(Debug, Clone, Default)]
+pub struct KeyStore {
+    arena: Vec<u8>,
+    off: Vec<u64>,
+    klen: Vec<u32>,
+    values: Vec<u64>,
+    map: HashTable<u32>,
+    free: Vec<u32>,
+    live: usize,
+    garbage: usize,
+}
+
+/// Outcome of [`KeyStore::insert`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inserted {
+    /// A new key got this id.
+    New(u32),
+    /// The key existed with this id and old value.
+    Existing(u32, u64),
+}
+
+impl Inserted {
+    /// The key's id either way.
+    pub fn id(self) -> u32 {
+        match self {
+            Inserted::New(i) | Inserted::Existing(i, _) => i,
+        }
+    }
+}
+
+impl KeyStore {
+    /// Empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Empty store with room for `n` keys of about `avg_len` bytes.
+    pub fn with_capacity(n: usize, avg_len: usize) -> Self {
+        Self {
+            arena: Vec::with_capacity(n * avg_len),
+            off: Vec::with_capacity(n),
+            klen: Vec::with_capacity(n),
+            values: Vec::with_capacity(n),
+            map: HashTable::with_capacity(n),
+            ..Self::default()
+        }
+    }
+
+    #[inline]
+    fn h(key: &[u8]) -> u64 {
+        hash64(key, STORE_SEED)
+    }
+
+    /// Number of live keys.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+    /// True when no key is stored.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+    /// One past the largest id ever handed out (ids are `< id_bound()`).
+    pub fn id_bound(&self) -> usize {
+        self.klen.len()
+    }
+    /// True if `id` names a live key.
+    #[inline]
+    pub fn is_live(&self, id: u32) -> bool {
+        self.klen.get(id as usize).is_some_and(|&l| l != DEAD)
+    }
+    /// Key bytes of a live id.
+    #[inline]
+    pub fn key(&self, id: u32) -> &[u8] {
+        let o = self.off[id as usize] as usize;
+        &self.arena[o..o + self.klen[id as usize] as usize]
+    }
+    /// Value of a live id.
+    #[inline]
+    pub fn value(&self, id: u32) -> u64 {
+        self.values[id as usize]
+    }
+    /// Changes the value of a live id.
+    #[inline]
+    pub fn set_value(&mut self, id: u32, v: u64) {
+        self.values[id as usize] = v;
+    }
+
+    /// Id of a key, if present.
+    pub fn find(&self, key: &[u8]) -> Option<u32> {
+        let h = Self::h(key);
+        self.map.find(h, |&id| self.key_eq(id, key)).copied()
+    }
+
+    fn key_eq(&self, id: u32, key: &[u8]) -> bool {
+        let o = self.off[id as usize] as usize;
+        let l = self.klen[id as usize] as usize;
+        l == key.len() && &self.arena[o..o + l] == key
+    }
+
+    /// Value of a key, if present.
+    pub fn get(&self, key: &[u8]) -> Option<u64> {
+        self.find(key).map(|id| self.values[id as usize])
+    }
+
+    /// Inserts or overwrites. Keys longer than `u32::MAX - 1` bytes are the
+    /// caller's to refuse (no network key comes close).
+    pub fn insert(&mut self, key: &[u8], value: u64) -> Inserted {
+        let h = Self::h(key);
+        if let Some(&id) = self.map.find(h, |&id| self.key_eq(id, key)) {
+            let old = std::mem::replace(&mut self.values[id as usize], value);
+            return Inserted::Existing(id, old);
+        }
+        let off = self.arena.len() as u64;
+        self.arena.extend_from_slice(key);
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.off[id as usize] = off;
+                self.klen[id as usize] = key.len() as u32;
+                self.values[id as usize] = value;
+                id
+            }
+            None => {
+                let id = self.klen.len() as u32;
+                self.off.push(off);
+                self.klen.push(key.len() as u32);
+                self.values.push(value);
+                id
+            }
+        };
+        let (arena, offs, lens) = (&self.arena, &self.off, &self.klen);
+        self.map.insert_unique(h, id, |&i| {
+            let o = offs[i as usize] as usize;
+            Self::h(&arena[o..o + lens[i as usize] as usize])
+        });
+        self.live += 1;
+        Inserted::New(id)
+    }
+
+    /// Removes a key; returns its id and value.
+    pub fn remove(&mut self, key: &[u8]) -> Option<(u32, u64)> {
+        let h = Self::h(key);
+        let (arena, offs, lens) = (&self.arena, &self.off, &self.klen);
+        let entry = self
+            .map
+            .find_entry(h, |&id| {
+                let o = offs[id as usize] as usize;
+                let l = lens[id as usize] as usize;
+                l == key.len() && &arena[o..o + l] == key
+            })
+            .ok()?;
+        let (id, _) = entry.remove();
+        self.garbage += self.klen[id as usize] as usize;
+        self.klen[id as usize] = DEAD;
+        self.free.push(id);
+        self.live -= 1;
+        let v = self.values[id as usize];
+        if self.garbage > 4096 && self.garbage * 2 > self.arena.len() {
+            self.compact();
+        }
+        Some((id, v))
+    }
+
+    fn compact(&mut self) {
+        let mut arena = Vec::with_capacity(self.arena.len() - self.garbage);
+        for id in 0..self.klen.len() {
+            let l = self.klen[id];
+            if l != DEAD {
+                let o = self.off[id] as usize;
+                self.off[id] = arena.len() as u64;
+                arena.extend_from_slice(&self.arena[o..o + l as usize]);
+            }
+        }
+        self.arena = arena;
+        self.garbage = 0;
+    }
+
+    /// Live ids in increasing order.
+    pub fn ids(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.klen.len() as u32).filter(|&i| self.klen[i as usize] != DEAD)
+    }
+
+    /// Live `(id, key, value)` triples in id order.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &[u8], u64)> + '_ {
+        self.ids().map(|i| (i, self.key(i), self.values[i as usize]))
+    }
+
+    /// Heap bytes held (arena, per-key arrays, hash index).
+    pub fn memory_bytes(&self) -> usize {
+        self.arena.capacity()
+            + self.off.capacity() * 8
+            + self.klen.capacity() * 4
+            + self.values.capacity() * 8
+            + self.free.capacity() * 4
+            + self.map.capacity() * (4 + 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng, rngs::StdRng};
+    use std::collections::HashMap;
+
+    #[test]
+    fn behaves_like_a_hashmap() {
+        let mut rng = StdRng::seed_from_u64(9);
+        let mut s = KeyStore::new();
+        let mut o: HashMap<Vec<u8>, u64> = HashMap::new();
+        for step in 0..50_000 {
+            let k: Vec<u8> = (0..rng.gen_range(0..12)).map(|_| rng.gen_range(0..4u8)).collect();
+            match rng.gen_range(0..3) {
+                0 | 1 => {
+                    let v = rng.r#gen();
+                    let r = s.insert(&k, v);
+                    match o.insert(k.clone(), v) {
+                        Some(old) => assert!(matches!(r, Inserted::Existing(_, x) if x == old)),
+                        None => assert!(matches!(r, Inserted::New(_))),
+                    }
+                }
+                _ => assert_eq!(s.remove(&k).map(|x| x.1), o.remove(&k)),
+            }
+            assert_eq!(s.len(), o.len());
+            if step % 5000 == 0 {
+                for (k, v) in &o {
+                    assert_eq!(s.get(k), Some(*v));
+                    assert_eq!(s.key(s.find(k).unwrap()), &k[..]);
+                }
+                assert_eq!(s.iter().count(), o.len());
+            }
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! Reader/writer coordination for lookup forms: readers never block and never
+//! see a value that is neither a key's old nor its new value.
+//!
+//! Two mechanisms, both built only from atomics:
+//!
+//! * [`StripedSeqLock`]: a few thousand version counters. A writer that
+//!   changes several slots first makes the counters of *all* touched stripes
+//!   odd, writes, then makes them even again; a reader notes the counters of
+//!   the stripes it reads before and after, and retries if one was odd or
+//!   moved (Boehm's seqlock with fences, "Can seqlocks get along with
+//!   programming language memory models?", 2012). This is the CuckooSwitch
+//!   version-counter scheme and the role of the Concise FIB's D1/D2 vectors.
+//! * [`Published`]: whole-structure replacement (re-seed, growth) by swapping
+//!   an `Arc`; readers keep the snapshot they loaded, so a lookup that races a
+//!   replacement answers from the complete old structure.
+
+use arc_swap::{ArcSwap, Guard};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering, fence};
+
+/// Striped sequence counters.
+#[derive(Debug)]
+pub struct StripedSeqLock {
+    v: Box<[AtomicU64]>,
+    mask: usize,
+}
+
+impl StripedSeqLock {
+    /// `stripes` counters (rounded up to a power of two).
+    pub fn new(stripes: usize) -> Self {
+        let n = stripes.max(1).next_power_of_two();
+        Self { v: (0..n).map(|_| AtomicU64::new(0)).collect(), mask: n - 1 }
+    }
+
+    /// Number of stripes.
+    pub fn stripes(&self) -> usize {
+        self.v.len()
+    }
+
+    /// Stripe of an arbitrary 64-bit slot identifier.
+    #[inline(always)]
+    pub fn stripe_of(&self, slot: u64) -> usize {
+        (crate::hash::mix64(slot) as usize) & self.mask
+    }
+
+    /// Reader: version of a stripe before reading, waiting while a writer holds it.
+    #[inline(always)]
+    pub fn read_begin(&self, stripe: usize) -> u64 {
+        loop {
+            let v = self.v[stripe].load(Ordering::Acquire);
+            if v & 1 == 0 {
+                return v;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Reader: true if the stripe did not change since `read_begin` returned `v`.
+    /// Call after the data loads; it issues the acquire fence itself.
+    #[inline(always)]
+    pub fn read_validate(&self, stripe: usize, v: u64) -> bool {
+        fence(Ordering::Acquire);
+        self.v[stripe].load(Ordering::Relaxed) == v
+    }
+
+    /// Reader convenience: runs `f` until it observes the stripes `a` and `b`
+    /// stable across the read.
+    #[inline(always)]
+    pub fn read2<R>(&self, a: usize, b: usize, mut f: impl FnMut() -> R) -> R {
+        loop {
+            let va = self.read_begin(a);
+            let vb = self.read_begin(b);
+            let r = f();
+            fence(Ordering::Acquire);
+            if self.v[a].load(Ordering::Relaxed) == va && self.v[b].load(Ordering::Relaxed) == vb {
+                return r;
+            }
+        }
+    }
+
+    /// Writer: marks the given stripes as being written. `stripes` must be
+    /// free of duplicates (use [`StripeSet`]). Only one writer at a time.
+    pub fn write_begin(&self, stripes: &[usize]) {
+        for &s in stripes {
+            self.v[s].fetch_add(1, Ordering::Relaxed);
+        }
+        fence(Ordering::Release);
+    }
+
+    /// Writer: ends the write started by [`StripedSeqLock::write_begin`].
+    pub fn write_end(&self, stripes: &[usize]) {
+        for &s in stripes {
+            self.v[s].fetch_add(1, Ordering::Release);
+        }
+    }
+
+    /// Heap bytes held.
+    pub fn memory_bytes(&self) -> usize {
+        self.v.len() * 8
+    }
+}
+
+/// A deduplicating set of stripe indices, reusable across writes.
+#[derive(Debug, Default, Clone)]
+pub struct StripeSet {
+    list: Vec<usize>,
+}
+
+impl StripeSet {
+    /// Empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Adds a stripe.
+    pub fn add(&mut self, s: usize) {
+        self.list.push(s);
+    }
+    /// Sorted, duplicate-free stripes.
+    pub fn finish(&mut self) -> &[usize] {
+        self.list.sort_unstable();
+        self.list.dedup();
+        &self.list
+    }
+    /// Empties the set.
+    pub fn clear(&mut self) {
+        self.list.clear();
+    }
+}
+
+/// A structure that can be replaced as a whole while readers use it.
+#[derive(Debug)]
+pub struct Published<T> {
+    cur: ArcSwap<T>,
+}
+
+impl<T> Published<T> {
+    /// Publishes `t`.
+    pub fn new(t: T) -> Self {
+        Self { cur: ArcSwap::from_pointee(t) }
+    }
+    /// Cheap snapshot for one read (or a batch of reads).
+    #[inline(always)]
+    pub fn load(&self) -> Guard<Arc<T>> {
+        self.cur.load()
+    }
+    /// Snapshot that can be held for long.
+    pub fn load_full(&self) -> Arc<T> {
+        self.cur.load_full()
+    }
+    /// Replaces the structure; readers holding the old one finish on it.
+    pub fn replace(&self, t: T) {
+        self.cur.store(Arc::new(t));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    #[test]
+    fn readers_never_see_a_torn_pair() {
+        // Two values that must always be equal; the writer updates both under the lock.
+        let lock = Arc::new(StripedSeqLock::new(64));
+        let a = Arc::new(AtomicU64::new(0));
+        let b = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let (lock, a, b, stop) = (lock.clone(), a.clone(), b.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut seen = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let (x, y) = lock.read2(3, 9, || (a.load(Ordering::Relaxed), b.load(Ordering::Relaxed)));
+                        assert_eq!(x, y, "torn read");
+                        seen += 1;
+                    }
+                    seen
+                })
+            })
+            .collect();
+        let mut set = StripeSet::new();
+        for i in 1..=200_000u64 {
+            set.clear();
+            set.add(9);
+            set.add(3);
+            set.add(9);
+            let s = set.finish().to_vec();
+            lock.write_begin(&s);
+            a.store(i, Ordering::Relaxed);
+            b.store(i, Ordering::Relaxed);
+            lock.write_end(&s);
+        }
+        stop.store(true, Ordering::Relaxed);
+        for r in readers {
+            assert!(r.join().unwrap() > 0);
+        }
+    }
+
+    #[test]
+    fn published_replacement_keeps_old_snapshots_alive() {
+        let p = Published::new(vec![1, 2, 3]);
+        let old = p.load_full();
+        p.replace(vec![4]);
+        assert_eq!(*old, vec![1, 2, 3]);
+        assert_eq!(**p.load(), vec![4]);
+    }
+}

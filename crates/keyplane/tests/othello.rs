@@ -1,0 +1,302 @@
+//! Othello: oracle property tests, delta replay, concurrency, corruption, edge cases.
+
+use keyplane::conformance::{self, KeyShape, OracleConfig, StressConfig};
+use keyplane::othello::{self, Control, Delta, Lookup, Options, Sizing};
+use keyplane::wire::Kind;
+use keyplane::{ControlTable, Error, LookupTable, Wire};
+use std::collections::HashMap;
+
+#[test]
+fn oracle_mixed_keys_default_options() {
+    for seed in 0..4 {
+        let cfg = OracleConfig { seed, ops: 20_000, key_space: 3_000, ..Default::default() };
+        conformance::oracle_run::<Control>(&cfg).unwrap();
+    }
+}
+
+#[test]
+fn oracle_wide_and_narrow_values() {
+    for bits in [1, 2, 7, 16, 33, 63, 64] {
+        let cfg = OracleConfig { value_bits: bits, seed: bits as u64, ops: 8_000, key_space: 2_000, ..Default::default() };
+        conformance::oracle_run::<Control>(&cfg).unwrap();
+    }
+}
+
+#[test]
+fn oracle_crosses_growth_and_rebuilds() {
+    // Start from a small bulk load and insert far past its capacity: growth
+    // and cycle re-seeds both happen on the way.
+    let cfg = OracleConfig {
+        ops: 60_000,
+        key_space: 40_000,
+        remove_ratio: 0.1,
+        initial: 100,
+        check_every: 5_000,
+        shape: KeyShape::U64,
+        seed: 11,
+        ..Default::default()
+    };
+    conformance::oracle_run::<Control>(&cfg).unwrap();
+}
+
+/// The same oracle run for a non-default configuration, driven by hand.
+fn oracle_with(opts: Options, seed: u64) {
+    let mut rng = conformance::Rng::new(seed);
+    let mut ctl = Control::with_options(8, opts).unwrap();
+    let replica = Lookup::from_bytes(&ctl.export().to_bytes()).unwrap();
+    let mut oracle = HashMap::new();
+    for step in 0..20_000 {
+        let k = conformance::make_key(KeyShape::Mixed, rng.below(4_000));
+        if rng.chance(0.3) {
+            let d = ctl.remove(&k).unwrap();
+            assert_eq!(d.is_some(), oracle.remove(&k).is_some());
+            if let Some(d) = d {
+                replica.apply(&Delta::from_bytes(&d.to_bytes()).unwrap()).unwrap();
+            }
+        } else {
+            let v = rng.next_u64() & 0xff;
+            oracle.insert(k.clone(), v);
+            let d = ctl.insert(&k, v).unwrap();
+            replica.apply(&Delta::from_bytes(&d.to_bytes()).unwrap()).unwrap();
+        }
+        if step % 2_000 == 0 {
+            let fresh = ctl.export();
+            for (k, v) in &oracle {
+                assert_eq!(replica.get(k), Some(*v), "step {step}");
+                assert_eq!(fresh.get(k), Some(*v), "step {step}");
+            }
+            // The replica is bit-for-bit the export.
+            assert_eq!(replica.to_bytes(), fresh.to_bytes(), "step {step}");
+        }
+    }
+    assert!(ctl.stats().rebuilds >= 2, "growth must have happened: {:?}", ctl.stats());
+}
+
+#[test]
+fn oracle_power_of_two_sizing() {
+    oracle_with(Options { sizing: Sizing::PowerOfTwo, ..Options::default() }, 3);
+}
+
+#[test]
+fn oracle_with_fingerprints_and_emptiness() {
+    oracle_with(Options::filtered(8), 4);
+    oracle_with(Options { fingerprint_bits: 0, emptiness: true, ..Options::default() }, 5);
+    oracle_with(Options { fingerprint_bits: 12, emptiness: false, ..Options::default() }, 6);
+}
+
+#[test]
+fn filtered_lookups_reject_most_alien_keys_and_removed_keys() {
+    let items: Vec<(Vec<u8>, u64)> = (0..50_000u64).map(|i| (i.to_le_bytes().to_vec(), i & 0xff)).collect();
+    let mut ctl = Control::from_items_with(items.clone(), 8, Options::filtered(8)).unwrap();
+    let t = ctl.export();
+    for (k, v) in &items {
+        assert_eq!(t.get(k), Some(*v));
+    }
+    let (ma, mb) = ctl.sizes();
+    let alien = 200_000u64;
+    let fp = (0..alien).filter(|i| t.get(&(i + (1 << 40)).to_le_bytes()).is_some()).count() as f64 / alien as f64;
+    let expected = othello::expected_false_positive_rate(items.len(), ma, mb, 8, true);
+    assert!(fp < expected * 1.5 + 0.001, "alien false-positive rate {fp} vs eq. 3.9 {expected}");
+    // Removing every key of a slot's tree empties it: most removed keys now read None.
+    for (k, _) in &items[..25_000] {
+        let d = ctl.remove(k).unwrap().unwrap();
+        t.apply(&d).unwrap();
+    }
+    let still = items[..25_000].iter().filter(|(k, _)| t.get(k).is_some()).count();
+    assert!(still < 25_000 / 2, "{still} removed keys still answer");
+    for (k, v) in &items[25_000..] {
+        assert_eq!(t.get(k), Some(*v));
+    }
+}
+
+#[test]
+fn unfiltered_lookups_answer_something_for_alien_keys() {
+    let ctl = Control::from_items((0..100u64).map(|i| (i.to_le_bytes(), 1)), 4).unwrap();
+    let t = ctl.export();
+    assert!(t.get(b"not a key").is_some());
+}
+
+#[test]
+fn memory_matches_the_sizing_formulas() {
+    let n = 100_000u64;
+    let items = (0..n).map(|i| (i.to_le_bytes(), i & 0xff));
+    let ctl = Control::from_items(items, 8).unwrap();
+    let t = ctl.export();
+    let (ma, mb) = ctl.sizes();
+    assert_eq!(ma as u64, (n * 4).div_ceil(3));
+    assert_eq!(mb as u64, n);
+    let bits_per_key = (t.memory_bytes() * 8) as f64 / n as f64;
+    assert!(bits_per_key < 2.4 * 8.0, "{bits_per_key} bits/key");
+    let p2 = Control::from_items_with(
+        (0..n).map(|i| (i.to_le_bytes(), 1)),
+        8,
+        Options { sizing: Sizing::PowerOfTwo, ..Options::default() },
+    )
+    .unwrap();
+    let (ma, mb) = p2.sizes();
+    assert!(ma.is_power_of_two() && mb.is_power_of_two());
+    assert!(ma as u64 >= n * 4 / 3 && mb as u64 >= n);
+}
+
+#[test]
+fn shared_skeleton_exports_per_node_values() {
+    let keys: Vec<[u8; 8]> = (0..20_000u64).map(|i| i.to_le_bytes()).collect();
+    let ctl = Control::from_items(keys.iter().map(|k| (k, 0)), 4).unwrap();
+    let seed = ctl.seed();
+    let nodes: Vec<Lookup> = (0..3u64)
+        .map(|node| ctl.export_with(|k| (k[0] as u64 + node) & 0xf).unwrap())
+        .collect();
+    for (node, t) in nodes.iter().enumerate() {
+        assert_eq!(t.seed(), seed, "same skeleton");
+        assert_eq!(t.sizes(), ctl.sizes());
+        for k in &keys {
+            assert_eq!(t.get(k), Some((k[0] as u64 + node as u64) & 0xf));
+        }
+    }
+    assert!(matches!(ctl.export_with(|_| 16), Err(Error::ValueTooWide { .. })));
+}
+
+#[test]
+fn concurrent_readers_never_see_wrong_values() {
+    let r = conformance::stress::<Control>(&StressConfig { updates: 1_000_000, ..Default::default() }).unwrap();
+    assert!(r.reads > 0 && r.updates >= 1_000_000);
+}
+
+#[test]
+fn concurrent_readers_with_filters() {
+    // The same stress through the filtered layout (emptiness bits change too).
+    struct Filtered(Control);
+    impl ControlTable for Filtered {
+        type Delta = Delta;
+        type Lookup = Lookup;
+        fn with_value_bits(b: u32) -> keyplane::Result<Self> {
+            Control::with_options(b, Options::filtered(6)).map(Filtered)
+        }
+        fn from_items<I, K>(items: I, b: u32) -> keyplane::Result<Self>
+        where
+            I: IntoIterator<Item = (K, u64)>,
+            K: AsRef<[u8]>,
+        {
+            Control::from_items_with(items, b, Options::filtered(6)).map(Filtered)
+        }
+        fn insert(&mut self, k: &[u8], v: u64) -> keyplane::Result<Delta> {
+            self.0.insert(k, v)
+        }
+        fn remove(&mut self, k: &[u8]) -> keyplane::Result<Option<Delta>> {
+            self.0.remove(k)
+        }
+        fn get(&self, k: &[u8]) -> Option<u64> {
+            self.0.get(k)
+        }
+        fn len(&self) -> usize {
+            self.0.len()
+        }
+        fn value_bits(&self) -> u32 {
+            self.0.value_bits()
+        }
+        fn export(&self) -> Lookup {
+            self.0.export()
+        }
+        fn memory_bytes(&self) -> usize {
+            self.0.memory_bytes()
+        }
+    }
+    conformance::stress::<Filtered>(&StressConfig { updates: 300_000, ..Default::default() }).unwrap();
+}
+
+#[test]
+fn blobs_and_deltas_reject_corruption() {
+    let mut ctl = Control::from_items_with((0..300u64).map(|i| (i.to_le_bytes(), i & 0xff)), 8, Options::filtered(4))
+        .unwrap();
+    let blob = ctl.export().to_bytes();
+    conformance::corruption_sweep::<Lookup>(&blob, 3_000, 1).unwrap();
+    let d = ctl.insert(b"new key", 9).unwrap();
+    conformance::corruption_sweep::<Delta>(&d.to_bytes(), 2_000, 2).unwrap();
+    let d = ctl.insert(&5u64.to_le_bytes(), 200).unwrap();
+    conformance::corruption_sweep::<Delta>(&d.to_bytes(), 2_000, 3).unwrap();
+    conformance::garbage_sweep::<Lookup>(Kind::OthelloLookup, 5_000, 4);
+    conformance::garbage_sweep::<Delta>(Kind::OthelloDelta, 5_000, 5);
+    // A blob is not a delta and vice versa.
+    assert!(matches!(Delta::from_bytes(&blob), Err(Error::KindMismatch { .. })));
+}
+
+#[test]
+fn lost_repeated_and_foreign_deltas_are_refused() {
+    let mut ctl = Control::from_items((0..1000u64).map(|i| (i.to_le_bytes(), 1)), 8).unwrap();
+    let t = ctl.export();
+    let d1 = ctl.insert(b"a", 1).unwrap();
+    let d2 = ctl.insert(b"b", 2).unwrap();
+    assert!(matches!(t.apply(&d2), Err(Error::DeltaMismatch(_))), "skipping #1");
+    t.apply(&d1).unwrap();
+    assert!(matches!(t.apply(&d1), Err(Error::DeltaMismatch(_))), "repeating #1");
+    t.apply(&d2).unwrap();
+    assert_eq!(t.get(b"b"), Some(2));
+    // A delta from another control form (other skeleton) is refused.
+    let mut other = Control::with_options(8, Options { seed: 99, ..Options::default() }).unwrap();
+    for i in 0..3 {
+        other.insert(&[i], 1).unwrap();
+    }
+    let foreign = other.insert(b"zz", 1).unwrap();
+    let t2 = Control::with_value_bits(8).unwrap().export();
+    for _ in 0..3 {
+        // Align sequence numbers so only the skeleton differs.
+        let _ = t2.apply(&foreign);
+    }
+    assert!(t2.apply(&foreign).is_err());
+}
+
+#[test]
+fn edge_cases() {
+    // Empty table.
+    let mut ctl = Control::with_value_bits(1).unwrap();
+    assert!(ctl.is_empty());
+    assert_eq!(ctl.get(b""), None);
+    let t = ctl.export();
+    assert!(Lookup::from_bytes(&t.to_bytes()).is_ok());
+    // Empty key, one key.
+    t.apply(&ctl.insert(b"", 1).unwrap()).unwrap();
+    assert_eq!(t.get(b""), Some(1));
+    assert_eq!(ctl.len(), 1);
+    // Duplicate insert with the same value: a no-op delta that still applies in order.
+    let d = ctl.insert(b"", 1).unwrap();
+    assert_eq!(d.slots_touched(), 0);
+    t.apply(&d).unwrap();
+    // Removing an absent key.
+    assert!(ctl.remove(b"absent").unwrap().is_none());
+    // Values too wide are refused, never truncated.
+    assert!(matches!(ctl.insert(b"x", 2), Err(Error::ValueTooWide { value: 2, bits: 1 })));
+    assert_eq!(ctl.get(b"x"), None);
+    // value_bits bounds.
+    assert!(matches!(Control::with_value_bits(0), Err(Error::InvalidValueBits { .. })));
+    assert!(matches!(Control::with_value_bits(65), Err(Error::InvalidValueBits { .. })));
+    let mut wide = Control::with_value_bits(64).unwrap();
+    let w = wide.export();
+    w.apply(&wide.insert(b"max", u64::MAX).unwrap()).unwrap();
+    assert_eq!(w.get(b"max"), Some(u64::MAX));
+    // Layout wider than a word is refused.
+    assert!(Control::with_options(60, Options::filtered(8)).is_err());
+    // Bulk load with repeated keys: last value wins.
+    let c = Control::from_items([(b"k".to_vec(), 1), (b"k".to_vec(), 2)], 4).unwrap();
+    assert_eq!(c.len(), 1);
+    assert_eq!(c.export().get(b"k"), Some(2));
+    // Remove the last key.
+    let d = ctl.remove(b"").unwrap().unwrap();
+    t.apply(&d).unwrap();
+    assert!(ctl.is_empty());
+}
+
+#[test]
+fn delta_sizes_stay_small_for_incremental_updates() {
+    let mut ctl = Control::from_items((0..100_000u64).map(|i| (i.to_le_bytes(), i & 0xff)), 8).unwrap();
+    let mut total = 0usize;
+    let mut count = 0usize;
+    for i in 0..1000u64 {
+        let d = ctl.insert(&(i * 7).to_le_bytes(), (i + 1) & 0xff).unwrap();
+        if !d.is_rebuild() {
+            total += d.to_bytes().len();
+            count += 1;
+        }
+    }
+    let avg = total as f64 / count as f64;
+    assert!(avg < 200.0, "average value-change delta {avg} bytes");
+}
