@@ -40,6 +40,17 @@ impl PartialEq for PackedArray {
 }
 impl Eq for PackedArray {}
 
+/// `n` zeroed atomic words from a zeroed (calloc) allocation.
+pub fn zeroed_atomics(n: usize) -> Box<[AtomicU64]> {
+    let v: Box<[u64]> = vec![0u64; n].into_boxed_slice();
+    let len = v.len();
+    let p = Box::into_raw(v) as *mut AtomicU64;
+    // SAFETY: AtomicU64 has the same size, alignment and bit validity as u64
+    // (documented in std), and the pointer comes from a Box<[u64]> of `len`
+    // elements, so it is a valid Box<[AtomicU64]> of `len` elements.
+    unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, len)) }
+}
+
 /// Number of u64 words (including the padding word) for `len` elements of `bits`.
 pub const fn words_for(len: usize, bits: u32) -> usize {
     (len * bits as usize).div_ceil(64) + 1
@@ -51,10 +62,11 @@ impl PackedArray {
     pub fn new(len: usize, bits: u32) -> Self {
         assert!((1..=64).contains(&bits), "element width must be 1..=64");
         let n = words_for(len, bits);
-        let mut v = Vec::with_capacity(n);
-        v.resize_with(n, || AtomicU64::new(0));
+        // A zeroed allocation is mapped lazily, so huge-page advice given now
+        // applies before the first touch.
+        let v = zeroed_atomics(n);
         crate::mem::advise_hugepages(&v);
-        Self { words: v.into_boxed_slice(), len, bits, mask: mask(bits) }
+        Self { words: v, len, bits, mask: mask(bits) }
     }
 
     /// Builds from raw words (as decoded from a blob). Returns `None` if the

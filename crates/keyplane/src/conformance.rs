@@ -141,11 +141,7 @@ pub fn oracle_run<C: ControlTable>(cfg: &OracleConfig) -> Result<(), String> {
         };
         if let Some(d) = delta {
             let d2 = C::Delta::from_bytes(&d.to_bytes()).map_err(|e| format!("step {step}: delta decode: {e}"))?;
-            replica
-                .as_ref()
-                .expect("replica")
-                .apply(&d2)
-                .map_err(|e| format!("step {step}: apply: {e}"))?;
+            replica.as_ref().expect("replica").apply(&d2).map_err(|e| format!("step {step}: apply: {e}"))?;
         }
         if ctl.len() != oracle.len() {
             return Err(format!("step {step}: len {} != oracle {}", ctl.len(), oracle.len()));
@@ -156,7 +152,8 @@ pub fn oracle_run<C: ControlTable>(cfg: &OracleConfig) -> Result<(), String> {
         if (step + 1) % cfg.check_every == 0 || step + 1 == cfg.ops {
             let fresh = ctl.export();
             let r = replica.take().expect("replica");
-            let rt = C::Lookup::from_bytes(&r.to_bytes()).map_err(|e| format!("step {step}: replica re-decode: {e}"))?;
+            let rt =
+                C::Lookup::from_bytes(&r.to_bytes()).map_err(|e| format!("step {step}: replica re-decode: {e}"))?;
             let mut keys: Vec<&Vec<u8>> = oracle.keys().collect();
             keys.sort();
             for key in &keys {
@@ -276,9 +273,8 @@ where
     C::Lookup: 'static,
 {
     let vmask = crate::mask(cfg.value_bits);
-    let stable: Vec<(Vec<u8>, u64)> = (0..cfg.stable as u64)
-        .map(|i| (make_key(KeyShape::U64, i), crate::hash::mix64(i) & vmask))
-        .collect();
+    let stable: Vec<(Vec<u8>, u64)> =
+        (0..cfg.stable as u64).map(|i| (make_key(KeyShape::U64, i), crate::hash::mix64(i) & vmask)).collect();
     let churn_key = |i: u64| make_key(KeyShape::U64, (1 << 40) + i);
     // Each odd churn key alternates between two values a(i) and b(i); they are
     // all present before the readers start, so a reader may check them.

@@ -87,20 +87,12 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// Checks a value against a width, the way every `insert` must.
 #[inline]
 pub fn check_value(value: u64, bits: u32) -> Result<()> {
-    if bits < 64 && value >> bits != 0 {
-        Err(Error::ValueTooWide { value, bits })
-    } else {
-        Ok(())
-    }
+    if bits < 64 && value >> bits != 0 { Err(Error::ValueTooWide { value, bits }) } else { Ok(()) }
 }
 
 /// Checks `value_bits` against a supported range.
 pub fn check_value_bits(got: u32, min: u32, max: u32) -> Result<()> {
-    if got < min || got > max {
-        Err(Error::InvalidValueBits { got, min, max })
-    } else {
-        Ok(())
-    }
+    if got < min || got > max { Err(Error::InvalidValueBits { got, min, max }) } else { Ok(()) }
 }
 
 /// Mask of the low `bits` bits (`bits` in 0..=64).

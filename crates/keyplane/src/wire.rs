@@ -267,8 +267,8 @@ impl Frame {
         if stored != computed {
             return Err(Error::ChecksumMismatch { stored, computed });
         }
-        let kind = Kind::from_code(code)
-            .ok_or_else(|| Error::Corrupt(format!("unknown object kind code {code:#06x}")))?;
+        let kind =
+            Kind::from_code(code).ok_or_else(|| Error::Corrupt(format!("unknown object kind code {code:#06x}")))?;
         Ok(FrameInfo { version, kind, payload_len: len, checksum: stored })
     }
 

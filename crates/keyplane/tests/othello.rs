@@ -17,7 +17,8 @@ fn oracle_mixed_keys_default_options() {
 #[test]
 fn oracle_wide_and_narrow_values() {
     for bits in [1, 2, 7, 16, 33, 63, 64] {
-        let cfg = OracleConfig { value_bits: bits, seed: bits as u64, ops: 8_000, key_space: 2_000, ..Default::default() };
+        let cfg =
+            OracleConfig { value_bits: bits, seed: bits as u64, ops: 8_000, key_space: 2_000, ..Default::default() };
         conformance::oracle_run::<Control>(&cfg).unwrap();
     }
 }
@@ -143,9 +144,7 @@ fn shared_skeleton_exports_per_node_values() {
     let keys: Vec<[u8; 8]> = (0..20_000u64).map(|i| i.to_le_bytes()).collect();
     let ctl = Control::from_items(keys.iter().map(|k| (k, 0)), 4).unwrap();
     let seed = ctl.seed();
-    let nodes: Vec<Lookup> = (0..3u64)
-        .map(|node| ctl.export_with(|k| (k[0] as u64 + node) & 0xf).unwrap())
-        .collect();
+    let nodes: Vec<Lookup> = (0..3u64).map(|node| ctl.export_with(|k| (k[0] as u64 + node) & 0xf).unwrap()).collect();
     for (node, t) in nodes.iter().enumerate() {
         assert_eq!(t.seed(), seed, "same skeleton");
         assert_eq!(t.sizes(), ctl.sizes());
@@ -206,8 +205,8 @@ fn concurrent_readers_with_filters() {
 
 #[test]
 fn blobs_and_deltas_reject_corruption() {
-    let mut ctl = Control::from_items_with((0..300u64).map(|i| (i.to_le_bytes(), i & 0xff)), 8, Options::filtered(4))
-        .unwrap();
+    let mut ctl =
+        Control::from_items_with((0..300u64).map(|i| (i.to_le_bytes(), i & 0xff)), 8, Options::filtered(4)).unwrap();
     let blob = ctl.export().to_bytes();
     conformance::corruption_sweep::<Lookup>(&blob, 3_000, 1).unwrap();
     let d = ctl.insert(b"new key", 9).unwrap();

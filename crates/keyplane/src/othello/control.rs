@@ -84,14 +84,7 @@ impl Control {
         check_value_bits(value_bits, 1, 64)?;
         let mut seeds = SeedSeq::new(opts.seed);
         let seed = seeds.next();
-        let p = Params {
-            seed,
-            ma: 1,
-            mb: 1,
-            vbits: value_bits,
-            fbits: opts.fingerprint_bits,
-            empt: opts.emptiness,
-        };
+        let p = Params { seed, ma: 1, mb: 1, vbits: value_bits, fbits: opts.fingerprint_bits, empt: opts.emptiness };
         p.validate()?;
         let mut c = Control {
             opts,
@@ -232,7 +225,8 @@ impl Control {
                 ea[id as usize] = ia as u32;
                 eb[id as usize] = ib as u32;
             }
-            if let Some(arrays) = peel_and_assign(&p, &ids, &ea, &eb, |id| p.target(hs[id as usize], self.store.value(id)))
+            if let Some(arrays) =
+                peel_and_assign(&p, &ids, &ea, &eb, |id| p.target(hs[id as usize], self.store.value(id)))
             {
                 break arrays;
             }
@@ -293,9 +287,9 @@ impl Control {
     fn walk(&mut self, s0: u32, s1: u32, skip: u32) -> Walk {
         let starts = [s0, s1];
         let mut pos = [0usize; 2];
-        for s in 0..2 {
-            self.q[s].clear();
-            self.q[s].push((starts[s], skip));
+        for (q, &st) in self.q.iter_mut().zip(&starts) {
+            q.clear();
+            q.push((st, skip));
         }
         loop {
             for s in 0..2 {
@@ -483,16 +477,8 @@ fn peel_and_assign(
     // order: (edge, free side is B)
     let mut order: Vec<(u32, bool)> = Vec::with_capacity(ids.len());
     let mut stack: Vec<u32> = Vec::new();
-    for i in 0..ma {
-        if deg_a[i] == 1 {
-            stack.push(i as u32);
-        }
-    }
-    for j in 0..mb {
-        if deg_b[j] == 1 {
-            stack.push(j as u32 | SIDE_B);
-        }
-    }
+    stack.extend(deg_a.iter().enumerate().filter(|(_, d)| **d == 1).map(|(i, _)| i as u32));
+    stack.extend(deg_b.iter().enumerate().filter(|(_, d)| **d == 1).map(|(j, _)| j as u32 | SIDE_B));
     while let Some(v) = stack.pop() {
         let (side_b, i) = (v & SIDE_B != 0, (v & !SIDE_B) as usize);
         if side_b {
