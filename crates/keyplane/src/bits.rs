@@ -118,9 +118,13 @@ impl PackedArray {
         let w = bit >> 6;
         let off = (bit & 63) as u32;
         let lo = self.words[w].load(Relaxed) >> off;
-        // (x << 1) << (63 - off) == x << (64 - off) for off > 0, and 0 for off == 0.
-        let hi = (self.words[w + 1].load(Relaxed) << 1) << (63 - off);
-        (lo | hi) & self.mask
+        if off + self.bits <= 64 {
+            // Never taken for widths that divide 64, so the branch is free
+            // there, and the next word (maybe another cache line) is not touched.
+            lo & self.mask
+        } else {
+            (lo | (self.words[w + 1].load(Relaxed) << (64 - off))) & self.mask
+        }
     }
 
     /// Address of the word holding element `i` (for prefetching).

@@ -15,8 +15,8 @@ const DEAD: u32 = u32::MAX;
 #[derive(Debug, Clone, Default)]
 pub struct KeyStore {
     arena: Vec<u8>,
-    off: Vec<u64>,
-    klen: Vec<u32>,
+    // (offset, length) per id, together: one cache miss per key compare.
+    spans: Vec<(u64, u32)>,
     values: Vec<u64>,
     map: HashTable<u32>,
     free: Vec<u32>,
@@ -52,8 +52,7 @@ impl KeyStore {
     pub fn with_capacity(n: usize, avg_len: usize) -> Self {
         Self {
             arena: Vec::with_capacity(n * avg_len),
-            off: Vec::with_capacity(n),
-            klen: Vec::with_capacity(n),
+            spans: Vec::with_capacity(n),
             values: Vec::with_capacity(n),
             map: HashTable::with_capacity(n),
             ..Self::default()
@@ -75,18 +74,18 @@ impl KeyStore {
     }
     /// One past the largest id ever handed out (ids are `< id_bound()`).
     pub fn id_bound(&self) -> usize {
-        self.klen.len()
+        self.spans.len()
     }
     /// True if `id` names a live key.
     #[inline]
     pub fn is_live(&self, id: u32) -> bool {
-        self.klen.get(id as usize).is_some_and(|&l| l != DEAD)
+        self.spans.get(id as usize).is_some_and(|&(_, l)| l != DEAD)
     }
     /// Key bytes of a live id.
     #[inline]
     pub fn key(&self, id: u32) -> &[u8] {
-        let o = self.off[id as usize] as usize;
-        &self.arena[o..o + self.klen[id as usize] as usize]
+        let (o, l) = self.spans[id as usize];
+        &self.arena[o as usize..o as usize + l as usize]
     }
     /// Value of a live id.
     #[inline]
@@ -106,9 +105,7 @@ impl KeyStore {
     }
 
     fn key_eq(&self, id: u32, key: &[u8]) -> bool {
-        let o = self.off[id as usize] as usize;
-        let l = self.klen[id as usize] as usize;
-        l == key.len() && &self.arena[o..o + l] == key
+        span_eq(&self.arena, self.spans[id as usize], key)
     }
 
     /// Value of a key, if present.
@@ -126,25 +123,24 @@ impl KeyStore {
         }
         let off = self.arena.len() as u64;
         self.arena.extend_from_slice(key);
+        let span = (off, key.len() as u32);
         let id = match self.free.pop() {
             Some(id) => {
-                self.off[id as usize] = off;
-                self.klen[id as usize] = key.len() as u32;
+                self.spans[id as usize] = span;
                 self.values[id as usize] = value;
                 id
             }
             None => {
-                let id = self.klen.len() as u32;
-                self.off.push(off);
-                self.klen.push(key.len() as u32);
+                let id = self.spans.len() as u32;
+                self.spans.push(span);
                 self.values.push(value);
                 id
             }
         };
-        let (arena, offs, lens) = (&self.arena, &self.off, &self.klen);
+        let (arena, spans) = (&self.arena, &self.spans);
         self.map.insert_unique(h, id, |&i| {
-            let o = offs[i as usize] as usize;
-            Self::h(&arena[o..o + lens[i as usize] as usize])
+            let (o, l) = spans[i as usize];
+            Self::h(&arena[o as usize..o as usize + l as usize])
         });
         self.live += 1;
         Inserted::New(id)
@@ -153,18 +149,11 @@ impl KeyStore {
     /// Removes a key; returns its id and value.
     pub fn remove(&mut self, key: &[u8]) -> Option<(u32, u64)> {
         let h = Self::h(key);
-        let (arena, offs, lens) = (&self.arena, &self.off, &self.klen);
-        let entry = self
-            .map
-            .find_entry(h, |&id| {
-                let o = offs[id as usize] as usize;
-                let l = lens[id as usize] as usize;
-                l == key.len() && &arena[o..o + l] == key
-            })
-            .ok()?;
+        let (arena, spans) = (&self.arena, &self.spans);
+        let entry = self.map.find_entry(h, |&id| span_eq(arena, spans[id as usize], key)).ok()?;
         let (id, _) = entry.remove();
-        self.garbage += self.klen[id as usize] as usize;
-        self.klen[id as usize] = DEAD;
+        self.garbage += self.spans[id as usize].1 as usize;
+        self.spans[id as usize].1 = DEAD;
         self.free.push(id);
         self.live -= 1;
         let v = self.values[id as usize];
@@ -176,12 +165,11 @@ impl KeyStore {
 
     fn compact(&mut self) {
         let mut arena = Vec::with_capacity(self.arena.len() - self.garbage);
-        for id in 0..self.klen.len() {
-            let l = self.klen[id];
+        for span in self.spans.iter_mut() {
+            let (o, l) = *span;
             if l != DEAD {
-                let o = self.off[id] as usize;
-                self.off[id] = arena.len() as u64;
-                arena.extend_from_slice(&self.arena[o..o + l as usize]);
+                span.0 = arena.len() as u64;
+                arena.extend_from_slice(&self.arena[o as usize..o as usize + l as usize]);
             }
         }
         self.arena = arena;
@@ -190,7 +178,7 @@ impl KeyStore {
 
     /// Live ids in increasing order.
     pub fn ids(&self) -> impl Iterator<Item = u32> + '_ {
-        (0..self.klen.len() as u32).filter(|&i| self.klen[i as usize] != DEAD)
+        (0..self.spans.len() as u32).filter(|&i| self.spans[i as usize].1 != DEAD)
     }
 
     /// Live `(id, key, value)` triples in id order.
@@ -201,12 +189,16 @@ impl KeyStore {
     /// Heap bytes held (arena, per-key arrays, hash index).
     pub fn memory_bytes(&self) -> usize {
         self.arena.capacity()
-            + self.off.capacity() * 8
-            + self.klen.capacity() * 4
+            + self.spans.capacity() * 16
             + self.values.capacity() * 8
             + self.free.capacity() * 4
             + self.map.capacity() * (4 + 1)
     }
+}
+
+#[inline]
+fn span_eq(arena: &[u8], (o, l): (u64, u32), key: &[u8]) -> bool {
+    l as usize == key.len() && l != DEAD && &arena[o as usize..o as usize + l as usize] == key
 }
 
 #[cfg(test)]

@@ -38,11 +38,9 @@ pub struct Control {
     store: KeyStore,
     a: PackedArray,
     b: PackedArray,
-    // Graph: per edge (= key id) its endpoints and the next edge at each endpoint.
-    ea: Vec<u32>,
-    eb: Vec<u32>,
-    na: Vec<u32>,
-    nb: Vec<u32>,
+    // Graph: per edge (= key id) its endpoints and the next edge at each
+    // endpoint, in one 16-byte record so a walk step costs one cache miss.
+    edges: Vec<Edge>,
     head_a: Vec<u32>,
     head_b: Vec<u32>,
     seq: u64,
@@ -50,6 +48,16 @@ pub struct Control {
     // Traversal scratch.
     q: [Vec<(u32, u32)>; 2],
 }
+
+#[derive(Debug, Clone, Copy)]
+struct Edge {
+    a: u32,
+    b: u32,
+    na: u32,
+    nb: u32,
+}
+
+const NO_EDGE: Edge = Edge { a: NONE, b: NONE, na: NONE, nb: NONE };
 
 enum Walk {
     /// The start vertices are connected (without the skipped edge).
@@ -94,10 +102,7 @@ impl Control {
             store,
             a: PackedArray::new(1, p.width()),
             b: PackedArray::new(1, p.width()),
-            ea: Vec::new(),
-            eb: Vec::new(),
-            na: Vec::new(),
-            nb: Vec::new(),
+            edges: Vec::new(),
             head_a: Vec::new(),
             head_b: Vec::new(),
             seq: 0,
@@ -105,7 +110,7 @@ impl Control {
             q: [Vec::new(), Vec::new()],
         };
         let n = c.store.len();
-        c.rebuild(n, false)?;
+        c.rebuild(c.with_headroom(n), false)?;
         Ok(c)
     }
 
@@ -173,22 +178,23 @@ impl Control {
                 let mine = if side_b { b.get(i) } else { a.get(i) } & self.p.xmask();
                 while e != NONE {
                     let t = self.p.target(self.hash_of(e), vals[e as usize]);
+                    let ed = self.edges[e as usize];
                     if side_b {
-                        let o = self.ea[e as usize] as usize;
+                        let o = ed.a as usize;
                         if !seen_a[o] {
                             seen_a[o] = true;
                             a.set(o, (mine ^ t) | eb);
                             queue.push(o as u32);
                         }
-                        e = self.nb[e as usize];
+                        e = ed.nb;
                     } else {
-                        let o = self.eb[e as usize] as usize;
+                        let o = ed.b as usize;
                         if !seen_b[o] {
                             seen_b[o] = true;
                             b.set(o, (mine ^ t) | eb);
                             queue.push(o as u32 | SIDE_B);
                         }
-                        e = self.na[e as usize];
+                        e = ed.na;
                     }
                 }
             }
@@ -215,18 +221,15 @@ impl Control {
         }
         let ids: Vec<u32> = self.store.ids().collect();
         let mut hs = vec![0u64; bound];
-        let mut ea = vec![NONE; bound];
-        let mut eb = vec![NONE; bound];
+        let mut ends = vec![(NONE, NONE); bound];
         let mut attempts = 0;
         let (a, b) = loop {
             for &id in &ids {
                 let (h, ia, ib) = p.locate(self.store.key(id));
                 hs[id as usize] = h;
-                ea[id as usize] = ia as u32;
-                eb[id as usize] = ib as u32;
+                ends[id as usize] = (ia as u32, ib as u32);
             }
-            if let Some(arrays) =
-                peel_and_assign(&p, &ids, &ea, &eb, |id| p.target(hs[id as usize], self.store.value(id)))
+            if let Some(arrays) = peel_and_assign(&p, &ids, &ends, |id| p.target(hs[id as usize], self.store.value(id)))
             {
                 break arrays;
             }
@@ -241,26 +244,23 @@ impl Control {
             }
             p.seed = self.seeds.next();
         };
+        drop(hs);
         // Adjacency lists.
         let mut head_a = vec![NONE; ma as usize];
         let mut head_b = vec![NONE; mb as usize];
-        let mut na = vec![NONE; bound];
-        let mut nb = vec![NONE; bound];
+        let mut edges = vec![NO_EDGE; bound];
         for &id in &ids {
-            let (i, j) = (ea[id as usize] as usize, eb[id as usize] as usize);
-            na[id as usize] = head_a[i];
-            head_a[i] = id;
-            nb[id as usize] = head_b[j];
-            head_b[j] = id;
+            let (i, j) = ends[id as usize];
+            edges[id as usize] = Edge { a: i, b: j, na: head_a[i as usize], nb: head_b[j as usize] };
+            head_a[i as usize] = id;
+            head_b[j as usize] = id;
         }
+        drop(ends);
         self.p = p;
         self.cap = cap;
         self.a = a;
         self.b = b;
-        self.ea = ea;
-        self.eb = eb;
-        self.na = na;
-        self.nb = nb;
+        self.edges = edges;
         self.head_a = head_a;
         self.head_b = head_b;
         self.stats.rebuilds += 1;
@@ -279,6 +279,15 @@ impl Control {
         match self.opts.sizing {
             Sizing::Compact => self.cap + self.cap / 2,
             Sizing::PowerOfTwo => self.cap * 2,
+        }
+    }
+
+    fn with_headroom(&self, n: usize) -> usize {
+        match self.opts.sizing {
+            // Power-of-two sizes already round up; headroom would only double
+            // the arrays when n is itself a power of two.
+            Sizing::PowerOfTwo => n,
+            Sizing::Compact => n + n * self.opts.headroom_percent as usize / 100,
         }
     }
 
@@ -301,11 +310,8 @@ impl Control {
                 let (side_b, i) = (v & SIDE_B != 0, (v & !SIDE_B) as usize);
                 let mut e = if side_b { self.head_b[i] } else { self.head_a[i] };
                 while e != NONE {
-                    let (w, next) = if side_b {
-                        (self.ea[e as usize], self.nb[e as usize])
-                    } else {
-                        (self.eb[e as usize] | SIDE_B, self.na[e as usize])
-                    };
+                    let ed = self.edges[e as usize];
+                    let (w, next) = if side_b { (ed.a, ed.nb) } else { (ed.b | SIDE_B, ed.na) };
                     if e != parent {
                         if w == starts[1 - s] {
                             return Walk::Connected;
@@ -352,11 +358,8 @@ impl Control {
 
     fn ensure_edge_arrays(&mut self) {
         let bound = self.store.id_bound();
-        if self.ea.len() < bound {
-            self.ea.resize(bound, NONE);
-            self.eb.resize(bound, NONE);
-            self.na.resize(bound, NONE);
-            self.nb.resize(bound, NONE);
+        if self.edges.len() < bound {
+            self.edges.resize(bound, NO_EDGE);
         }
     }
 
@@ -406,12 +409,8 @@ impl Control {
                     }
                 }
                 // Link the edge.
-                let i = id as usize;
-                self.ea[i] = ia as u32;
-                self.eb[i] = ib as u32;
-                self.na[i] = self.head_a[ia];
+                self.edges[id as usize] = Edge { a: ia as u32, b: ib as u32, na: self.head_a[ia], nb: self.head_b[ib] };
                 self.head_a[ia] = id;
-                self.nb[i] = self.head_b[ib];
                 self.head_b[ib] = id;
                 Ok(self.slots_delta(if xors.is_empty() { 0 } else { d }, xors, sets))
             }
@@ -419,10 +418,11 @@ impl Control {
     }
 
     fn change_value(&mut self, id: u32, value: u64) -> Delta {
-        let i = id as usize;
-        let (u, v) = (self.ea[i], self.eb[i] | SIDE_B);
-        let h = self.hash_of(id);
-        let d = (self.slot(u) ^ self.slot(v) ^ self.p.target(h, value)) & self.p.xmask();
+        let ed = self.edges[id as usize];
+        let (u, v) = (ed.a, ed.b | SIDE_B);
+        // The fingerprint part of the target needs the key's hash; plain Othello does not.
+        let fp = if self.p.fbits == 0 { 0 } else { self.p.fp(self.hash_of(id)) };
+        let d = (self.slot(u) ^ self.slot(v) ^ value ^ fp) & self.p.xmask();
         if d == 0 {
             return self.slots_delta(0, Vec::new(), Vec::new());
         }
@@ -435,19 +435,27 @@ impl Control {
         }
     }
 
-    fn unlink(head: &mut [u32], next: &mut [u32], at: usize, id: u32) {
-        let mut cur = head[at];
-        if cur == id {
-            head[at] = next[id as usize];
+    /// Removes edge `id` from the list of slot `at` on side B (`side_b`) or A.
+    fn unlink(&mut self, side_b: bool, at: usize, id: u32) {
+        let next = |e: &Edge| if side_b { e.nb } else { e.na };
+        let after = next(&self.edges[id as usize]);
+        let head = if side_b { &mut self.head_b[at] } else { &mut self.head_a[at] };
+        if *head == id {
+            *head = after;
             return;
         }
+        let mut cur = *head;
         while cur != NONE {
-            let n = next[cur as usize];
-            if n == id {
-                next[cur as usize] = next[id as usize];
+            let ed = &mut self.edges[cur as usize];
+            if next(ed) == id {
+                if side_b {
+                    ed.nb = after
+                } else {
+                    ed.na = after
+                }
                 return;
             }
-            cur = n;
+            cur = next(ed);
         }
     }
 }
@@ -458,79 +466,75 @@ impl Control {
 fn peel_and_assign(
     p: &Params,
     ids: &[u32],
-    ea: &[u32],
-    eb: &[u32],
+    ends: &[(u32, u32)],
     target: impl Fn(u32) -> u64,
 ) -> Option<(PackedArray, PackedArray)> {
     let (ma, mb) = (p.ma as usize, p.mb as usize);
-    let mut deg_a = vec![0u32; ma];
-    let mut x_a = vec![0u32; ma];
-    let mut deg_b = vec![0u32; mb];
-    let mut x_b = vec![0u32; mb];
+    // (degree, XOR of incident edge ids) per slot, interleaved: one cache
+    // miss per endpoint instead of two.
+    let mut va = vec![(0u32, 0u32); ma];
+    let mut vb = vec![(0u32, 0u32); mb];
+    crate::mem::advise_hugepages(&va);
+    crate::mem::advise_hugepages(&vb);
     for &id in ids {
-        let (i, j) = (ea[id as usize] as usize, eb[id as usize] as usize);
-        deg_a[i] += 1;
-        x_a[i] ^= id;
-        deg_b[j] += 1;
-        x_b[j] ^= id;
+        let (i, j) = ends[id as usize];
+        let x = &mut va[i as usize];
+        x.0 += 1;
+        x.1 ^= id;
+        let y = &mut vb[j as usize];
+        y.0 += 1;
+        y.1 ^= id;
     }
     // order: (edge, free side is B)
     let mut order: Vec<(u32, bool)> = Vec::with_capacity(ids.len());
     let mut stack: Vec<u32> = Vec::new();
-    stack.extend(deg_a.iter().enumerate().filter(|(_, d)| **d == 1).map(|(i, _)| i as u32));
-    stack.extend(deg_b.iter().enumerate().filter(|(_, d)| **d == 1).map(|(j, _)| j as u32 | SIDE_B));
+    stack.extend(va.iter().enumerate().filter(|(_, d)| d.0 == 1).map(|(i, _)| i as u32));
+    stack.extend(vb.iter().enumerate().filter(|(_, d)| d.0 == 1).map(|(j, _)| j as u32 | SIDE_B));
     while let Some(v) = stack.pop() {
         let (side_b, i) = (v & SIDE_B != 0, (v & !SIDE_B) as usize);
-        if side_b {
-            if deg_b[i] != 1 {
-                continue;
-            }
-            let e = x_b[i];
-            deg_b[i] = 0;
-            order.push((e, true));
-            let o = ea[e as usize] as usize;
-            deg_a[o] -= 1;
-            x_a[o] ^= e;
-            if deg_a[o] == 1 {
-                stack.push(o as u32);
-            }
-        } else {
-            if deg_a[i] != 1 {
-                continue;
-            }
-            let e = x_a[i];
-            deg_a[i] = 0;
-            order.push((e, false));
-            let o = eb[e as usize] as usize;
-            deg_b[o] -= 1;
-            x_b[o] ^= e;
-            if deg_b[o] == 1 {
-                stack.push(o as u32 | SIDE_B);
-            }
+        let (mine, other) = if side_b { (&mut vb, &mut va) } else { (&mut va, &mut vb) };
+        if mine[i].0 != 1 {
+            continue;
+        }
+        let e = mine[i].1;
+        mine[i].0 = 0;
+        order.push((e, side_b));
+        let (ea, eb) = ends[e as usize];
+        let o = if side_b { ea } else { eb } as usize;
+        let x = &mut other[o];
+        x.0 -= 1;
+        x.1 ^= e;
+        if x.0 == 1 {
+            stack.push(if side_b { o as u32 } else { o as u32 | SIDE_B });
         }
     }
     if order.len() != ids.len() {
         return None;
     }
-    drop((deg_a, deg_b, x_a, x_b));
+    drop((va, vb));
     let wd = p.width();
     let a = PackedArray::new(ma, wd);
     let b = PackedArray::new(mb, wd);
+    // Reverse peel order: the fixed end of each edge is final when the edge
+    // is reached, so the free end can be solved, and both ends get their
+    // emptiness bit without a second pass.
+    let (xm, eb_bit) = (p.xmask(), p.ebit());
     for &(e, free_b) in order.iter().rev() {
-        let (i, j) = (ea[e as usize] as usize, eb[e as usize] as usize);
+        let (i, j) = ends[e as usize];
+        let (i, j) = (i as usize, j as usize);
         let t = target(e);
         if free_b {
-            b.set(j, (a.get(i) ^ t) & p.xmask());
+            let x = a.get(i);
+            b.set(j, ((x ^ t) & xm) | eb_bit);
+            if eb_bit != 0 {
+                a.set(i, x | eb_bit);
+            }
         } else {
-            a.set(i, (b.get(j) ^ t) & p.xmask());
-        }
-    }
-    if p.empt {
-        let eb_bit = p.ebit();
-        for &id in ids {
-            let (i, j) = (ea[id as usize] as usize, eb[id as usize] as usize);
-            a.set(i, a.get(i) | eb_bit);
-            b.set(j, b.get(j) | eb_bit);
+            let y = b.get(j);
+            a.set(i, ((y ^ t) & xm) | eb_bit);
+            if eb_bit != 0 {
+                b.set(j, y | eb_bit);
+            }
         }
     }
     Some((a, b))
@@ -578,12 +582,11 @@ impl ControlTable for Control {
 
     fn remove(&mut self, key: &[u8]) -> Result<Option<Delta>> {
         let Some((id, _)) = self.store.remove(key) else { return Ok(None) };
-        let i = id as usize;
-        let (ia, ib) = (self.ea[i] as usize, self.eb[i] as usize);
-        Self::unlink(&mut self.head_a, &mut self.na, ia, id);
-        Self::unlink(&mut self.head_b, &mut self.nb, ib, id);
-        self.ea[i] = NONE;
-        self.eb[i] = NONE;
+        let ed = self.edges[id as usize];
+        let (ia, ib) = (ed.a as usize, ed.b as usize);
+        self.unlink(false, ia, id);
+        self.unlink(true, ib, id);
+        self.edges[id as usize] = NO_EDGE;
         let mut sets = Vec::new();
         if self.p.empt {
             let keep = mask(self.p.vbits + self.p.fbits);
@@ -621,7 +624,7 @@ impl ControlTable for Control {
         self.store.memory_bytes()
             + self.a.memory_bytes()
             + self.b.memory_bytes()
-            + 4 * (self.ea.capacity() + self.eb.capacity() + self.na.capacity() + self.nb.capacity())
+            + std::mem::size_of::<Edge>() * self.edges.capacity()
             + 4 * (self.head_a.capacity() + self.head_b.capacity())
     }
 }

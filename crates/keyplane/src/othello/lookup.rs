@@ -11,8 +11,8 @@ use crate::wire::{Frame, Kind, Wire, Writer};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// At most this many seqlock stripes; small tables get one per 1024 slots
-/// (at least 64), so the lock costs under 0.1 bit per key.
+/// At most this many seqlock stripes; smaller tables get one per 4096 slots
+/// (at least 64), so the lock costs well under 0.1 bit per key.
 const MAX_STRIPES: usize = 4096;
 const BATCH: usize = 16;
 
@@ -29,7 +29,7 @@ pub(crate) struct Inner {
 impl Inner {
     pub fn new(img: Image, seq: u64) -> Self {
         let slots = img.p.ma as usize + img.p.mb as usize;
-        let lock = StripedSeqLock::new((slots / 1024).clamp(64, MAX_STRIPES));
+        let lock = StripedSeqLock::new((slots / 4096).clamp(64, MAX_STRIPES));
         let smask = lock.stripes() - 1;
         Self { p: img.p, a: img.a, b: img.b, seq: AtomicU64::new(seq), lock, smask }
     }

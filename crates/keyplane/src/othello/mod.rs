@@ -60,11 +60,22 @@ pub struct Options {
     pub emptiness: bool,
     /// Initial seed; rebuilds draw later seeds deterministically from it.
     pub seed: u64,
+    /// Extra capacity, in percent of the key count, reserved by bulk
+    /// construction and growth so that a table under insert/delete churn does
+    /// not grow on its first insert. The default 1% keeps compact sizing at
+    /// ≈ 2.36·l bits/key. Ignored by power-of-two sizing, which rounds up anyway.
+    pub headroom_percent: u32,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { sizing: Sizing::Compact, fingerprint_bits: 0, emptiness: false, seed: 0x0e11_0000_5eed }
+        Self {
+            sizing: Sizing::Compact,
+            fingerprint_bits: 0,
+            emptiness: false,
+            seed: 0x0e11_0000_5eed,
+            headroom_percent: 1,
+        }
     }
 }
 
