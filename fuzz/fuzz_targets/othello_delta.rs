@@ -1,11 +1,23 @@
 #![no_main]
 //! Decoding arbitrary bytes as an Othello delta never panics, and applying a
 //! decoded delta to a small table either works or returns an error.
+//! Odd first byte: the rest is framed with a valid header and checksum.
+use keyplane::wire::{Kind, Writer};
 use keyplane::{ControlTable, LookupTable, Wire, othello};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(d) = othello::Delta::from_bytes(data) {
+    let framed;
+    let bytes = match data.split_first() {
+        Some((f, rest)) if f & 1 == 1 => {
+            let mut w = Writer::new(Kind::OthelloDelta);
+            w.raw(rest);
+            framed = w.finish();
+            &framed[..]
+        }
+        _ => data,
+    };
+    if let Ok(d) = othello::Delta::from_bytes(bytes) {
         let ctl = othello::Control::from_items((0..64u64).map(|i| (i.to_le_bytes(), i & 0xff)), 8).unwrap();
         let t = ctl.export();
         let _ = t.apply(&d);
