@@ -562,6 +562,14 @@ pub fn emit(records: &[Record], json: bool) {
         "alien_lookup_ns",
         "update_ops_per_s",
     ];
+    // Records that are not table measurements (e.g. hash timings) get their own columns.
+    let owned: Vec<String>;
+    let cols: Vec<&str> = if records.iter().any(|r| r.0.contains_key("bits_per_key") || r.0.contains_key("lookup_ns")) {
+        cols.to_vec()
+    } else {
+        owned = records.first().map(|r| r.0.keys().cloned().collect()).unwrap_or_default();
+        owned.iter().map(String::as_str).collect()
+    };
     let mut table = String::new();
     table.push_str(&format!("| {} |\n", cols.join(" | ")));
     table.push_str(&format!("|{}\n", "---|".repeat(cols.len())));

@@ -300,3 +300,67 @@ fn delta_sizes_stay_small_for_incremental_updates() {
     let avg = total as f64 / count as f64;
     assert!(avg < 200.0, "average value-change delta {avg} bytes");
 }
+
+mod prop {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(u16, u64),
+        Remove(u16),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => (0u16..300, any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
+            1 => (0u16..300).prop_map(Op::Remove),
+        ]
+    }
+
+    fn key(k: u16) -> Vec<u8> {
+        // Keys of varied length, including the empty key (k = 0).
+        (0..k % 7).map(|i| (k >> i) as u8).chain(std::iter::once(k as u8)).take(k as usize).collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// After every step, every live key reads its value from the control
+        /// form, a fresh export, and a replica fed only decoded deltas;
+        /// shrinking finds the shortest failing sequence.
+        #[test]
+        fn ops_match_a_hashmap(ops in proptest::collection::vec(op(), 1..400), bits in 1u32..=64, filtered in any::<bool>()) {
+            let opts = if filtered && bits <= 50 { Options::filtered(8) } else { Options::default() };
+            let mut ctl = Control::with_options(bits, opts).unwrap();
+            let replica = Lookup::from_bytes(&ctl.export().to_bytes()).unwrap();
+            let mut oracle: HashMap<Vec<u8>, u64> = HashMap::new();
+            let vm = keyplane::mask(bits);
+            for op in ops {
+                match op {
+                    Op::Insert(k, v) => {
+                        let (k, v) = (key(k), v & vm);
+                        let d = ctl.insert(&k, v).unwrap();
+                        replica.apply(&Delta::from_bytes(&d.to_bytes()).unwrap()).unwrap();
+                        oracle.insert(k, v);
+                    }
+                    Op::Remove(k) => {
+                        let k = key(k);
+                        let d = ctl.remove(&k).unwrap();
+                        prop_assert_eq!(d.is_some(), oracle.remove(&k).is_some());
+                        if let Some(d) = d {
+                            replica.apply(&Delta::from_bytes(&d.to_bytes()).unwrap()).unwrap();
+                        }
+                    }
+                }
+                let fresh = ctl.export();
+                for (k, v) in &oracle {
+                    prop_assert_eq!(ctl.get(k), Some(*v));
+                    prop_assert_eq!(replica.get(k), Some(*v));
+                    prop_assert_eq!(fresh.get(k), Some(*v));
+                }
+            }
+            prop_assert_eq!(ctl.len(), oracle.len());
+        }
+    }
+}
