@@ -170,7 +170,7 @@ impl LookupTable for Lookup {
 
     fn apply(&self, delta: &Delta) -> Result<()> {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let c = self.cur.load_full();
+        let c = self.cur.load();
         let have = c.seq.load(Ordering::Relaxed);
         if delta.seq != have + 1 {
             return Err(Error::DeltaMismatch(format!(
