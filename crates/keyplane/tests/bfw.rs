@@ -93,8 +93,8 @@ fn rates_follow_the_first_match_model() {
         let n = 60_000u64;
         let items: Vec<([u8; 8], u64)> =
             (0..n).map(|i| (i.to_le_bytes(), keyplane::hash::mix64(i) & keyplane::mask(vbits))).collect();
-        let ctl = Control::from_items_with(items.iter().copied(), vbits, Options { hashes, ..Options::default() })
-            .unwrap();
+        let ctl =
+            Control::from_items_with(items.iter().copied(), vbits, Options { hashes, ..Options::default() }).unwrap();
         let t = ctl.export();
         let r = t.rates();
         assert_eq!(r.ports, 1 << vbits);
@@ -132,8 +132,7 @@ fn concurrent_readers_never_lose_a_key() {
     // writer applies 1,000,000 deltas (including filter resizes).
     let vbits = 3;
     let vm = keyplane::mask(vbits);
-    let stable: Vec<([u8; 8], u64)> =
-        (0..5_000u64).map(|i| (i.to_le_bytes(), keyplane::hash::mix64(i) & vm)).collect();
+    let stable: Vec<([u8; 8], u64)> = (0..5_000u64).map(|i| (i.to_le_bytes(), keyplane::hash::mix64(i) & vm)).collect();
     let churn_key = |i: u64| ((1u64 << 40) + i).to_le_bytes();
     let va = move |i: u64| i & vm;
     let vb = move |i: u64| (i + 1) & vm;

@@ -224,12 +224,9 @@ fn three_key_collision_is_caught() {
 fn alien_false_positives_follow_eq_3_8() {
     for f in [6u32, 8, 10] {
         let n = 100_000u64;
-        let ctl = Control::from_items_with(
-            (0..n).map(|i| (i.to_le_bytes(), i & 0xff)),
-            8,
-            Options::with_fingerprint_bits(f),
-        )
-        .unwrap();
+        let ctl =
+            Control::from_items_with((0..n).map(|i| (i.to_le_bytes(), i & 0xff)), 8, Options::with_fingerprint_bits(f))
+                .unwrap();
         let t = ctl.export();
         let alien = 400_000u64;
         let fp = (0..alien).filter(|i| t.get(&(i + (1 << 40)).to_le_bytes()).is_some()).count() as f64 / alien as f64;
@@ -281,15 +278,23 @@ fn concurrent_readers_never_see_wrong_values() {
 #[test]
 fn concurrent_readers_with_heavy_level_2() {
     // 5-bit fingerprints: ≈ 40 % of keys collide, so level 2 changes on most updates.
-    conformance::stress::<Fp<5>>(&StressConfig { updates: 200_000, stable: 5_000, churn: 10_000, ..Default::default() })
-        .unwrap();
+    conformance::stress::<Fp<5>>(&StressConfig {
+        updates: 200_000,
+        stable: 5_000,
+        churn: 10_000,
+        ..Default::default()
+    })
+    .unwrap();
 }
 
 #[test]
 fn blobs_and_deltas_reject_corruption() {
-    let mut ctl =
-        Control::from_items_with((0..300u64).map(|i| (i.to_le_bytes(), i & 0xff)), 8, Options::with_fingerprint_bits(4))
-            .unwrap();
+    let mut ctl = Control::from_items_with(
+        (0..300u64).map(|i| (i.to_le_bytes(), i & 0xff)),
+        8,
+        Options::with_fingerprint_bits(4),
+    )
+    .unwrap();
     assert!(ctl.level2_len() > 0);
     let blob = ctl.export().to_bytes();
     conformance::corruption_sweep::<Lookup>(&blob, 3_000, 1).unwrap();

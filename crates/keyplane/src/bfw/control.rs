@@ -99,15 +99,8 @@ impl Control {
             }
             store.insert(k.as_ref(), v);
         }
-        let mut c = Control {
-            opts,
-            p,
-            store,
-            ports: hashbrown::HashMap::new(),
-            pos: Vec::new(),
-            seq: 0,
-            filter_rebuilds: 0,
-        };
+        let mut c =
+            Control { opts, p, store, ports: hashbrown::HashMap::new(), pos: Vec::new(), seq: 0, filter_rebuilds: 0 };
         c.pos = vec![0; c.store.id_bound()];
         let mut groups: hashbrown::HashMap<u32, Vec<u32>> = hashbrown::HashMap::new();
         for (id, _, v) in c.store.iter() {

@@ -329,10 +329,8 @@ impl Wire for Lookup {
         let c = self.cur.load();
         let mut w = Writer::new(Kind::BfwLookup);
         w.u64(self.seq.load(Ordering::Acquire));
-        let img = Image {
-            p: c.p,
-            filters: c.ports.iter().zip(&c.filters).map(|(&p, f)| (p, f.m, f.to_words())).collect(),
-        };
+        let img =
+            Image { p: c.p, filters: c.ports.iter().zip(&c.filters).map(|(&p, f)| (p, f.m, f.to_words())).collect() };
         img.encode(&mut w);
         w.finish()
     }

@@ -41,6 +41,16 @@ pub struct Stats {
 }
 
 #[derive(Debug, Clone, Copy)]
+struct Meta {
+    fp: u32,
+    loc: u32,
+    b: [u32; 2],
+    next: [u32; 2],
+}
+
+const EMPTY_META: Meta = Meta { fp: 0, loc: NONE, b: [NONE; 2], next: [NONE; 2] };
+
+#[derive(Debug, Clone, Copy)]
 struct Node {
     bucket: u32,
     parent: u32,
@@ -54,11 +64,9 @@ pub struct Control {
     opts: Options,
     p: Params,
     store: KeyStore,
-    // Per key id.
-    kfp: Vec<u64>,
-    kb: Vec<[u32; 2]>,
-    loc: Vec<u32>,
-    next: Vec<[u32; 2]>,
+    // Per key id: fingerprint, candidate buckets, level-1 slot (or IN_L2),
+    // links of the two collision-avoidance lists — one cache line per visit.
+    meta: Vec<Meta>,
     // Per bucket: head of the collision-avoidance set (keys with this candidate bucket).
     head: Vec<u32>,
     // Per level-1 slot: owning key id.
@@ -105,10 +113,7 @@ impl Control {
             opts,
             p,
             store,
-            kfp: Vec::new(),
-            kb: Vec::new(),
-            loc: Vec::new(),
-            next: Vec::new(),
+            meta: Vec::new(),
             head: Vec::new(),
             owner: Vec::new(),
             l1_count: 0,
@@ -157,7 +162,7 @@ impl Control {
     }
     /// True if the key is stored in level 2 (`None` if absent).
     pub fn in_level2(&self, key: &[u8]) -> Option<bool> {
-        self.store.find(key).map(|id| self.loc[id as usize] == IN_L2)
+        self.store.find(key).map(|id| self.meta[id as usize].loc == IN_L2)
     }
 
     /// Expected alien false-positive rate of the current table (eq. 3.8).
@@ -186,11 +191,11 @@ impl Control {
         let mut l2 = Vec::with_capacity(self.l2_count);
         for (s, &id) in self.owner.iter().enumerate() {
             if id != NONE {
-                l1.set(s, self.p.word(self.kfp[id as usize], value(id)));
+                l1.set(s, self.p.word(self.meta[id as usize].fp as u64, value(id)));
             }
         }
         for id in self.store.ids() {
-            if self.loc[id as usize] == IN_L2 {
+            if self.meta[id as usize].loc == IN_L2 {
                 l2.push((self.store.key(id).to_vec(), value(id)));
             }
         }
@@ -200,7 +205,7 @@ impl Control {
 
     #[inline]
     fn word_of(&self, id: u32) -> u64 {
-        self.p.word(self.kfp[id as usize], self.store.value(id))
+        self.p.word(self.meta[id as usize].fp as u64, self.store.value(id))
     }
 
     fn max_l1(&self) -> usize {
@@ -209,11 +214,8 @@ impl Control {
 
     fn ensure_arrays(&mut self) {
         let bound = self.store.id_bound();
-        if self.kfp.len() < bound {
-            self.kfp.resize(bound, 0);
-            self.kb.resize(bound, [NONE; 2]);
-            self.loc.resize(bound, NONE);
-            self.next.resize(bound, [NONE; 2]);
+        if self.meta.len() < bound {
+            self.meta.resize(bound, EMPTY_META);
         }
     }
 
@@ -221,11 +223,11 @@ impl Control {
     fn link(&mut self, id: u32) {
         let l = self.p.locate(self.store.key(id));
         let i = id as usize;
-        self.kfp[i] = l.fp;
-        self.kb[i] = [l.b1 as u32, l.b2 as u32];
+        self.meta[i].fp = l.fp as u32;
+        self.meta[i].b = [l.b1 as u32, l.b2 as u32];
         for side in 0..2 {
-            let b = self.kb[i][side] as usize;
-            self.next[i][side] = self.head[b];
+            let b = self.meta[i].b[side] as usize;
+            self.meta[i].next[side] = self.head[b];
             self.head[b] = id;
         }
     }
@@ -233,25 +235,25 @@ impl Control {
     fn unlink(&mut self, id: u32) {
         let i = id as usize;
         for side in 0..2 {
-            let b = self.kb[i][side];
+            let b = self.meta[i].b[side];
             let mut cur = self.head[b as usize];
             let mut prev: Option<(u32, usize)> = None;
             while cur != NONE {
-                let cs = if self.kb[cur as usize][0] == b { 0 } else { 1 };
+                let cs = if self.meta[cur as usize].b[0] == b { 0 } else { 1 };
                 if cur == id {
-                    let nx = self.next[i][side];
+                    let nx = self.meta[i].next[side];
                     match prev {
                         None => self.head[b as usize] = nx,
-                        Some((p, ps)) => self.next[p as usize][ps] = nx,
+                        Some((p, ps)) => self.meta[p as usize].next[ps] = nx,
                     }
                     break;
                 }
                 prev = Some((cur, cs));
-                cur = self.next[cur as usize][cs];
+                cur = self.meta[cur as usize].next[cs];
             }
         }
-        self.kb[i] = [NONE; 2];
-        self.next[i] = [NONE; 2];
+        self.meta[i].b = [NONE; 2];
+        self.meta[i].next = [NONE; 2];
     }
 
     /// Calls `f` for every key (other than `id`) in the collision-avoidance
@@ -259,19 +261,19 @@ impl Control {
     /// sets is reported once.
     fn for_colliders(&self, id: u32, mut f: impl FnMut(u32)) {
         let i = id as usize;
-        let fp = self.kfp[i];
-        let [b1, b2] = self.kb[i];
+        let fp = self.meta[i].fp as u64;
+        let [b1, b2] = self.meta[i].b;
         for (side, b) in [b1, b2].into_iter().enumerate() {
             let mut cur = self.head[b as usize];
             while cur != NONE {
                 let c = cur as usize;
-                let cs = if self.kb[c][0] == b { 0 } else { 1 };
+                let cs = if self.meta[c].b[0] == b { 0 } else { 1 };
                 // A key sharing both buckets is reported from the first only.
-                let shares_both = self.kb[c].contains(&b1) && self.kb[c].contains(&b2);
-                if cur != id && self.kfp[c] == fp && !(side == 1 && shares_both) {
+                let shares_both = self.meta[c].b.contains(&b1) && self.meta[c].b.contains(&b2);
+                if cur != id && (self.meta[c].fp as u64) == fp && !(side == 1 && shares_both) {
                     f(cur);
                 }
-                cur = self.next[c][cs];
+                cur = self.meta[c].next[cs];
             }
         }
     }
@@ -286,7 +288,7 @@ impl Control {
     /// `id`'s buckets; on success moves the keys along it, places `id` and
     /// appends the level-1 writes to `ops`.
     fn place_l1(&mut self, id: u32, ops: Option<&mut Vec<Op>>) -> bool {
-        let [b1, b2] = self.kb[id as usize];
+        let [b1, b2] = self.meta[id as usize].b;
         self.nodes.clear();
         self.visited.clear();
         for b in [b1, b2] {
@@ -306,7 +308,7 @@ impl Control {
             if self.nodes.len() < MAX_BFS {
                 for s in 0..SLOTS {
                     let x = self.owner[base + s] as usize;
-                    let alt = if self.kb[x][0] == n.bucket { self.kb[x][1] } else { self.kb[x][0] };
+                    let alt = if self.meta[x].b[0] == n.bucket { self.meta[x].b[1] } else { self.meta[x].b[0] };
                     if self.visited.insert(alt) {
                         self.nodes.push(Node { bucket: alt, parent: i as u32, pslot: (base + s) as u32 });
                     }
@@ -321,7 +323,7 @@ impl Control {
             let node = self.nodes[n];
             let x = if node.parent == NONE { id } else { self.owner[node.pslot as usize] };
             self.owner[dst] = x;
-            self.loc[x as usize] = dst as u32;
+            self.meta[x as usize].loc = dst as u32;
             if let Some(o) = ops.as_deref_mut() {
                 o.push(Op::L1 { slot: dst as u64, word: self.word_of(x) });
             }
@@ -340,13 +342,13 @@ impl Control {
 
     /// Moves level-1 key `id` to level 2.
     fn demote(&mut self, id: u32, ops: &mut Vec<Op>) {
-        let s = self.loc[id as usize];
+        let s = self.meta[id as usize].loc;
         if s == IN_L2 {
             return;
         }
         self.owner[s as usize] = NONE;
         ops.push(Op::L1 { slot: s as u64, word: 0 });
-        self.loc[id as usize] = IN_L2;
+        self.meta[id as usize].loc = IN_L2;
         self.l1_count -= 1;
         self.l2_count += 1;
         ops.push(Op::L2Put { key: self.store.key(id).to_vec(), value: self.store.value(id) });
@@ -366,10 +368,7 @@ impl Control {
             }
             self.p.nb = nb;
             let bound = self.store.id_bound();
-            self.kfp = vec![0; bound];
-            self.kb = vec![[NONE; 2]; bound];
-            self.loc = vec![NONE; bound];
-            self.next = vec![[NONE; 2]; bound];
+            self.meta = vec![EMPTY_META; bound];
             self.head = vec![NONE; nb as usize];
             self.owner = vec![NONE; nb as usize * SLOTS];
             self.l1_count = 0;
@@ -378,13 +377,34 @@ impl Control {
             for &id in &ids {
                 self.link(id);
             }
+            // Colliding keys, found by sorting (bucket, fingerprint, id) for
+            // both candidate buckets of every key: a run of two or more
+            // entries is a set of keys sharing a bucket and a fingerprint.
+            // (Sequential, unlike walking the collision-avoidance lists.)
+            let mut collides_v = vec![false; bound];
+            {
+                let mut tri: Vec<(u64, u32)> = Vec::with_capacity(ids.len() * 2);
+                for &id in &ids {
+                    let m = self.meta[id as usize];
+                    for b in m.b {
+                        tri.push(((b as u64) << 32 | m.fp as u64, id));
+                    }
+                }
+                tri.sort_unstable();
+                for run in tri.chunk_by(|x, y| x.0 == y.0) {
+                    if run.len() > 1 {
+                        run.iter().for_each(|&(_, id)| collides_v[id as usize] = true);
+                    }
+                }
+            }
             let mut stashed = 0usize;
             for &id in &ids {
-                if self.has_collider(id) || !self.place_l1(id, None) {
-                    if !self.has_collider(id) {
+                let collides = collides_v[id as usize];
+                if collides || !self.place_l1(id, None) {
+                    if !collides {
                         stashed += 1;
                     }
-                    self.loc[id as usize] = IN_L2;
+                    self.meta[id as usize].loc = IN_L2;
                     self.l2_count += 1;
                 }
             }
@@ -437,7 +457,7 @@ impl Control {
         } else {
             self.stats.stashed += 1;
         }
-        self.loc[id as usize] = IN_L2;
+        self.meta[id as usize].loc = IN_L2;
         self.l2_count += 1;
         ops.push(Op::L2Put { key: key.to_vec(), value });
         Ok(self.ops_delta(ops))
@@ -446,7 +466,7 @@ impl Control {
     fn remove_id(&mut self, id: u32, key: &[u8]) -> Delta {
         let i = id as usize;
         let mut ops = Vec::new();
-        let s = self.loc[i];
+        let s = self.meta[i].loc;
         if s == IN_L2 {
             ops.push(Op::L2Del { key: key.to_vec() });
             self.l2_count -= 1;
@@ -459,9 +479,9 @@ impl Control {
         let mut cands = Vec::new();
         self.for_colliders(id, |j| cands.push(j));
         self.unlink(id);
-        self.loc[i] = NONE;
+        self.meta[i].loc = NONE;
         for j in cands {
-            if self.loc[j as usize] == IN_L2 && !self.has_collider(j) && self.l1_count < self.max_l1() {
+            if self.meta[j as usize].loc == IN_L2 && !self.has_collider(j) && self.l1_count < self.max_l1() {
                 let mut path = Vec::new();
                 if self.place_l1(j, Some(&mut path)) {
                     ops.push(Op::L2Del { key: self.store.key(j).to_vec() });
@@ -475,7 +495,7 @@ impl Control {
     }
 
     fn change_value(&mut self, id: u32, key: &[u8], value: u64) -> Delta {
-        let s = self.loc[id as usize];
+        let s = self.meta[id as usize].loc;
         let op = if s == IN_L2 {
             Op::L2Put { key: key.to_vec(), value }
         } else {
@@ -492,10 +512,10 @@ impl Control {
         for id in self.store.ids() {
             let i = id as usize;
             let l = self.p.locate(self.store.key(id));
-            if self.kfp[i] != l.fp || self.kb[i] != [l.b1 as u32, l.b2 as u32] {
+            if (self.meta[i].fp as u64) != l.fp || self.meta[i].b != [l.b1 as u32, l.b2 as u32] {
                 return Err(format!("key {id}: stale location"));
             }
-            match self.loc[i] {
+            match self.meta[i].loc {
                 IN_L2 => l2 += 1,
                 NONE => return Err(format!("key {id} has no location")),
                 s => {
@@ -503,7 +523,7 @@ impl Control {
                     if self.owner[s as usize] != id {
                         return Err(format!("slot {s} not owned by key {id}"));
                     }
-                    if !self.kb[i].contains(&(s / SLOTS as u32)) {
+                    if !self.meta[i].b.contains(&(s / SLOTS as u32)) {
                         return Err(format!("key {id} in a bucket that is not a candidate"));
                     }
                     if self.has_collider(id) {
@@ -559,8 +579,8 @@ impl ControlTable for Control {
                 Ok(d) => Ok(d),
                 Err(e) => {
                     // Nothing may be half-done: a failed growth leaves the old table.
-                    if self.loc.get(id as usize).is_some_and(|&l| l == NONE) {
-                        if self.kb[id as usize][0] != NONE {
+                    if self.meta.get(id as usize).map(|m| &m.loc).is_some_and(|&l| l == NONE) {
+                        if self.meta[id as usize].b[0] != NONE {
                             self.unlink(id);
                         }
                         self.store.remove(key);
@@ -596,10 +616,7 @@ impl ControlTable for Control {
 
     fn memory_bytes(&self) -> usize {
         self.store.memory_bytes()
-            + self.kfp.capacity() * 8
-            + self.kb.capacity() * 8
-            + self.loc.capacity() * 4
-            + self.next.capacity() * 8
+            + self.meta.capacity() * std::mem::size_of::<Meta>()
             + self.head.capacity() * 4
             + self.owner.capacity() * 4
     }
