@@ -397,3 +397,35 @@ fn edge_cases() {
         assert_eq!(tl.get(k), Some(i as u64));
     }
 }
+
+#[test]
+fn deltas_are_small_and_carry_cuckoo_paths() {
+    let n = 100_000u64;
+    let mut ctl = Control::from_items((0..n).map(|i| (i.to_le_bytes(), i & 0xff)), 8).unwrap();
+    let t = ctl.export();
+    // Value changes: one level-1 slot (or one level-2 put).
+    for i in 0..1_000u64 {
+        let d = ctl.insert(&(i * 7).to_le_bytes(), (i * 7 + 1) & 0xff).unwrap();
+        assert_eq!(d.level1_slots() + d.level2_ops(), 1);
+        assert!(d.to_bytes().len() < 72, "{} bytes", d.to_bytes().len());
+        t.apply(&d).unwrap();
+    }
+    // Inserts at ~90 % load: cuckoo paths of a few slots.
+    let (mut total, mut count, mut longest) = (0usize, 0usize, 0usize);
+    for i in 0..5_000u64 {
+        let d = ctl.insert(&(n + i).to_le_bytes(), 3).unwrap();
+        t.apply(&d).unwrap();
+        if !d.is_rebuild() {
+            total += d.to_bytes().len();
+            count += 1;
+            longest = longest.max(d.level1_slots());
+        }
+    }
+    assert!(longest > 1, "some insertion moved keys along a cuckoo path");
+    assert!((total as f64 / count as f64) < 100.0, "average insert delta {} bytes", total / count);
+    // Deletes: one cleared slot (plus any promotions).
+    let d = ctl.remove(&(n + 1).to_le_bytes()).unwrap().unwrap();
+    assert!(d.level1_slots() + d.level2_ops() >= 1);
+    t.apply(&d).unwrap();
+    assert_eq!(t.to_bytes(), ctl.export().to_bytes());
+}
