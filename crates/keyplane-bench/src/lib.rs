@@ -1,6 +1,7 @@
 //! keyplane benchmark harness: one module per structure, shared machinery in
 //! [`common`]. The `keyplane-bench` binary dispatches to them.
 
+pub mod cfw;
 pub mod common;
 pub mod hashes;
 pub mod othello;
@@ -8,13 +9,15 @@ pub mod othello;
 use common::{Args, Record};
 
 /// Usage line.
-pub const USAGE: &str = "usage: keyplane-bench <othello|hash> [--keys N] [--value-bits L] \
+pub const USAGE: &str = "usage: keyplane-bench <othello|cfw|bfw|hash> [--keys N] [--value-bits L] \
 [--key-type u64|mac|ipv4|ipv6|fivetuple|name] [--threads T] [--updates N] [--json]";
 
 /// Runs one benchmark by name.
 pub fn run(cmd: &str, args: &Args) -> Result<Vec<Record>, String> {
     match cmd {
         "othello" => othello::run(args),
+        "cfw" => cfw::run(args),
+        "bfw" => cfw::run_bfw(args),
         "hash" => hashes::run(args),
         other => Err(format!("unknown benchmark {other}")),
     }

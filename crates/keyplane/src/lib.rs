@@ -27,7 +27,9 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
+pub mod bfw;
 pub mod bits;
+pub mod cfw;
 pub mod conformance;
 mod error;
 pub mod hash;

@@ -1,0 +1,15 @@
+#![no_main]
+//! Decoding arbitrary bytes as a BFW delta never panics, and applying a
+//! decoded delta to a small table either works or returns an error.
+use keyplane::{ControlTable, LookupTable, Wire, bfw};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(d) = bfw::Delta::from_bytes(data) {
+        let ctl = bfw::Control::from_items((0..64u64).map(|i| (i.to_le_bytes(), i & 0x7)), 3).unwrap();
+        let t = ctl.export();
+        let _ = t.apply(&d);
+        let _ = t.get(b"x");
+        assert_eq!(bfw::Delta::from_bytes(&d.to_bytes()).expect("re-decode"), d);
+    }
+});
