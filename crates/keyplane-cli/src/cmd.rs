@@ -167,7 +167,7 @@ pub struct BenchArgs {
     /// Write the full report (JSON + SVG plots + index.md) into this directory.
     #[arg(long)]
     report: Option<String>,
-    /// Report scale: small (≈ 3 min), medium, large.
+    /// Report scale: tiny (smoke test), small (minutes), medium, large (16M keys, ~4 GB).
     #[arg(long, default_value = "small")]
     scale: String,
     /// Report only these benchmarks (comma-separated; default: every registered one).
@@ -389,8 +389,17 @@ pub fn inspect(a: &InspectArgs) -> Result<u8, CliError> {
             println!("  checksum:    OK");
             continue;
         }
-        let info = Frame::inspect(&bytes).map_err(|e| CliError::lib(path, e))?;
-        if info.kind.label().ends_with("delta") {
+        // The first frame says what the file holds (a delta stream has several).
+        let first_end = match bytes.get(8..16) {
+            Some(l) => {
+                let mut lb = [0u8; 8];
+                lb.copy_from_slice(l);
+                u64::from_le_bytes(lb).saturating_add(24).min(bytes.len() as u64) as usize
+            }
+            None => bytes.len(),
+        };
+        let first = Frame::inspect(&bytes[..first_end]).map_err(|e| CliError::lib(path, e))?;
+        if first.kind.label().ends_with("delta") {
             let frames = split_frames(&bytes).map_err(|e| CliError::lib(path, e))?;
             println!("  object:      delta stream of {} frame(s), {} bytes", frames.len(), bytes.len());
             for (i, f) in frames.iter().enumerate().take(20) {
@@ -403,6 +412,7 @@ pub fn inspect(a: &InspectArgs) -> Result<u8, CliError> {
             println!("  checksums:   OK");
             continue;
         }
+        let info = Frame::inspect(&bytes).map_err(|e| CliError::lib(path, e))?;
         let t = AnyLookup::from_bytes(&bytes).map_err(|e| CliError::lib(path, e))?;
         let mem = t.memory_bytes();
         println!("  object:      {} (format version {})", info.kind.label(), info.version);

@@ -34,10 +34,11 @@ fn scale(name: &str) -> Result<Scale, CliError> {
     let k = 1u64 << 10;
     let m = 1u64 << 20;
     Ok(match name {
+        "tiny" => Scale { ns: vec![k, 4 * k], sweep_n: 4 * k, bits: vec![4, 8, 16], updates: k },
         "small" => Scale { ns: vec![16 * k, 64 * k, 256 * k, m], sweep_n: 256 * k, bits: vec![1, 2, 4, 8, 16, 32], updates: 128 * k },
         "medium" => Scale { ns: vec![64 * k, 256 * k, m, 4 * m], sweep_n: m, bits: vec![1, 2, 4, 8, 16, 32], updates: 512 * k },
         "large" => Scale { ns: vec![256 * k, m, 4 * m, 16 * m], sweep_n: 4 * m, bits: vec![1, 2, 4, 8, 16, 32], updates: m },
-        s => return Err(CliError::usage(&format!("--scale {s}: expected small, medium or large"))),
+        s => return Err(CliError::usage(&format!("--scale {s}: expected tiny, small, medium or large"))),
     })
 }
 
@@ -307,9 +308,14 @@ fn plots(dir: &str, records: &[Value], sc: &Scale) -> Result<Vec<Fig>, CliError>
             "keys n (log)",
             "million lookups/s (log)",
             &format!(
-                "`get_batch` with software prefetching, {d} query stream; `floor_2_random_reads` is the DRAM floor of two independent random reads per key."
+                "`get_batch` with software prefetching, {d} query stream; `floor_2_random_reads` is the DRAM floor of two independent random reads per key; \
+                 baselines without a batch API (hashbrown, xorf) are shown with single lookups."
             ),
-            collect(records, |r| s(r, "dist") == dist && at8(r), n_of, |r| num(r, "batch_lookup_ns").map(|ns| 1e3 / ns)),
+            collect(records, |r| s(r, "dist") == dist && at8(r), n_of, |r| {
+                num(r, "batch_lookup_ns")
+                    .or_else(|| if is_baseline(s(r, "structure")) { num(r, "lookup_ns") } else { None })
+                    .map(|ns| 1e3 / ns)
+            }),
             true,
         )?;
     }
