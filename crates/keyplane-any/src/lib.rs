@@ -250,8 +250,12 @@ pub fn parse_key(format: KeyFormat, s: &str) -> std::result::Result<Vec<u8>, Str
             .parse::<std::net::Ipv6Addr>()
             .map(|a| keyplane::key::ipv6(a).to_vec())
             .map_err(|_| format!("bad IPv6 address {s:?}")),
-        KeyFormat::Mac => keyplane::key::parse_mac(s).map(|m| m.to_vec()).ok_or_else(|| format!("bad MAC address {s:?}")),
-        KeyFormat::Name => keyplane::key::name_key(s).ok_or_else(|| format!("name {s:?} has a component over 255 bytes")),
+        KeyFormat::Mac => {
+            keyplane::key::parse_mac(s).map(|m| m.to_vec()).ok_or_else(|| format!("bad MAC address {s:?}"))
+        }
+        KeyFormat::Name => {
+            keyplane::key::name_key(s).ok_or_else(|| format!("name {s:?} has a component over 255 bytes"))
+        }
     }
 }
 
@@ -370,7 +374,9 @@ mod tests {
             // A lookup blob is not a delta and vice versa.
             assert!(t.apply_bytes(&blob).is_err());
             assert!(AnyLookup::from_bytes(&stream).is_err());
-            assert!(AnyControl::build(info.name, Vec::<(Vec<u8>, u64)>::new(), 8, &Opts::parse("nope=1").unwrap()).is_err());
+            assert!(
+                AnyControl::build(info.name, Vec::<(Vec<u8>, u64)>::new(), 8, &Opts::parse("nope=1").unwrap()).is_err()
+            );
             assert!(ctl.insert(b"x", 256).is_err());
         }
         assert!(AnyControl::build("nosuch", Vec::<(Vec<u8>, u64)>::new(), 8, &Opts::new()).is_err());

@@ -75,9 +75,11 @@ fn status_of(e: &keyplane::Error) -> kp_status {
         E::Unsupported(_) => KP_ERR_UNSUPPORTED,
         E::DeltaMismatch(_) => KP_ERR_DELTA_MISMATCH,
         E::InvalidParameter(_) | E::InvalidValueBits { .. } | E::ValueTooWide { .. } => KP_ERR_INVALID,
-        E::Truncated { .. } | E::BadMagic | E::UnsupportedVersion { .. } | E::ChecksumMismatch { .. } | E::Corrupt(_) => {
-            KP_ERR_CORRUPT
-        }
+        E::Truncated { .. }
+        | E::BadMagic
+        | E::UnsupportedVersion { .. }
+        | E::ChecksumMismatch { .. }
+        | E::Corrupt(_) => KP_ERR_CORRUPT,
         _ => KP_ERR_INTERNAL,
     }
 }
@@ -151,7 +153,12 @@ pub unsafe extern "C" fn kp_table_from_bytes(data: *const u8, len: usize, out: *
 /// `table` must come from [`kp_table_from_bytes`] and not be freed; `key`
 /// must point to `key_len` readable bytes; `value` must be writable.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn kp_table_get(table: *const kp_table, key: *const u8, key_len: usize, value: *mut u64) -> kp_status {
+pub unsafe extern "C" fn kp_table_get(
+    table: *const kp_table,
+    key: *const u8,
+    key_len: usize,
+    value: *mut u64,
+) -> kp_status {
     guard(|| {
         // SAFETY: the caller guarantees a live handle or NULL.
         let Some(t) = (unsafe { table.as_ref() }) else { return null_arg("table") };
@@ -173,7 +180,13 @@ pub unsafe extern "C" fn kp_table_get(table: *const kp_table, key: *const u8, ke
 
 const CHUNK: usize = 32;
 
-fn batch<'k>(t: &AnyLookup, n: usize, key: impl Fn(usize) -> &'k [u8], values: &mut [u64], found: Option<&mut [u8]>) -> usize {
+fn batch<'k>(
+    t: &AnyLookup,
+    n: usize,
+    key: impl Fn(usize) -> &'k [u8],
+    values: &mut [u64],
+    found: Option<&mut [u8]>,
+) -> usize {
     let mut hits = 0;
     let mut refs: [&'k [u8]; CHUNK] = [&[]; CHUNK];
     let mut out = [None; CHUNK];
@@ -232,7 +245,11 @@ pub unsafe extern "C" fn kp_table_get_batch(
         }
         // SAFETY: the caller guarantees `n` elements behind each pointer.
         let (kp, kl, vals) = unsafe {
-            (std::slice::from_raw_parts(keys, n), std::slice::from_raw_parts(key_lens, n), std::slice::from_raw_parts_mut(values, n))
+            (
+                std::slice::from_raw_parts(keys, n),
+                std::slice::from_raw_parts(key_lens, n),
+                std::slice::from_raw_parts_mut(values, n),
+            )
         };
         for i in 0..n {
             if kp[i].is_null() && kl[i] != 0 {
@@ -345,7 +362,11 @@ pub unsafe extern "C" fn kp_table_apply(table: *const kp_table, delta: *const u8
 /// # Safety
 /// `table` must be a live handle; `out` and `out_len` must be writable.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn kp_table_to_bytes(table: *const kp_table, out: *mut *mut u8, out_len: *mut usize) -> kp_status {
+pub unsafe extern "C" fn kp_table_to_bytes(
+    table: *const kp_table,
+    out: *mut *mut u8,
+    out_len: *mut usize,
+) -> kp_status {
     guard(|| {
         // SAFETY: the caller guarantees a live handle or NULL.
         let Some(t) = (unsafe { table.as_ref() }) else { return null_arg("table") };
@@ -481,9 +502,10 @@ pub extern "C" fn kp_last_error() -> *const c_char {
 /// The library version (`"0.1.0"`).
 #[unsafe(no_mangle)]
 pub extern "C" fn kp_version() -> *const c_char {
-    static V: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
-        Ok(c) => c,
-        Err(_) => c"unknown",
-    };
+    static V: &std::ffi::CStr =
+        match std::ffi::CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+            Ok(c) => c,
+            Err(_) => c"unknown",
+        };
     V.as_ptr()
 }

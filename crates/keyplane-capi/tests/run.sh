@@ -5,8 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 PROFILE_DIR=${KEYPLANE_PROFILE_DIR:-debug}
-if [ "$PROFILE_DIR" = release ]; then FLAG=--release; else FLAG=; fi
-cargo build $FLAG -p keyplane-capi -p keyplane-cli
+if [ "$PROFILE_DIR" = release ]; then
+  cargo build --release -p keyplane-capi -p keyplane-cli
+else
+  # The test profile (what `cargo test` just built) shares target/debug.
+  cargo build --profile test -p keyplane-capi -p keyplane-cli
+fi
 CC=${CC:-cc}
 if ! command -v "$CC" >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then

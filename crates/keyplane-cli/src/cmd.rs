@@ -55,7 +55,13 @@ impl FormatArgs {
     fn resolve(&self) -> Result<Format, CliError> {
         let sep = Sep::from_format(&self.format)
             .ok_or_else(|| CliError::usage(&format!("--format {}: expected auto, csv, tsv or ws", self.format)))?;
-        Ok(Format { sep, key: key_format(&self.key_format)?, header: self.header, key_width: self.key_width, value_bytes: self.value_bytes })
+        Ok(Format {
+            sep,
+            key: key_format(&self.key_format)?,
+            header: self.header,
+            key_width: self.key_width,
+            value_bytes: self.value_bytes,
+        })
     }
 }
 
@@ -432,7 +438,10 @@ pub fn inspect(a: &InspectArgs) -> Result<u8, CliError> {
             (None, None) => println!("  n:           not stored"),
         }
         println!("  memory:      {mem} bytes (blob {} bytes)", bytes.len());
-        println!("  absent keys: {}", if t.rejects_aliens() { "detected (query --checked works)" } else { "not detected (arbitrary value)" });
+        println!(
+            "  absent keys: {}",
+            if t.rejects_aliens() { "detected (query --checked works)" } else { "not detected (arbitrary value)" }
+        );
         println!("  checksum:    OK ({:#018x})", info.checksum);
     }
     Ok(0)
@@ -461,7 +470,9 @@ pub fn update(a: &UpdateArgs) -> Result<Updated, CliError> {
         ops.push(input::parse_set(s, fmt.key, st.value_bits)?);
     }
     for k in &a.dels {
-        ops.push(Op::Del(keyplane_any::parse_key(fmt.key, k).map_err(|m| CliError::usage(&format!("--del {k:?}: {m}")))?));
+        ops.push(Op::Del(
+            keyplane_any::parse_key(fmt.key, k).map_err(|m| CliError::usage(&format!("--del {k:?}: {m}")))?,
+        ));
     }
     let sp = Progress::spinner("replaying the control state");
     let mut ctl = st.replay(&a.control)?;
@@ -568,15 +579,13 @@ fn demo_in(a: &DemoArgs, n: usize, p: &dyn Fn(&str) -> String) -> Result<u8, Cli
     let bits = a.value_bits;
     let vm = keyplane::mask(bits);
     println!("keyplane demo: {n} generated keys, {bits}-bit values, structure {}; files in {}", a.structure, p(""));
-    let hexfmt = FormatArgs {
-        format: "tsv".into(),
-        key_format: "hex".into(),
-        header: false,
-        key_width: None,
-        value_bytes: 8,
-    };
+    let hexfmt =
+        FormatArgs { format: "tsv".into(), key_format: "hex".into(), header: false, key_width: None, value_bytes: 8 };
     // 1. build (generated keys, dumped as a TSV that the later steps read back).
-    println!("$ keyplane build -s {} -l {bits} --generate {n} --dump-keys keys.tsv --out table.kpl --control table.kpc", a.structure);
+    println!(
+        "$ keyplane build -s {} -l {bits} --generate {n} --dump-keys keys.tsv --out table.kpl --control table.kpc",
+        a.structure
+    );
     let b = build(&BuildArgs {
         structure: a.structure.clone(),
         value_bits: bits,
@@ -596,7 +605,10 @@ fn demo_in(a: &DemoArgs, n: usize, p: &dyn Fn(&str) -> String) -> Result<u8, Cli
     let t = Instant::now();
     let wrong = verify(&p("table.kpl"), &p("keys.tsv"), &hexfmt, |i| Some(expect[i].1))?;
     let q_s = t.elapsed().as_secs_f64();
-    println!("  {n} keys looked up in {q_s:.2} s ({:.0} ns/key including file parsing), {wrong} wrong", q_s * 1e9 / n as f64);
+    println!(
+        "  {n} keys looked up in {q_s:.2} s ({:.0} ns/key including file parsing), {wrong} wrong",
+        q_s * 1e9 / n as f64
+    );
     if wrong > 0 {
         return Err(CliError::failed(&format!("{wrong} keys returned a wrong value after build")));
     }
@@ -631,7 +643,13 @@ fn demo_in(a: &DemoArgs, n: usize, p: &dyn Fn(&str) -> String) -> Result<u8, Cli
         deltas: p("changes.kpd"),
     })?;
     let u_s = t.elapsed().as_secs_f64();
-    println!("  {} operations → {} deltas, {} bytes ({:.1} bytes/delta) in {u_s:.2} s", 2 * upd + removed, u.deltas, u.bytes, u.bytes as f64 / u.deltas.max(1) as f64);
+    println!(
+        "  {} operations → {} deltas, {} bytes ({:.1} bytes/delta) in {u_s:.2} s",
+        2 * upd + removed,
+        u.deltas,
+        u.bytes,
+        u.bytes as f64 / u.deltas.max(1) as f64
+    );
     // 4. apply to the blob.
     println!("$ keyplane apply table.kpl changes.kpd");
     let t = Instant::now();

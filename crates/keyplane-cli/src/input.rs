@@ -165,7 +165,9 @@ fn for_each_record(
             return Err(CliError::input_at(
                 path,
                 off,
-                &format!("truncated record: {got} of {rec} bytes (records are {width} key + {value_bytes} value bytes)"),
+                &format!(
+                    "truncated record: {got} of {rec} bytes (records are {width} key + {value_bytes} value bytes)"
+                ),
             ));
         }
         let mut vb = [0u8; 8];
@@ -209,7 +211,11 @@ pub fn read_items(path: &str, fmt: &Format, value_bits: u32) -> Result<Vec<(Vec<
 /// Reads keys for `query`: the first field of every line (so the file a
 /// table was built from can be queried as is), or binary records. Returns
 /// `(display, key bytes)`.
-pub fn read_keys(path: &str, fmt: &Format, mut f: impl FnMut(&str, &[u8]) -> Result<(), CliError>) -> Result<(), CliError> {
+pub fn read_keys(
+    path: &str,
+    fmt: &Format,
+    mut f: impl FnMut(&str, &[u8]) -> Result<(), CliError>,
+) -> Result<(), CliError> {
     let mut err = None;
     if let Some(w) = fmt.key_width {
         for_each_record(path, w, fmt.value_bytes, "querying", |_, k, _| {

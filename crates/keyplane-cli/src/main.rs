@@ -117,7 +117,8 @@ impl Progress {
         let style = if len.is_some() {
             ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar())
         } else {
-            ProgressStyle::with_template("{spinner} {msg} {elapsed}").unwrap_or_else(|_| ProgressStyle::default_spinner())
+            ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner())
         };
         pb.set_style(style.progress_chars("=> "));
         pb.set_message(what.to_string());

@@ -35,9 +35,18 @@ fn scale(name: &str) -> Result<Scale, CliError> {
     let m = 1u64 << 20;
     Ok(match name {
         "tiny" => Scale { ns: vec![k, 4 * k], sweep_n: 4 * k, bits: vec![4, 8, 16], updates: k },
-        "small" => Scale { ns: vec![16 * k, 64 * k, 256 * k, m], sweep_n: 256 * k, bits: vec![1, 2, 4, 8, 16, 32], updates: 128 * k },
-        "medium" => Scale { ns: vec![64 * k, 256 * k, m, 4 * m], sweep_n: m, bits: vec![1, 2, 4, 8, 16, 32], updates: 512 * k },
-        "large" => Scale { ns: vec![256 * k, m, 4 * m, 16 * m], sweep_n: 4 * m, bits: vec![1, 2, 4, 8, 16, 32], updates: m },
+        "small" => Scale {
+            ns: vec![16 * k, 64 * k, 256 * k, m],
+            sweep_n: 256 * k,
+            bits: vec![1, 2, 4, 8, 16, 32],
+            updates: 128 * k,
+        },
+        "medium" => {
+            Scale { ns: vec![64 * k, 256 * k, m, 4 * m], sweep_n: m, bits: vec![1, 2, 4, 8, 16, 32], updates: 512 * k }
+        }
+        "large" => {
+            Scale { ns: vec![256 * k, m, 4 * m, 16 * m], sweep_n: 4 * m, bits: vec![1, 2, 4, 8, 16, 32], updates: m }
+        }
         s => return Err(CliError::usage(&format!("--scale {s}: expected tiny, small, medium or large"))),
     })
 }
@@ -58,7 +67,10 @@ pub fn run(dir: &str, scale_name: &str, only: Option<&[String]>) -> Result<(), C
         Some(list) => {
             for l in list {
                 if !CANDIDATES.contains(&l.as_str()) {
-                    return Err(CliError::usage(&format!("--only {l}: not a known benchmark ({})", CANDIDATES.join(", "))));
+                    return Err(CliError::usage(&format!(
+                        "--only {l}: not a known benchmark ({})",
+                        CANDIDATES.join(", ")
+                    )));
                 }
             }
             CANDIDATES.iter().copied().filter(|c| list.iter().any(|l| l == c)).collect()
@@ -140,7 +152,8 @@ pub fn run(dir: &str, scale_name: &str, only: Option<&[String]>) -> Result<(), C
     });
     let doc = json!({ "meta": meta, "records": records });
     let path = format!("{dir}/results.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap_or_default()).map_err(|e| CliError::io(&path, e))?;
+    std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap_or_default())
+        .map_err(|e| CliError::io(&path, e))?;
     let figs = plots(dir, &records, &sc)?;
     index(dir, &doc, &figs, &sc)?;
     eprintln!(
@@ -155,7 +168,11 @@ pub fn run(dir: &str, scale_name: &str, only: Option<&[String]>) -> Result<(), C
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_else(|| "unknown CPU".into());
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     format!("{cpu}, {cores} cores available")
@@ -179,7 +196,12 @@ struct Fig {
 /// Series `name → [(x, y)]`, averaged over duplicates (baselines appear once per benchmark).
 type Series = BTreeMap<String, Vec<(f64, f64)>>;
 
-fn collect(records: &[Value], keep: impl Fn(&Value) -> bool, x: impl Fn(&Value) -> Option<f64>, y: impl Fn(&Value) -> Option<f64>) -> Series {
+fn collect(
+    records: &[Value],
+    keep: impl Fn(&Value) -> bool,
+    x: impl Fn(&Value) -> Option<f64>,
+    y: impl Fn(&Value) -> Option<f64>,
+) -> Series {
     let mut acc: BTreeMap<String, BTreeMap<u64, (f64, f64, usize)>> = BTreeMap::new();
     for r in records.iter().filter(|r| keep(r)) {
         let (Some(xv), Some(yv)) = (x(r), y(r)) else { continue };
@@ -268,7 +290,14 @@ fn chart(path: &str, title: &str, xlabel: &str, ylabel: &str, series: &Series, l
 
 fn plots(dir: &str, records: &[Value], sc: &Scale) -> Result<Vec<Fig>, CliError> {
     let mut figs = Vec::new();
-    let mut add = |file: &str, title: &str, xl: &str, yl: &str, caption: &str, series: Series, log_x: bool| -> Result<(), CliError> {
+    let mut add = |file: &str,
+                   title: &str,
+                   xl: &str,
+                   yl: &str,
+                   caption: &str,
+                   series: Series,
+                   log_x: bool|
+     -> Result<(), CliError> {
         let path = format!("{dir}/{file}");
         match chart(&path, title, xl, yl, &series, log_x) {
             Ok(()) => figs.push(Fig { file: file.into(), title: title.into(), caption: caption.into() }),
@@ -287,7 +316,12 @@ fn plots(dir: &str, records: &[Value], sc: &Scale) -> Result<Vec<Fig>, CliError>
         "bits per key (log)",
         "Lookup-form memory per key against value width, uniform workload (thesis Fig. 1.2 / 4.12). \
          xorf filters store 8 or 16-bit fingerprints and no values; hashbrown stores full keys.",
-        collect(records, |r| n_of(r) == Some(sweep) && s(r, "dist") == "uniform" && s(r, "structure") != "floor_2_random_reads", |r| num(r, "value_bits"), |r| num(r, "bits_per_key")),
+        collect(
+            records,
+            |r| n_of(r) == Some(sweep) && s(r, "dist") == "uniform" && s(r, "structure") != "floor_2_random_reads",
+            |r| num(r, "value_bits"),
+            |r| num(r, "bits_per_key"),
+        ),
         false,
     )?;
     let at8 = |r: &Value| num(r, "requested_value_bits") == Some(8.0);
@@ -311,11 +345,16 @@ fn plots(dir: &str, records: &[Value], sc: &Scale) -> Result<Vec<Fig>, CliError>
                 "`get_batch` with software prefetching, {d} query stream; `floor_2_random_reads` is the DRAM floor of two independent random reads per key; \
                  baselines without a batch API (hashbrown, xorf) are shown with single lookups."
             ),
-            collect(records, |r| s(r, "dist") == dist && at8(r), n_of, |r| {
-                num(r, "batch_lookup_ns")
-                    .or_else(|| if is_baseline(s(r, "structure")) { num(r, "lookup_ns") } else { None })
-                    .map(|ns| 1e3 / ns)
-            }),
+            collect(
+                records,
+                |r| s(r, "dist") == dist && at8(r),
+                n_of,
+                |r| {
+                    num(r, "batch_lookup_ns")
+                        .or_else(|| if is_baseline(s(r, "structure")) { num(r, "lookup_ns") } else { None })
+                        .map(|ns| 1e3 / ns)
+                },
+            ),
             true,
         )?;
     }
@@ -330,7 +369,17 @@ fn plots(dir: &str, records: &[Value], sc: &Scale) -> Result<Vec<Fig>, CliError>
             records,
             |r| s(r, "dist") == "uniform" && at8(r),
             n_of,
-            |r| num(r, "update_ops_per_s").or_else(|| if s(r, "structure") == "hashbrown" { num(r, "build_ns_per_key").map(|b| 1e9 / b) } else { None }).map(|x| x / 1e6),
+            |r| {
+                num(r, "update_ops_per_s")
+                    .or_else(|| {
+                        if s(r, "structure") == "hashbrown" {
+                            num(r, "build_ns_per_key").map(|b| 1e9 / b)
+                        } else {
+                            None
+                        }
+                    })
+                    .map(|x| x / 1e6)
+            },
         ),
         true,
     )?;
@@ -375,7 +424,10 @@ fn index(dir: &str, doc: &Value, figs: &[Fig], sc: &Scale) -> Result<(), CliErro
         md,
         "Benchmarks run: {}. Regenerate with `cargo run --release -p keyplane-cli -- bench --report {dir} --scale {}`. \
          All numbers are from one run on a shared machine; raw records in [results.json](results.json).\n",
-        meta["benchmarks"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")).unwrap_or_default(),
+        meta["benchmarks"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "))
+            .unwrap_or_default(),
         meta["scale"].as_str().unwrap_or("small"),
     );
     if let Some(f) = meta["failures"].as_array().filter(|f| !f.is_empty()) {
@@ -391,10 +443,18 @@ fn index(dir: &str, doc: &Value, figs: &[Fig], sc: &Scale) -> Result<(), CliErro
     // Table at the largest n, uniform, l = 8.
     let big = *sc.ns.last().unwrap_or(&0) as f64;
     let _ = writeln!(md, "## Numbers at n = {}, l = 8, uniform\n", human(big));
-    let _ = writeln!(md, "| structure | bits/key | build ns/key | lookup ns | batch ns | Zipf lookup ns | updates/s |\n|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        md,
+        "| structure | bits/key | build ns/key | lookup ns | batch ns | Zipf lookup ns | updates/s |\n|---|---|---|---|---|---|---|"
+    );
     let pick = |name: &str, dist: &str, k: &str| {
         recs.iter()
-            .find(|r| s(r, "structure") == name && s(r, "dist") == dist && num(r, "n") == Some(big) && num(r, "requested_value_bits") == Some(8.0))
+            .find(|r| {
+                s(r, "structure") == name
+                    && s(r, "dist") == dist
+                    && num(r, "n") == Some(big)
+                    && num(r, "requested_value_bits") == Some(8.0)
+            })
             .and_then(|r| num(r, k))
     };
     let mut names: Vec<&str> = Vec::new();
@@ -404,7 +464,9 @@ fn index(dir: &str, doc: &Value, figs: &[Fig], sc: &Scale) -> Result<(), CliErro
             names.push(n);
         }
     }
-    let f = |x: Option<f64>, p: usize| x.map(|v| if v >= 1e5 { format!("{v:.3e}") } else { format!("{v:.p$}") }).unwrap_or_else(|| "–".into());
+    let f = |x: Option<f64>, p: usize| {
+        x.map(|v| if v >= 1e5 { format!("{v:.3e}") } else { format!("{v:.p$}") }).unwrap_or_else(|| "–".into())
+    };
     for n in names {
         let _ = writeln!(
             md,

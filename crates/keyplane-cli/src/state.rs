@@ -122,8 +122,9 @@ impl State {
     /// journal, and check that the result exports the blob recorded at save
     /// time (so deltas computed from it fit the deployed table).
     pub fn replay(&self, path: &str) -> Result<AnyControl, CliError> {
-        let mut ctl = AnyControl::build(&self.structure, self.base.iter().map(|(k, v)| (k, *v)), self.value_bits, &self.opts)
-            .map_err(|e| CliError::lib(path, e))?;
+        let mut ctl =
+            AnyControl::build(&self.structure, self.base.iter().map(|(k, v)| (k, *v)), self.value_bits, &self.opts)
+                .map_err(|e| CliError::lib(path, e))?;
         for op in &self.journal {
             apply_op(&mut ctl, op).map_err(|e| CliError::lib(path, e))?;
         }

@@ -24,7 +24,13 @@ fn run(args: &[&str]) -> Output {
 }
 
 fn run_stdin(args: &[&str], input: &str) -> Output {
-    let mut c = Command::new(bin()).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut c = Command::new(bin())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     c.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
     c.wait_with_output().unwrap()
 }
@@ -63,7 +69,21 @@ fn build_query_update_apply_query() {
     std::fs::write(&keys, &s).unwrap();
     let blob = p(&d, "t.kpl");
     let state = p(&d, "t.kpc");
-    ok(&run(&["build", "-i", &keys, "-l", "8", "--key-format", "ipv4", "-O", "filtered=8", "--out", &blob, "--control", &state]));
+    ok(&run(&[
+        "build",
+        "-i",
+        &keys,
+        "-l",
+        "8",
+        "--key-format",
+        "ipv4",
+        "-O",
+        "filtered=8",
+        "--out",
+        &blob,
+        "--control",
+        &state,
+    ]));
     // Query the build file itself: every line answers its own value.
     let out = ok(&run(&["query", &blob, "--keys", &keys, "--key-format", "ipv4", "--checked"]));
     let lines: Vec<&str> = out.lines().collect();
@@ -75,7 +95,19 @@ fn build_query_update_apply_query() {
     let ops = p(&d, "ops.txt");
     std::fs::write(&ops, "set 10.0.0.1 77\nset 192.168.1.1 5\ndel 10.0.0.2\ndel 1.2.3.4\n").unwrap();
     let deltas = p(&d, "d.kpd");
-    ok(&run(&["update", "--control", &state, "--ops", &ops, "--set", "10.0.0.3=9", "--key-format", "ipv4", "--deltas", &deltas]));
+    ok(&run(&[
+        "update",
+        "--control",
+        &state,
+        "--ops",
+        &ops,
+        "--set",
+        "10.0.0.3=9",
+        "--key-format",
+        "ipv4",
+        "--deltas",
+        &deltas,
+    ]));
     // Old blob does not know the changes yet.
     let q = "10.0.0.1\n192.168.1.1\n10.0.0.3\n10.0.0.4\n";
     let before = ok(&run_stdin(&["query", &blob, "--key-format", "ipv4", "--values-only"], q));
@@ -88,7 +120,11 @@ fn build_query_update_apply_query() {
     ok(&run(&["update", "--control", &state, "--set", "10.0.0.4=100", "--key-format", "ipv4", "--deltas", &deltas2]));
     let o = run(&["apply", &blob, &deltas]);
     assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
-    assert!(stderr(&o).starts_with(&format!("keyplane: {deltas}: frame 1 at byte offset 0: delta does not fit this table")), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with(&format!("keyplane: {deltas}: frame 1 at byte offset 0: delta does not fit this table")),
+        "{}",
+        stderr(&o)
+    );
     ok(&run(&["apply", &blob, &deltas2, "--out", &p(&d, "t2.kpl")]));
     let v = ok(&run_stdin(&["query", &p(&d, "t2.kpl"), "--key-format", "ipv4", "--values-only"], "10.0.0.4\n"));
     assert_eq!(v, "100\n");
@@ -160,18 +196,34 @@ fn bad_text_inputs_name_file_and_line() {
         fails(&run(&args), 3, &format!("{f}:{msg}"));
     }
     std::fs::write(&f, [b'a', b',', 0xff, b'\n']).unwrap();
-    fails(&run(&["build", "-i", &f, "--out", &blob]), 3, &format!("{f}:1: not valid UTF-8 (use --key-width for binary key files)"));
+    fails(
+        &run(&["build", "-i", &f, "--out", &blob]),
+        3,
+        &format!("{f}:1: not valid UTF-8 (use --key-width for binary key files)"),
+    );
     let missing = p(&d, "missing.tsv");
-    fails(&run(&["build", "-i", &missing, "--out", &blob]), 6, &format!("{missing}: No such file or directory (os error 2)"));
+    fails(
+        &run(&["build", "-i", &missing, "--out", &blob]),
+        6,
+        &format!("{missing}: No such file or directory (os error 2)"),
+    );
     // Ops files.
     std::fs::write(&f, "a,1\n").unwrap();
     let st = p(&d, "s.kpc");
     ok(&run(&["build", "-i", &f, "--out", &blob, "--control", &st]));
     let ops = p(&d, "ops");
     std::fs::write(&ops, "set a 2\nput b 3\n").unwrap();
-    fails(&run(&["update", "--control", &st, "--ops", &ops, "--deltas", &p(&d, "d")]), 3, &format!("{ops}:2: expected `set KEY VALUE` or `del KEY`"));
+    fails(
+        &run(&["update", "--control", &st, "--ops", &ops, "--deltas", &p(&d, "d")]),
+        3,
+        &format!("{ops}:2: expected `set KEY VALUE` or `del KEY`"),
+    );
     std::fs::write(&ops, "set a 999\n").unwrap();
-    fails(&run(&["update", "--control", &st, "--ops", &ops, "--deltas", &p(&d, "d")]), 3, &format!("{ops}:1: value 999 does not fit in 8 value bits"));
+    fails(
+        &run(&["update", "--control", &st, "--ops", &ops, "--deltas", &p(&d, "d")]),
+        3,
+        &format!("{ops}:1: value 999 does not fit in 8 value bits"),
+    );
     // Query keys from stdin with a bad key.
     fails(&run_stdin(&["query", &blob, "--key-format", "u64"], "12\nabc\n"), 3, "<stdin>:2: bad u64 key \"abc\"");
 }
@@ -203,18 +255,28 @@ fn bad_blobs_deltas_and_usage() {
     // A delta is not a blob, a blob is not a delta.
     let dl = p(&d, "d.kpd");
     ok(&run(&["update", "--control", &st, "--set", "x=1", "--deltas", &dl]));
-    fails(&run(&["query", &dl]), 4, &format!("{dl}: wrong kind of object: expected a lookup blob, found othello delta"));
+    fails(
+        &run(&["query", &dl]),
+        4,
+        &format!("{dl}: wrong kind of object: expected a lookup blob, found othello delta"),
+    );
     fails(
         &run(&["apply", &blob, &blob]),
         4,
-        &format!("{blob}: frame 1 at byte offset 0: wrong kind of object: expected othello delta, found othello lookup"),
+        &format!(
+            "{blob}: frame 1 at byte offset 0: wrong kind of object: expected othello delta, found othello lookup"
+        ),
     );
     let dd = std::fs::read(&dl).unwrap();
     std::fs::write(&bad, &dd[..dd.len() - 1]).unwrap();
     fails(
         &run(&["apply", &blob, &bad]),
         4,
-        &format!("{bad}: corrupt encoding: frame 1 at byte offset 0: truncated input: needed {} more bytes at offset 16, only {} left", dd.len() - 16, dd.len() - 17),
+        &format!(
+            "{bad}: corrupt encoding: frame 1 at byte offset 0: truncated input: needed {} more bytes at offset 16, only {} left",
+            dd.len() - 16,
+            dd.len() - 17
+        ),
     );
     // Corrupt control state.
     let mut s = std::fs::read(&st).unwrap();
@@ -226,13 +288,21 @@ fn bad_blobs_deltas_and_usage() {
         &format!("{bad}: not a valid control state: checksum mismatch: the file is corrupted"),
     );
     // Usage errors.
-    fails(&run(&["build", "-s", "nosuch", "--generate", "10", "--out", &blob]), 2, "unknown structure \"nosuch\" (known: othello)");
+    fails(
+        &run(&["build", "-s", "nosuch", "--generate", "10", "--out", &blob]),
+        2,
+        "unknown structure \"nosuch\" (known: othello)",
+    );
     fails(
         &run(&["build", "-O", "fingerprint_bitz=3", "--generate", "10", "--out", &blob]),
         2,
         "invalid parameter: othello has no option \"fingerprint_bitz\" (options: sizing, fingerprint_bits, emptiness, filtered, seed)",
     );
-    fails(&run(&["build", "-l", "65", "--generate", "10", "--out", &blob]), 2, "--value-bits 65: must be between 1 and 64");
+    fails(
+        &run(&["build", "-l", "65", "--generate", "10", "--out", &blob]),
+        2,
+        "--value-bits 65: must be between 1 and 64",
+    );
     fails(&run(&["build", "--out", &blob]), 2, "build needs --input FILE or --generate N");
     fails(
         &run(&["query", &blob, "--checked"]),
@@ -269,7 +339,14 @@ fn bench_report_writes_json_and_plots() {
     for name in ["othello_compact", "hashbrown", "xorf_binary_fuse8"] {
         assert!(recs.iter().any(|x| x["structure"] == name && x["dist"] == "zipf"), "{name} zipf missing");
     }
-    for f in ["bits_per_key_vs_value_bits", "lookup_uniform", "lookup_zipf", "batch_lookup_uniform", "update_throughput", "construction"] {
+    for f in [
+        "bits_per_key_vs_value_bits",
+        "lookup_uniform",
+        "lookup_zipf",
+        "batch_lookup_uniform",
+        "update_throughput",
+        "construction",
+    ] {
         let svg = std::fs::read_to_string(d.join(format!("{f}.svg"))).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("othello_compact") && svg.contains("hashbrown"), "{f}");
     }

@@ -51,7 +51,12 @@ create_exception!(
     KeyplaneError,
     "Construction failed or the table cannot hold more keys with its parameters."
 );
-create_exception!(keyplane, UnsupportedError, KeyplaneError, "The structure does not support this operation or blob kind.");
+create_exception!(
+    keyplane,
+    UnsupportedError,
+    KeyplaneError,
+    "The structure does not support this operation or blob kind."
+);
 
 fn to_py(e: keyplane::Error) -> PyErr {
     use keyplane::Error as E;
@@ -154,7 +159,10 @@ fn values_of(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
     for item in obj.try_iter()? {
         let item = item?;
         out.push(item.extract::<u64>().map_err(|_| {
-            ValueTooWideError::new_err(format!("value {} is not an integer in 0..2**64", item.repr().map(|r| r.to_string()).unwrap_or_default()))
+            ValueTooWideError::new_err(format!(
+                "value {} is not an integer in 0..2**64",
+                item.repr().map(|r| r.to_string()).unwrap_or_default()
+            ))
         })?);
     }
     Ok(out)
