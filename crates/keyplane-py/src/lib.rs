@@ -100,6 +100,11 @@ fn key(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     Ok(b)
 }
 
+/// `get_many`'s `(values, found)`.
+type ManyResult<'py> = (Bound<'py, PyArray1<u64>>, Bound<'py, PyArray1<bool>>);
+/// `(name, summary, [(option, help)])`.
+type StructureRow = (&'static str, &'static str, Vec<(&'static str, &'static str)>);
+
 /// Many keys in one buffer.
 struct Keys {
     data: Vec<u8>,
@@ -309,11 +314,7 @@ impl Lookup {
 
     /// Vectorised lookup: returns `(values, found)`, a `uint64` array (0
     /// where absent) and a `bool` array.
-    fn get_many<'py>(
-        &self,
-        py: Python<'py>,
-        keys: &Bound<'py, PyAny>,
-    ) -> PyResult<(Bound<'py, PyArray1<u64>>, Bound<'py, PyArray1<bool>>)> {
+    fn get_many<'py>(&self, py: Python<'py>, keys: &Bound<'py, PyAny>) -> PyResult<ManyResult<'py>> {
         let k = keys_of(keys)?;
         let n = k.len();
         let (vals, found) = py.detach(|| {
@@ -406,7 +407,7 @@ impl Lookup {
 
 /// Names of the structures this build supports, with their options.
 #[pyfunction]
-fn structures() -> Vec<(&'static str, &'static str, Vec<(&'static str, &'static str)>)> {
+fn structures() -> Vec<StructureRow> {
     STRUCTURES.iter().map(|s| (s.name, s.summary, s.options.to_vec())).collect()
 }
 
