@@ -176,6 +176,9 @@ pub struct BenchArgs {
     /// Report scale: tiny (smoke test), small (minutes), medium, large (16M keys, ~4 GB).
     #[arg(long, default_value = "small")]
     scale: String,
+    /// With --report: only redraw the plots and index.md from DIR/results.json.
+    #[arg(long, requires = "report")]
+    plot_only: bool,
     /// Report only these benchmarks (comma-separated; default: every registered one).
     #[arg(long)]
     only: Option<String>,
@@ -386,13 +389,13 @@ pub fn inspect(a: &InspectArgs) -> Result<u8, CliError> {
         println!("{path}:");
         if bytes.starts_with(b"KPCS") {
             let st = State::from_bytes(path, &bytes)?;
-            println!("  object:      control state (for keyplane update)");
-            println!("  structure:   {}", st.structure);
-            println!("  value_bits:  {}", st.value_bits);
-            println!("  options:     {}", if st.opts.is_empty() { "(defaults)".into() } else { st.opts.render() });
-            println!("  base keys:   {}", st.base.len());
-            println!("  journal ops: {}", st.journal.len());
-            println!("  checksum:    OK");
+            println!("  object:           control state (for keyplane update)");
+            println!("  structure:        {}", st.structure);
+            println!("  value_bits:       {}", st.value_bits);
+            println!("  options:          {}", if st.opts.is_empty() { "(defaults)".into() } else { st.opts.render() });
+            println!("  base keys:        {}", st.base.len());
+            println!("  journal ops:      {}", st.journal.len());
+            println!("  checksum:         OK");
             continue;
         }
         // The first frame says what the file holds (a delta stream has several).
@@ -407,7 +410,7 @@ pub fn inspect(a: &InspectArgs) -> Result<u8, CliError> {
         let first = Frame::inspect(&bytes[..first_end]).map_err(|e| CliError::lib(path, e))?;
         if first.kind.label().ends_with("delta") {
             let frames = split_frames(&bytes).map_err(|e| CliError::lib(path, e))?;
-            println!("  object:      delta stream of {} frame(s), {} bytes", frames.len(), bytes.len());
+            println!("  object:           delta stream of {} frame(s), {} bytes", frames.len(), bytes.len());
             for (i, f) in frames.iter().enumerate().take(20) {
                 let fi = Frame::inspect(f).map_err(|e| CliError::lib(path, e))?;
                 println!("    #{:<4} {} ({} bytes)", i + 1, fi.kind.label(), f.len());
@@ -415,34 +418,34 @@ pub fn inspect(a: &InspectArgs) -> Result<u8, CliError> {
             if frames.len() > 20 {
                 println!("    ... {} more", frames.len() - 20);
             }
-            println!("  checksums:   OK");
+            println!("  checksums:        OK");
             continue;
         }
         let info = Frame::inspect(&bytes).map_err(|e| CliError::lib(path, e))?;
         let t = AnyLookup::from_bytes(&bytes).map_err(|e| CliError::lib(path, e))?;
         let mem = t.memory_bytes();
-        println!("  object:      {} (format version {})", info.kind.label(), info.version);
-        println!("  structure:   {}", t.name());
+        println!("  object:           {} (format version {})", info.kind.label(), info.version);
+        println!("  structure:        {}", t.name());
         for (k, v) in t.describe() {
             println!("  {:<17} {v}", format!("{k}:"));
         }
         match (t.key_count(), t.capacity()) {
             (Some(n), _) => {
-                println!("  n:           {n}");
-                println!("  bits/key:    {:.2}", mem as f64 * 8.0 / n.max(1) as f64);
+                println!("  n:                {n}");
+                println!("  bits/key:         {:.2}", mem as f64 * 8.0 / n.max(1) as f64);
             }
             (None, Some(c)) => {
-                println!("  n:           not stored (this lookup form holds no keys); sized for {c}");
-                println!("  bits/key:    {:.2} at that capacity", mem as f64 * 8.0 / c.max(1) as f64);
+                println!("  n:                not stored (this lookup form holds no keys); sized for {c}");
+                println!("  bits/key:         {:.2} at that capacity", mem as f64 * 8.0 / c.max(1) as f64);
             }
-            (None, None) => println!("  n:           not stored"),
+            (None, None) => println!("  n:                not stored"),
         }
-        println!("  memory:      {mem} bytes (blob {} bytes)", bytes.len());
+        println!("  memory:           {mem} bytes (blob {} bytes)", bytes.len());
         println!(
             "  absent keys: {}",
             if t.rejects_aliens() { "detected (query --checked works)" } else { "not detected (arbitrary value)" }
         );
-        println!("  checksum:    OK ({:#018x})", info.checksum);
+        println!("  checksum:         OK ({:#018x})", info.checksum);
     }
     Ok(0)
 }
@@ -539,6 +542,10 @@ fn structures() {
 
 /// `keyplane bench`.
 fn bench(a: &BenchArgs) -> Result<u8, CliError> {
+    if let (Some(dir), true) = (&a.report, a.plot_only) {
+        crate::report::replot(dir)?;
+        return Ok(0);
+    }
     if let Some(dir) = &a.report {
         let only: Option<Vec<String>> = a.only.as_ref().map(|s| s.split(',').map(str::to_string).collect());
         crate::report::run(dir, &a.scale, only.as_deref())?;

@@ -165,6 +165,28 @@ pub fn run(dir: &str, scale_name: &str, only: Option<&[String]>) -> Result<(), C
     Ok(())
 }
 
+/// Redraws the plots and `index.md` from an existing `DIR/results.json`
+/// (no benchmark runs).
+pub fn replot(dir: &str) -> Result<(), CliError> {
+    let path = format!("{dir}/results.json");
+    let bytes = std::fs::read(&path).map_err(|e| CliError::io(&path, e))?;
+    let doc: Value =
+        serde_json::from_slice(&bytes).map_err(|e| CliError::blob(&path, &format!("not a report: {e}")))?;
+    let meta = &doc["meta"];
+    let nums = |k: &str| -> Vec<u64> {
+        meta[k].as_array().map(|a| a.iter().filter_map(Value::as_u64).collect()).unwrap_or_default()
+    };
+    let sc = Scale {
+        ns: nums("n"),
+        sweep_n: meta["value_bits_sweep_n"].as_u64().unwrap_or(0),
+        bits: nums("value_bits"),
+        updates: meta["updates"].as_u64().unwrap_or(0),
+    };
+    let records = doc["records"].as_array().cloned().unwrap_or_default();
+    let figs = plots(dir, &records, &sc)?;
+    index(dir, &doc, &figs, &sc)
+}
+
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -226,7 +248,43 @@ fn is_baseline(name: &str) -> bool {
     name.starts_with("hashbrown") || name.starts_with("xorf") || name.starts_with("floor") || name.starts_with("std")
 }
 
-/// Draws a log-log (or log-x) line chart.
+/// Colours for structures (Tableau 10) and baselines (greys and brown).
+const COLOURS: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(23, 190, 207),
+    RGBColor(227, 119, 194),
+    RGBColor(188, 189, 34),
+    RGBColor(140, 86, 75),
+    RGBColor(31, 60, 120),
+];
+const BASELINE_COLOURS: [RGBColor; 4] =
+    [RGBColor(0, 0, 0), RGBColor(105, 105, 105), RGBColor(160, 160, 160), RGBColor(120, 80, 40)];
+
+/// Axis tick labels: 16K, 1M, 0.5, 120.
+fn tick(v: f64) -> String {
+    if v >= 1e6 && v == v.round() && (v / (1u64 << 20) as f64).fract() == 0.0 {
+        human(v)
+    } else if v >= 1024.0 && (v / 1024.0).fract() == 0.0 {
+        human(v)
+    } else if v >= 1e6 {
+        format!("{:.1}M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.0}K", v / 1e3)
+    } else if v >= 10.0 {
+        format!("{v:.0}")
+    } else if v >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Draws a line chart with a log-scale y axis (and a log-scale x axis when
+/// `log_x`); baselines in greys with crosses, structures in colour with dots.
 fn chart(path: &str, title: &str, xlabel: &str, ylabel: &str, series: &Series, log_x: bool) -> Result<(), String> {
     if series.is_empty() {
         return Err("no data".into());
@@ -238,30 +296,43 @@ fn chart(path: &str, title: &str, xlabel: &str, ylabel: &str, series: &Series, l
         y0 = y0.min(p.1);
         y1 = y1.max(p.1);
     }
-    if x0 == x1 {
-        x0 /= 2.0;
-        x1 *= 2.0;
-    }
-    let (y0, y1) = (y0 / 1.5, y1 * 1.5);
-    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    let (x0, x1) = if log_x { (x0 / 1.25, x1 * 1.25) } else { (x0 - 1.0, x1 + 1.0) };
+    // Head room above the data for the legend (log scale).
+    let rows = series.len() as f64;
+    let (y0, y1) = (y0 / 1.5, y1 * (y1 / y0).max(10.0).powf(0.045 * rows + 0.1) * 1.5);
+    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let mut b = ChartBuilder::on(&root);
-    b.caption(title, ("sans-serif", 22)).margin(12).x_label_area_size(48).y_label_area_size(70);
-    let palette = |i: usize| Palette99::pick(i * 7 + 3).to_rgba();
+    b.caption(title, ("sans-serif", 22)).margin(14).x_label_area_size(48).y_label_area_size(70);
+    let (mut ci, mut bi) = (0usize, 0usize);
+    let styles: Vec<(bool, ShapeStyle)> = series
+        .keys()
+        .map(|name| {
+            let base = is_baseline(name);
+            let color = if base {
+                bi += 1;
+                BASELINE_COLOURS[(bi - 1) % BASELINE_COLOURS.len()]
+            } else {
+                ci += 1;
+                COLOURS[(ci - 1) % COLOURS.len()]
+            };
+            (base, ShapeStyle { color: color.to_rgba(), filled: true, stroke_width: if base { 1 } else { 2 } })
+        })
+        .collect();
     macro_rules! draw {
         ($chart:expr) => {{
             let mut c = $chart;
             c.configure_mesh()
                 .x_desc(xlabel)
                 .y_desc(ylabel)
-                .light_line_style(RGBColor(235, 235, 235))
+                .x_labels(8)
+                .y_labels(8)
+                .x_label_formatter(&|x| tick(*x))
+                .y_label_formatter(&|y| tick(*y))
+                .light_line_style(RGBColor(238, 238, 238))
                 .draw()
                 .map_err(|e| e.to_string())?;
-            for (i, (name, pts)) in series.iter().enumerate() {
-                let base = is_baseline(name);
-                let color = if base { RGBColor(90, 90, 90).to_rgba() } else { palette(i) };
-                let width = if base { 1 } else { 2 };
-                let style = ShapeStyle { color, filled: true, stroke_width: width };
+            for ((name, pts), (base, style)) in series.iter().zip(styles.iter().copied()) {
                 c.draw_series(LineSeries::new(pts.iter().copied(), style))
                     .map_err(|e| e.to_string())?
                     .label(if base { format!("{name} (baseline)") } else { name.clone() })
@@ -273,8 +344,8 @@ fn chart(path: &str, title: &str, xlabel: &str, ylabel: &str, series: &Series, l
             }
             c.configure_series_labels()
                 .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
+                .background_style(WHITE.mix(0.9))
+                .border_style(RGBColor(180, 180, 180))
                 .draw()
                 .map_err(|e| e.to_string())?;
         }};

@@ -136,9 +136,9 @@ fn build_query_update_apply_query() {
     let i = ok(&run(&["inspect", &blob, &deltas, &state]));
     assert!(i.contains("othello lookup"), "{i}");
     assert!(i.contains("fingerprint_bits: 8"), "{i}");
-    assert!(i.contains("checksum:    OK"), "{i}");
+    assert!(i.contains("checksum:         OK"), "{i}");
     assert!(i.contains("delta stream of 4 frame(s)"), "{i}");
-    assert!(i.contains("journal ops: 6"), "{i}");
+    assert!(i.contains("journal ops:      6"), "{i}");
 }
 
 #[test]
