@@ -6,7 +6,7 @@
 //! options, and move deltas as bytes.
 //!
 //! Every structure the front ends know is listed once, in the
-//! [`registry!`] invocation in `registry.rs`. Adding a structure is one line
+//! `registry!` invocation in `registry.rs`. Adding a structure is one line
 //! there:
 //!
 //! ```text
@@ -138,7 +138,7 @@ impl Opts {
 }
 
 /// One structure as the front ends see it. Implemented once per structure,
-/// by the `plain` form of [`registry!`] or by hand for structures with
+/// by the `plain` form of `registry!` or by hand for structures with
 /// options.
 pub trait Structure: 'static {
     /// Name used on the command line and in Python (`"othello"`).

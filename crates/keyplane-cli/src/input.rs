@@ -209,8 +209,8 @@ pub fn read_items(path: &str, fmt: &Format, value_bits: u32) -> Result<Vec<(Vec<
 }
 
 /// Reads keys for `query`: the first field of every line (so the file a
-/// table was built from can be queried as is), or binary records. Returns
-/// `(display, key bytes)`.
+/// table was built from can be queried as is), or binary records; calls
+/// `f(display, key bytes)` per key. An error from `f` is returned as is.
 pub fn read_keys(
     path: &str,
     fmt: &Format,
@@ -225,7 +225,8 @@ pub fn read_keys(
                 err = Some(e);
                 m
             })
-        })?;
+        })
+        .map_err(|e| err.take().unwrap_or(e))?;
     } else {
         for_each_line(path, fmt, "querying", |_, fields, _| {
             let k = parse_key(fmt.key, fields[0])?;

@@ -16,6 +16,8 @@
 //! | 7 | the table refused an operation (value too wide, construction failed, capacity) |
 //! | 8 | `demo` verification or `bench` failed |
 
+#![deny(missing_docs)]
+
 mod cmd;
 mod input;
 mod report;

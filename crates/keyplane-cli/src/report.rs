@@ -91,6 +91,7 @@ pub fn run(dir: &str, scale_name: &str, only: Option<&[String]>) -> Result<(), C
         }
     }
     let pb = Progress::items("benchmarks", Some(runs.len() as u64));
+    let load_start = loadavg();
     let started = Instant::now();
     let mut records: Vec<Value> = Vec::new();
     let mut found: Vec<&str> = Vec::new();
@@ -149,6 +150,8 @@ pub fn run(dir: &str, scale_name: &str, only: Option<&[String]>) -> Result<(), C
         "failures": failures,
         "seconds": elapsed,
         "machine": machine(),
+        "load_average_start": load_start,
+        "load_average_end": loadavg(),
     });
     let doc = json!({ "meta": meta, "records": records });
     let path = format!("{dir}/results.json");
@@ -185,6 +188,11 @@ pub fn replot(dir: &str) -> Result<(), CliError> {
     let records = doc["records"].as_array().cloned().unwrap_or_default();
     let figs = plots(dir, &records, &sc)?;
     index(dir, &doc, &figs, &sc)
+}
+
+/// The 1-minute load average (other processes compete for the cores).
+fn loadavg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
 }
 
 fn machine() -> String {
@@ -266,9 +274,7 @@ const BASELINE_COLOURS: [RGBColor; 4] =
 
 /// Axis tick labels: 16K, 1M, 0.5, 120.
 fn tick(v: f64) -> String {
-    if v >= 1e6 && v == v.round() && (v / (1u64 << 20) as f64).fract() == 0.0 {
-        human(v)
-    } else if v >= 1024.0 && (v / 1024.0).fract() == 0.0 {
+    if v >= 1024.0 && (v / 1024.0).fract() == 0.0 {
         human(v)
     } else if v >= 1e6 {
         format!("{:.1}M", v / 1e6)
@@ -501,6 +507,19 @@ fn index(dir: &str, doc: &Value, figs: &[Fig], sc: &Scale) -> Result<(), CliErro
             .unwrap_or_default(),
         meta["scale"].as_str().unwrap_or("small"),
     );
+    if let (Some(a), Some(b)) = (meta["load_average_start"].as_f64(), meta["load_average_end"].as_f64()) {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) as f64;
+        let _ = writeln!(
+            md,
+            "Load average {a:.1} at the start and {b:.1} at the end of the run{}.\n",
+            if a.max(b) > cores {
+                " — more runnable processes than cores, so other work competed with the benchmarks: \
+                 timings are pessimistic and noisy; memory figures are exact"
+            } else {
+                ""
+            }
+        );
+    }
     if let Some(f) = meta["failures"].as_array().filter(|f| !f.is_empty()) {
         let _ = writeln!(md, "Failed runs (not plotted):\n");
         for x in f {
