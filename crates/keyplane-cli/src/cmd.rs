@@ -558,7 +558,14 @@ fn bench(a: &BenchArgs) -> Result<u8, CliError> {
         )));
     };
     let args = keyplane_bench::common::Args::parse(&a.rest[1..]).map_err(|e| CliError::usage(&e))?;
-    let recs = keyplane_bench::run(name, &args).map_err(|e| CliError::failed(&e))?;
+    let recs = match std::panic::catch_unwind(|| keyplane_bench::run(name, &args)) {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) if e.starts_with("unknown benchmark") => {
+            return Err(CliError::usage(&format!("{e}\n{}", keyplane_bench::USAGE)));
+        }
+        Ok(Err(e)) => return Err(CliError::failed(&e)),
+        Err(_) => return Err(CliError::failed(&format!("benchmark {name} failed"))),
+    };
     keyplane_bench::common::emit(&recs, args.flag("json"));
     Ok(0)
 }

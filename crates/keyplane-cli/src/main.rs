@@ -178,6 +178,12 @@ impl Drop for Progress {
 }
 
 fn main() -> ExitCode {
+    // One-line messages for panics too (a benchmark's bad argument, or a bug).
+    std::panic::set_hook(Box::new(|info| {
+        let p = info.payload();
+        let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+        eprintln!("keyplane: {}", msg.unwrap_or_else(|| "internal error".into()));
+    }));
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -313,6 +313,12 @@ fn bad_blobs_deltas_and_usage() {
         ),
     );
     assert_eq!(run(&["frobnicate"]).status.code(), Some(2));
+    assert_eq!(run(&["bench", "nosuch"]).status.code(), Some(2));
+    fails(
+        &run(&["bench", "--report", &p(&d, "r"), "--scale", "huge"]),
+        2,
+        "--scale huge: expected tiny, small, medium or large",
+    );
     let h = ok(&run(&["--help"]));
     assert!(h.contains("Exit codes:"), "{h}");
     let s = ok(&run(&["structures"]));
