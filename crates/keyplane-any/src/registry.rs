@@ -43,7 +43,6 @@ macro_rules! registry {
         ];
 
         /// A lookup form of any registered structure.
-        #[derive(Debug)]
         #[non_exhaustive]
         pub enum AnyLookup {
             $(
@@ -53,13 +52,25 @@ macro_rules! registry {
         }
 
         /// A control form of any registered structure.
-        #[derive(Debug)]
         #[non_exhaustive]
         pub enum AnyControl {
             $(
                 #[doc = concat!("`", stringify!($ty), "` control form.")]
                 $ty(<$ty as Structure>::Control),
             )*
+        }
+
+        // Manual Debug: the structures' own types need not implement it.
+        impl std::fmt::Debug for AnyLookup {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "AnyLookup({}, {} bytes)", self.name(), self.memory_bytes())
+            }
+        }
+
+        impl std::fmt::Debug for AnyControl {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "AnyControl({}, {} keys)", self.name(), self.len())
+            }
         }
 
         impl AnyLookup {
