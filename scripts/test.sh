@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # The keyplane test suite: everything a change must pass. Installs what it needs.
+#   1. Rust: unit, integration (incl. the CLI end-to-end tests) and doc tests
+#   2. C: the C library's test program and the packet-loop example (cc)
+#   3. Python: the keyplane package built with maturin into target/pyenv, pytest
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v cargo >/dev/null 2>&1; then
@@ -8,3 +11,33 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 cargo test --workspace --all-targets
 cargo test --workspace --doc
+
+apt_install() {  # apt_install PACKAGE...: only when apt-get exists and we may use it
+  if command -v apt-get >/dev/null 2>&1; then
+    local sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    $sudo apt-get update -qq >/dev/null && $sudo apt-get install -y -qq "$@" >/dev/null
+  fi
+}
+
+echo "== C library"
+if ! command -v cc >/dev/null 2>&1; then apt_install gcc libc6-dev; fi
+KEYPLANE_PROFILE_DIR=debug ./crates/keyplane-capi/tests/run.sh
+
+echo "== Python package"
+PY=${PYTHON:-python3}
+if ! command -v "$PY" >/dev/null 2>&1 || ! "$PY" -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  apt_install python3 python3-venv python3-dev
+fi
+VENV=target/pyenv
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check maturin numpy pytest
+(
+  cd crates/keyplane-py
+  export VIRTUAL_ENV="$PWD/../../$VENV" CARGO_TARGET_DIR="$PWD/../../target/py"
+  export PATH="$VIRTUAL_ENV/bin:$PATH"
+  maturin develop -q
+  pytest -q tests
+)

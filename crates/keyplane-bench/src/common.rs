@@ -314,7 +314,15 @@ impl Workload {
         let (keys, t) = time(|| gen_keys(kt, n, 1));
         let alien = gen_keys(kt, (n / 4).clamp(1000, 1 << 20), 2);
         eprintln!("# generated {n} {} keys in {t:.2}s", kt.label());
-        let queries = stream(&keys, n.clamp(1, 2 << 20), 4);
+        // `--dist zipf [--zipf-s 1.0]` skews the query stream (Concise Fig. 5, thesis Figs. 4.17–4.18).
+        let queries = match a.str("dist", "uniform").as_str() {
+            "uniform" => stream(&keys, n.clamp(1, 2 << 20), 4),
+            "zipf" => {
+                let s: f64 = a.str("zipf-s", "1").parse().map_err(|_| "--zipf-s: not a number".to_string())?;
+                zipf_stream(&keys, n.clamp(1, 2 << 20), s, 4)
+            }
+            d => return Err(format!("--dist {d}: expected uniform or zipf")),
+        };
         let alien_queries = stream(&alien, n.clamp(1, 1 << 20), 5);
         Ok(Self {
             kt,
@@ -348,6 +356,32 @@ pub fn stream(keys: &KeySet, len: usize, salt: u64) -> KeySet {
         s.push(keys.get(i as usize));
     }
     s
+}
+
+/// `len` keys drawn from `keys` with Zipf(`s`) popularity: rank r (1-based)
+/// has probability ∝ 1/r^s, ranks are mapped to keys by a fixed random
+/// permutation (a hash), so popular keys are spread over the table. Ranks are
+/// drawn by inverting the continuous approximation of the Zipf CDF.
+pub fn zipf_stream(keys: &KeySet, len: usize, s: f64, salt: u64) -> KeySet {
+    let mut out = KeySet::default();
+    let n = keys.len();
+    if n == 0 {
+        return out;
+    }
+    let nf = n as f64;
+    for i in 0..len as u64 {
+        let u = (mix(i ^ salt.rotate_left(29)) >> 11) as f64 / (1u64 << 53) as f64;
+        let x = if (s - 1.0).abs() < 1e-9 {
+            (nf + 1.0).powf(u) - 1.0
+        } else {
+            let e = 1.0 - s;
+            (((nf + 1.0).powf(e) - 1.0) * u + 1.0).powf(1.0 / e) - 1.0
+        };
+        let rank = (x as u64).min(n as u64 - 1);
+        let idx = keyplane::hash::reduce64(mix(rank ^ salt.rotate_left(47)), n as u64) as usize;
+        out.push(keys.get(idx));
+    }
+    out
 }
 
 /// Times single lookups over a query stream, returns ns per lookup (best of 3).

@@ -1,106 +1,202 @@
-//! The `keyplane` command.
+//! The `keyplane` command: build, query, inspect, update, apply and
+//! benchmark keyplane tables. Run `keyplane --help` for the commands and
+//! `keyplane structures` for the structures and their options.
 //!
-//! `keyplane demo [--keys N] [--value-bits L]` builds each table from a
-//! generated key set, verifies every key through the lookup form, a blob round
-//! trip and a delta-fed replica, and prints memory and speed.
+//! Exit codes (also in `keyplane --help`):
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | success |
+//! | 1 | `query --checked`: at least one key was absent |
+//! | 2 | usage error: unknown command, flag, structure or option |
+//! | 3 | bad input file: a key, value or operation line that does not parse (the message names file and line or byte offset) |
+//! | 4 | bad blob, delta or control-state file: not keyplane, corrupted, wrong kind, unsupported |
+//! | 5 | a delta does not fit the table (out of order, other table) |
+//! | 6 | I/O error (file missing, unreadable, unwritable) |
+//! | 7 | the table refused an operation (value too wide, construction failed, capacity) |
+//! | 8 | `demo` verification or `bench` failed |
 
-use keyplane::{ControlTable, LookupTable, Wire, othello};
+#![deny(missing_docs)]
+
+mod cmd;
+mod input;
+mod report;
+mod state;
+
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: keyplane demo [--keys N] [--value-bits L]";
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  query --checked: at least one key was absent
+  2  usage error (unknown command, flag, structure or option)
+  3  bad input file (names the file and the line or byte offset)
+  4  bad blob, delta or control-state file (not keyplane, corrupted, wrong kind, unsupported)
+  5  a delta does not fit the table (out of order or from another table)
+  6  I/O error
+  7  the table refused an operation (value too wide, construction failed, capacity)
+  8  demo verification or benchmark failed";
 
-fn parse_flag(args: &[String], name: &str, default: u64) -> Result<u64, String> {
-    match args.iter().position(|a| a == name) {
-        None => Ok(default),
-        Some(i) => {
-            let v = args.get(i + 1).ok_or_else(|| format!("{name} needs a value"))?;
-            v.parse().map_err(|_| format!("{name}: not a number: {v}"))
-        }
+/// The keyplane command-line tool.
+#[derive(Parser, Debug)]
+#[command(name = "keyplane", version, about = "Compact, fast, dynamic key→value lookup tables for network data planes", after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: cmd::Command,
+}
+
+/// An error with its exit code; printed as one line `keyplane: <msg>`.
+#[derive(Debug)]
+pub struct CliError {
+    /// Exit code (see the table in the crate docs).
+    pub code: u8,
+    /// One-line message.
+    pub msg: String,
+}
+
+impl CliError {
+    /// Usage error (exit 2).
+    pub fn usage(m: &str) -> Self {
+        Self { code: 2, msg: m.to_string() }
+    }
+    /// Bad line in a text input file (exit 3).
+    pub fn input(path: &str, line: usize, m: &str) -> Self {
+        Self { code: 3, msg: format!("{}:{line}: {m}", shown(path)) }
+    }
+    /// Bad record in a binary input file (exit 3).
+    pub fn input_at(path: &str, offset: u64, m: &str) -> Self {
+        Self { code: 3, msg: format!("{}: byte offset {offset}: {m}", shown(path)) }
+    }
+    /// Bad blob, delta or state file (exit 4).
+    pub fn blob(path: &str, m: &str) -> Self {
+        Self { code: 4, msg: format!("{}: {m}", shown(path)) }
+    }
+    /// I/O error (exit 6).
+    pub fn io(path: &str, e: std::io::Error) -> Self {
+        Self { code: 6, msg: format!("{}: {e}", shown(path)) }
+    }
+    /// Failure reported by the library, classified by kind.
+    pub fn lib(path: &str, e: keyplane::Error) -> Self {
+        use keyplane::Error as E;
+        let code = match &e {
+            E::InvalidParameter(_) | E::InvalidValueBits { .. } => 2,
+            E::Truncated { .. }
+            | E::BadMagic
+            | E::UnsupportedVersion { .. }
+            | E::KindMismatch { .. }
+            | E::ChecksumMismatch { .. }
+            | E::Corrupt(_) => 4,
+            E::DeltaMismatch(_) => 5,
+            _ => 7,
+        };
+        let msg = if path.is_empty() { e.to_string() } else { format!("{}: {e}", shown(path)) };
+        Self { code, msg }
+    }
+    /// Verification failure (exit 8).
+    pub fn failed(m: &str) -> Self {
+        Self { code: 8, msg: m.to_string() }
     }
 }
 
-fn key(i: u64) -> [u8; 8] {
-    keyplane::hash::mix64(i).to_le_bytes()
+fn shown(path: &str) -> &str {
+    if path == "-" { "<stdin>" } else { path }
 }
 
-/// Builds, verifies and times one structure.
-fn demo_one<C: ControlTable>(name: &str, n: u64, bits: u32) -> Result<(), String> {
-    let vm = keyplane::mask(bits);
-    let value = |i: u64| keyplane::hash::mix64(i ^ 0x55) & vm;
-    let t0 = Instant::now();
-    let mut ctl = C::from_items((0..n).map(|i| (key(i), value(i))), bits).map_err(|e| e.to_string())?;
-    let build = t0.elapsed().as_secs_f64();
-    let table = ctl.export();
-    let blob = table.to_bytes();
-    let replica = C::Lookup::from_bytes(&blob).map_err(|e| e.to_string())?;
-    let t1 = Instant::now();
-    let mut wrong = 0u64;
-    for i in 0..n {
-        if table.get(&key(i)) != Some(value(i)) {
-            wrong += 1;
-        }
-    }
-    let lookup_ns = t1.elapsed().as_nanos() as f64 / n as f64;
-    // Updates: change 10% of the values and insert 10% new keys, shipping deltas as bytes.
-    let upd = (n / 10).max(1);
-    let t2 = Instant::now();
-    for i in 0..upd {
-        let d = ctl.insert(&key(i), (value(i) + 1) & vm).map_err(|e| e.to_string())?;
-        replica.apply(&C::Delta::from_bytes(&d.to_bytes()).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
-        let d = ctl.insert(&key(n + i), value(n + i)).map_err(|e| e.to_string())?;
-        replica.apply(&C::Delta::from_bytes(&d.to_bytes()).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
-    }
-    let upd_s = t2.elapsed().as_secs_f64();
-    for i in 0..n + upd {
-        let want = if i < upd { (value(i) + 1) & vm } else { value(i) };
-        if replica.get(&key(i)) != Some(want) {
-            wrong += 1;
-        }
-    }
-    let mem = replica.memory_bytes();
-    println!(
-        "{name:<10} n={n:<9} value_bits={bits:<2} build {:>6.0} ns/key  lookup {lookup_ns:>6.1} ns  \
-         updates {:>9.0}/s  lookup form {:>8} bytes = {:>5.2} bits/key  blob {} bytes  wrong {wrong}",
-        build * 1e9 / n as f64,
-        (2 * upd) as f64 / upd_s,
-        mem,
-        mem as f64 * 8.0 / (n + upd) as f64,
-        blob.len(),
-    );
-    if wrong > 0 {
-        return Err(format!("{name}: {wrong} keys returned a wrong value"));
-    }
-    Ok(())
+/// A progress bar that stays hidden for the first second, and entirely when
+/// stderr is not a terminal, so quick commands and scripts print nothing.
+pub struct Progress {
+    pb: ProgressBar,
+    start: Instant,
+    shown: std::cell::Cell<bool>,
 }
 
-fn demo(args: &[String]) -> Result<(), String> {
-    let n = parse_flag(args, "--keys", 1_000_000)?;
-    let bits = parse_flag(args, "--value-bits", 8)? as u32;
-    if n == 0 {
-        return Err("--keys must be at least 1".into());
+impl Progress {
+    fn new(what: &str, len: Option<u64>, template: &str) -> Self {
+        let pb = ProgressBar::with_draw_target(len, ProgressDrawTarget::hidden());
+        let style = if len.is_some() {
+            ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar())
+        } else {
+            ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner())
+        };
+        pb.set_style(style.progress_chars("=> "));
+        pb.set_message(what.to_string());
+        Self { pb, start: Instant::now(), shown: std::cell::Cell::new(false) }
     }
-    println!("keyplane demo: {n} generated 8-byte keys, {bits}-bit values; every key is verified");
-    demo_one::<othello::Control>("othello", n, bits)?;
-    println!("all keys verified");
-    Ok(())
+    /// A bar over bytes of a file.
+    pub fn bytes(what: &str, len: Option<u64>) -> Self {
+        Self::new(what, len, "{msg} [{bar:40}] {bytes}/{total_bytes} {eta}")
+    }
+    /// A bar over items.
+    pub fn items(what: &str, len: Option<u64>) -> Self {
+        Self::new(what, len, "{msg} [{bar:40}] {pos}/{len} {eta}")
+    }
+    /// A spinner for a step of unknown length (ticks in the background).
+    pub fn spinner(what: &str) -> Self {
+        let p = Self::new(what, None, "");
+        p.pb.enable_steady_tick(Duration::from_millis(200));
+        let pb = p.pb.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(1));
+            if !pb.is_finished() {
+                pb.set_draw_target(ProgressDrawTarget::stderr());
+            }
+        });
+        p
+    }
+    fn reveal(&self) {
+        if !self.shown.get() && self.start.elapsed() > Duration::from_secs(1) {
+            self.shown.set(true);
+            self.pb.set_draw_target(ProgressDrawTarget::stderr());
+        }
+    }
+    /// Advances by `n`.
+    pub fn inc(&self, n: u64) {
+        self.pb.inc(n);
+        if !self.shown.get() {
+            self.reveal();
+        }
+    }
+    /// Sets the message.
+    pub fn message(&self, m: String) {
+        self.reveal();
+        self.pb.set_message(m);
+    }
+    /// Removes the bar.
+    pub fn finish(&self) {
+        self.pb.finish_and_clear();
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.pb.finish_and_clear();
+    }
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let res = match args.first().map(String::as_str) {
-        Some("demo") => demo(&args[1..]),
-        Some("-h" | "--help" | "help") => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        _ => Err(USAGE.to_string()),
-    };
-    match res {
-        Ok(()) => ExitCode::SUCCESS,
+    // One-line messages for panics too (a benchmark's bad argument, or a bug).
+    std::panic::set_hook(Box::new(|info| {
+        let p = info.payload();
+        let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+        eprintln!("keyplane: {}", msg.unwrap_or_else(|| "internal error".into()));
+    }));
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
         Err(e) => {
-            eprintln!("keyplane: {e}");
-            ExitCode::from(2)
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match cmd::run(cli.cmd) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("keyplane: {}", e.msg);
+            ExitCode::from(e.code)
         }
     }
 }

@@ -1,0 +1,256 @@
+//! The list of structures the front ends know, and the type-erased
+//! [`AnyLookup`] / [`AnyControl`] generated from it.
+
+use crate::{Opts, Structure};
+// Hand-written `Structure` impls (the `custom` entries below).
+use crate::Othello;
+use keyplane::wire::{Frame, Kind};
+use keyplane::{ControlTable, Error, LookupTable, Result, Wire};
+
+/// Static facts about one registered structure.
+#[derive(Debug, Clone, Copy)]
+pub struct StructureInfo {
+    /// Name used on the command line and in Python.
+    pub name: &'static str,
+    /// One-line description.
+    pub summary: &'static str,
+    /// Build options `(name, help)`.
+    pub options: &'static [(&'static str, &'static str)],
+    /// Wire kind of the lookup form.
+    pub lookup_kind: Kind,
+}
+
+/// Declares the registered structures. Each line is either
+///
+/// * `custom Type;` — `Type` implements [`Structure`] by hand (options,
+///   parameters for `inspect`), e.g. [`crate::Othello`]; or
+/// * `plain Type = module::path, "name", LookupKind, "summary";` — a
+///   structure built with `ControlTable::from_items` and no options; the
+///   macro defines `pub struct Type` and its [`Structure`] impl from
+///   `module::{Control, Lookup, Delta}`.
+macro_rules! registry {
+    ($( $form:ident $ty:ident $(= $($module:ident)::+, $name:literal, $kind:ident, $summary:literal)? ; )*) => {
+        $( registry!(@define $form $ty $(= $($module)::+, $name, $kind, $summary)?); )*
+
+        /// Every structure this build knows, in registry order.
+        pub const STRUCTURES: &[StructureInfo] = &[
+            $( StructureInfo {
+                name: <$ty as Structure>::NAME,
+                summary: <$ty as Structure>::SUMMARY,
+                options: <$ty as Structure>::OPTIONS,
+                lookup_kind: <$ty as Structure>::LOOKUP_KIND,
+            }, )*
+        ];
+
+        /// A lookup form of any registered structure.
+        #[non_exhaustive]
+        pub enum AnyLookup {
+            $(
+                #[doc = concat!("`", stringify!($ty), "` lookup form.")]
+                $ty(<$ty as Structure>::Lookup),
+            )*
+        }
+
+        /// A control form of any registered structure.
+        #[non_exhaustive]
+        pub enum AnyControl {
+            $(
+                #[doc = concat!("`", stringify!($ty), "` control form.")]
+                $ty(<$ty as Structure>::Control),
+            )*
+        }
+
+        // Manual Debug: the structures' own types need not implement it.
+        impl std::fmt::Debug for AnyLookup {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "AnyLookup({}, {} bytes)", self.name(), self.memory_bytes())
+            }
+        }
+
+        impl std::fmt::Debug for AnyControl {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "AnyControl({}, {} keys)", self.name(), self.len())
+            }
+        }
+
+        impl AnyLookup {
+            /// Decodes a lookup blob of any registered kind (the kind code
+            /// in the frame header selects the structure).
+            pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+                let info = Frame::inspect(bytes)?;
+                $(
+                    if info.kind == <$ty as Structure>::LOOKUP_KIND {
+                        return Ok(AnyLookup::$ty(<<$ty as Structure>::Lookup as Wire>::from_bytes(bytes)?));
+                    }
+                )*
+                Err(not_a_lookup(info.kind))
+            }
+
+            /// The structure's registered name.
+            pub fn name(&self) -> &'static str {
+                match self { $( AnyLookup::$ty(_) => <$ty as Structure>::NAME, )* }
+            }
+
+            /// The wire kind of this lookup form.
+            pub fn kind(&self) -> Kind {
+                match self { $( AnyLookup::$ty(_) => <$ty as Structure>::LOOKUP_KIND, )* }
+            }
+
+            /// See [`LookupTable::get`].
+            #[inline]
+            pub fn get(&self, key: &[u8]) -> Option<u64> {
+                match self { $( AnyLookup::$ty(t) => t.get(key), )* }
+            }
+
+            /// See [`LookupTable::get_batch`].
+            #[inline]
+            pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+                match self { $( AnyLookup::$ty(t) => t.get_batch(keys, out), )* }
+            }
+
+            /// Decodes one framed delta and applies it in place.
+            pub fn apply_bytes(&self, delta: &[u8]) -> Result<()> {
+                match self {
+                    $( AnyLookup::$ty(t) => t.apply(&<<$ty as Structure>::Delta as Wire>::from_bytes(delta)?), )*
+                }
+            }
+
+            /// The framed, checksummed blob.
+            pub fn to_bytes(&self) -> Vec<u8> {
+                match self { $( AnyLookup::$ty(t) => t.to_bytes(), )* }
+            }
+
+            /// Every heap byte the lookup form holds.
+            pub fn memory_bytes(&self) -> usize {
+                match self { $( AnyLookup::$ty(t) => t.memory_bytes(), )* }
+            }
+
+            /// Parameters for display.
+            pub fn describe(&self) -> Vec<(&'static str, String)> {
+                match self { $( AnyLookup::$ty(t) => <$ty as Structure>::describe(t), )* }
+            }
+
+            /// Value width, when the structure exposes it.
+            pub fn value_bits(&self) -> Option<u32> {
+                match self { $( AnyLookup::$ty(t) => <$ty as Structure>::value_bits(t), )* }
+            }
+
+            /// Number of keys, when the lookup form stores it.
+            pub fn key_count(&self) -> Option<usize> {
+                match self { $( AnyLookup::$ty(t) => <$ty as Structure>::key_count(t), )* }
+            }
+
+            /// Keys the lookup form is sized for, when known.
+            pub fn capacity(&self) -> Option<usize> {
+                match self { $( AnyLookup::$ty(t) => <$ty as Structure>::capacity(t), )* }
+            }
+
+            /// True when `get` answers `None` for keys never inserted
+            /// (up to the structure's false-positive rate).
+            pub fn rejects_aliens(&self) -> bool {
+                match self { $( AnyLookup::$ty(t) => <$ty as Structure>::rejects_aliens(t), )* }
+            }
+        }
+
+        impl AnyControl {
+            /// Builds structure `name` from `(key, value)` pairs with options.
+            pub fn build<I, K>(name: &str, items: I, value_bits: u32, opts: &Opts) -> Result<Self>
+            where
+                I: IntoIterator<Item = (K, u64)>,
+                K: AsRef<[u8]>,
+            {
+                $(
+                    if name == <$ty as Structure>::NAME {
+                        return Ok(AnyControl::$ty(<$ty as Structure>::build(items, value_bits, opts)?));
+                    }
+                )*
+                Err(unknown_structure(name))
+            }
+
+            /// An empty table of structure `name`.
+            pub fn empty(name: &str, value_bits: u32, opts: &Opts) -> Result<Self> {
+                Self::build(name, std::iter::empty::<(&[u8], u64)>(), value_bits, opts)
+            }
+
+            /// The structure's registered name.
+            pub fn name(&self) -> &'static str {
+                match self { $( AnyControl::$ty(_) => <$ty as Structure>::NAME, )* }
+            }
+
+            /// Inserts or overwrites; returns the framed delta.
+            pub fn insert(&mut self, key: &[u8], value: u64) -> Result<Vec<u8>> {
+                match self { $( AnyControl::$ty(c) => Ok(c.insert(key, value)?.to_bytes()), )* }
+            }
+
+            /// Removes a key; returns the framed delta, or `None` when the key was absent.
+            pub fn remove(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+                match self { $( AnyControl::$ty(c) => Ok(c.remove(key)?.map(|d| d.to_bytes())), )* }
+            }
+
+            /// Exact lookup.
+            pub fn get(&self, key: &[u8]) -> Option<u64> {
+                match self { $( AnyControl::$ty(c) => c.get(key), )* }
+            }
+
+            /// Number of keys.
+            pub fn len(&self) -> usize {
+                match self { $( AnyControl::$ty(c) => c.len(), )* }
+            }
+
+            /// True when the table holds no key.
+            pub fn is_empty(&self) -> bool {
+                self.len() == 0
+            }
+
+            /// Value width.
+            pub fn value_bits(&self) -> u32 {
+                match self { $( AnyControl::$ty(c) => c.value_bits(), )* }
+            }
+
+            /// A fresh lookup form of the current state.
+            pub fn export(&self) -> AnyLookup {
+                match self { $( AnyControl::$ty(c) => AnyLookup::$ty(c.export()), )* }
+            }
+
+            /// Heap bytes held by the control form.
+            pub fn memory_bytes(&self) -> usize {
+                match self { $( AnyControl::$ty(c) => c.memory_bytes(), )* }
+            }
+        }
+    };
+
+    (@define custom $ty:ident) => {};
+    (@define plain $ty:ident = $($module:ident)::+, $name:literal, $kind:ident, $summary:literal) => {
+        #[doc = concat!($summary, " (`", $name, "`).")]
+        #[derive(Debug, Clone, Copy)]
+        pub struct $ty;
+        impl Structure for $ty {
+            const NAME: &'static str = $name;
+            const SUMMARY: &'static str = $summary;
+            const LOOKUP_KIND: Kind = Kind::$kind;
+            type Control = $($module)::+::Control;
+            type Lookup = $($module)::+::Lookup;
+            type Delta = $($module)::+::Delta;
+        }
+    };
+}
+
+fn unknown_structure(name: &str) -> Error {
+    let names: Vec<&str> = STRUCTURES.iter().map(|s| s.name).collect();
+    Error::InvalidParameter(format!("unknown structure {name:?} (this build knows: {})", names.join(", ")))
+}
+
+fn not_a_lookup(kind: Kind) -> Error {
+    if kind.label().ends_with("delta") {
+        Error::KindMismatch { expected: "a lookup blob".into(), found: kind.label().into() }
+    } else {
+        Error::Unsupported(format!("{} blobs are not supported by this build of keyplane", kind.label()))
+    }
+}
+
+// ─── The registry: one line per structure ────────────────────────────────
+// `custom T;` for a hand-written `impl Structure for T` (options), or
+// `plain T = keyplane::module, "name", LookupKind, "summary";`.
+registry! {
+    custom Othello;
+}

@@ -1,0 +1,181 @@
+/*
+ * C test program for the keyplane C API, run by crates/keyplane-capi/tests/run.sh
+ * (which scripts/test.sh calls). Arguments: a blob built from keys
+ * "key0".."key999" with value (i*7) % 256, fingerprints and emptiness on,
+ * and a delta stream that sets key1000..key1099 to i % 256 and removes
+ * key0..key9.
+ */
+#include "keyplane.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int passed = 0, failed = 0;
+
+#define CHECK(cond, ...)                                                      \
+    do {                                                                      \
+        if (cond) {                                                           \
+            passed++;                                                         \
+        } else {                                                              \
+            failed++;                                                         \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);   \
+            fprintf(stderr, __VA_ARGS__);                                     \
+            fprintf(stderr, " (last error: %s)\n", kp_last_error());          \
+        }                                                                     \
+    } while (0)
+
+static unsigned char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { perror(path); exit(2); }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(n > 0 ? (size_t)n : 1);
+    if (!b || fread(b, 1, (size_t)n, f) != (size_t)n) { perror(path); exit(2); }
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
+
+static kp_status get(const kp_table *t, int i, uint64_t *v) {
+    char k[32];
+    int n = snprintf(k, sizeof k, "key%d", i);
+    return kp_table_get(t, (const uint8_t *)k, (size_t)n, v);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) { fprintf(stderr, "usage: %s BLOB DELTAS\n", argv[0]); return 2; }
+    size_t blen, dlen;
+    unsigned char *blob = slurp(argv[1], &blen);
+    unsigned char *deltas = slurp(argv[2], &dlen);
+    printf("keyplane C API %s\n", kp_version());
+
+    kp_table *t = NULL;
+    kp_status s = kp_table_from_bytes(blob, blen, &t);
+    CHECK(s == KP_OK && t != NULL, "from_bytes: %s", kp_status_str(s));
+    if (!t) return 1;
+    CHECK(strcmp(kp_table_structure(t), "othello") == 0, "structure %s", kp_table_structure(t));
+    CHECK(kp_table_value_bits(t) == 8, "value bits %u", kp_table_value_bits(t));
+    CHECK(kp_table_kind(t) == 0x0101, "kind %#x", kp_table_kind(t));
+    CHECK(kp_table_memory_bytes(t) > 0, "memory");
+    CHECK(kp_table_detects_absent(t) == 1, "detects absent");
+
+    /* Every key reads its value. */
+    int wrong = 0;
+    for (int i = 0; i < 1000; i++) {
+        uint64_t v = 999;
+        if (get(t, i, &v) != KP_OK || v != (uint64_t)((i * 7) % 256)) wrong++;
+    }
+    CHECK(wrong == 0, "%d of 1000 keys wrong after load", wrong);
+
+    /* Absent keys: fingerprints + emptiness reject nearly all of them. */
+    int alien_found = 0;
+    for (int i = 5000; i < 6000; i++) {
+        uint64_t v;
+        if (get(t, i, &v) == KP_OK) alien_found++;
+    }
+    CHECK(alien_found < 50, "%d of 1000 absent keys reported present", alien_found);
+
+    /* Batch lookups (pointer + length arrays). */
+    enum { B = 100 };
+    char kb[B][32];
+    const uint8_t *keys[B];
+    size_t lens[B];
+    uint64_t vals[B];
+    uint8_t found[B];
+    for (int i = 0; i < B; i++) {
+        lens[i] = (size_t)snprintf(kb[i], sizeof kb[i], "key%d", i * 3);
+        keys[i] = (const uint8_t *)kb[i];
+    }
+    size_t hits = 0;
+    s = kp_table_get_batch(t, keys, lens, B, vals, found, &hits);
+    CHECK(s == KP_OK && hits == B, "batch: %s hits %zu", kp_status_str(s), hits);
+    wrong = 0;
+    for (int i = 0; i < B; i++)
+        if (!found[i] || vals[i] != (uint64_t)((i * 3 * 7) % 256)) wrong++;
+    CHECK(wrong == 0, "%d batch answers wrong", wrong);
+
+    /* Fixed-width batch: "key100".."key199" are 6 bytes each. */
+    char fixed[100 * 6 + 1];
+    for (int i = 0; i < 100; i++) snprintf(fixed + i * 6, 7, "key%d", 100 + i);
+    s = kp_table_get_batch_fixed(t, (const uint8_t *)fixed, 6, 100, vals, NULL, &hits);
+    CHECK(s == KP_OK && hits == 100, "fixed batch: %s hits %zu", kp_status_str(s), hits);
+    wrong = 0;
+    for (int i = 0; i < 100; i++)
+        if (vals[i] != (uint64_t)(((100 + i) * 7) % 256)) wrong++;
+    CHECK(wrong == 0, "%d fixed batch answers wrong", wrong);
+
+    /* Apply the delta stream, then check changed, new and removed keys. */
+    s = kp_table_apply(t, deltas, dlen);
+    CHECK(s == KP_OK, "apply: %s", kp_status_str(s));
+    wrong = 0;
+    for (int i = 10; i < 1000; i++) {
+        uint64_t v;
+        if (get(t, i, &v) != KP_OK || v != (uint64_t)((i * 7) % 256)) wrong++;
+    }
+    for (int i = 1000; i < 1100; i++) {
+        uint64_t v;
+        if (get(t, i, &v) != KP_OK || v != (uint64_t)(i % 256)) wrong++;
+    }
+    CHECK(wrong == 0, "%d keys wrong after apply", wrong);
+
+    /* Applying the same deltas again is refused: sequence numbers. */
+    s = kp_table_apply(t, deltas, dlen);
+    CHECK(s == KP_ERR_DELTA_MISMATCH, "re-apply: %s", kp_status_str(s));
+    CHECK(strlen(kp_last_error()) > 0, "re-apply has a message");
+
+    /* Round trip through kp_table_to_bytes. */
+    uint8_t *out = NULL;
+    size_t olen = 0;
+    s = kp_table_to_bytes(t, &out, &olen);
+    CHECK(s == KP_OK && olen > 0, "to_bytes: %s", kp_status_str(s));
+    kp_table *t2 = NULL;
+    s = kp_table_from_bytes(out, olen, &t2);
+    CHECK(s == KP_OK, "from_bytes(to_bytes): %s", kp_status_str(s));
+    uint64_t v = 0;
+    CHECK(t2 && get(t2, 1050, &v) == KP_OK && v == 1050 % 256, "round-trip value %llu", (unsigned long long)v);
+    kp_bytes_free(out, olen);
+    kp_table_free(t2);
+
+    /* Bad input: every truncation and a flipped byte are errors, never crashes. */
+    int ok_trunc = 1;
+    for (size_t n = 0; n < blen; n += (blen / 97) + 1) {
+        kp_table *x = NULL;
+        if (kp_table_from_bytes(blob, n, &x) != KP_ERR_CORRUPT || x != NULL) ok_trunc = 0;
+    }
+    CHECK(ok_trunc, "truncated blobs are KP_ERR_CORRUPT");
+    blob[blen / 2] ^= 0x40;
+    kp_table *bad = NULL;
+    s = kp_table_from_bytes(blob, blen, &bad);
+    CHECK(s == KP_ERR_CORRUPT && bad == NULL, "flipped byte: %s", kp_status_str(s));
+    CHECK(strstr(kp_last_error(), "checksum") != NULL, "message names the checksum: %s", kp_last_error());
+    blob[blen / 2] ^= 0x40;
+    uint64_t first = 0; /* length of the first delta frame: header(16) + payload + checksum(8) */
+    for (int i = 7; i >= 0; i--) first = first << 8 | deltas[8 + i];
+    s = kp_table_from_bytes(deltas, (size_t)first + 24, &bad);
+    CHECK(s == KP_ERR_WRONG_KIND, "delta as blob: %s", kp_status_str(s));
+    s = kp_table_from_bytes(deltas, dlen, &bad);
+    CHECK(s == KP_ERR_CORRUPT, "delta stream as blob: %s", kp_status_str(s));
+    s = kp_table_from_bytes((const uint8_t *)"hello world, not a blob", 23, &bad);
+    CHECK(s == KP_ERR_CORRUPT, "garbage: %s", kp_status_str(s));
+    s = kp_table_apply(t, blob, blen);
+    CHECK(s == KP_ERR_WRONG_KIND, "blob as delta: %s", kp_status_str(s));
+    s = kp_table_apply(t, deltas, dlen - 3);
+    CHECK(s == KP_ERR_CORRUPT, "truncated delta stream: %s", kp_status_str(s));
+
+    /* NULL arguments. */
+    CHECK(kp_table_from_bytes(NULL, 10, &bad) == KP_ERR_NULL, "NULL data");
+    CHECK(kp_table_from_bytes(blob, blen, NULL) == KP_ERR_NULL, "NULL out");
+    CHECK(kp_table_get(NULL, (const uint8_t *)"k", 1, &v) == KP_ERR_NULL, "NULL table");
+    CHECK(kp_table_get(t, (const uint8_t *)"k", 1, NULL) == KP_ERR_NULL, "NULL value");
+    CHECK(kp_table_get_batch(t, NULL, lens, 3, vals, NULL, NULL) == KP_ERR_NULL, "NULL keys");
+    CHECK(kp_table_apply(NULL, deltas, dlen) == KP_ERR_NULL, "NULL apply table");
+    CHECK(strcmp(kp_status_str(KP_ERR_DELTA_MISMATCH), "KP_ERR_DELTA_MISMATCH") == 0, "status names");
+    kp_table_free(NULL);
+
+    kp_table_free(t);
+    free(blob);
+    free(deltas);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed == 0 ? 0 : 1;
+}

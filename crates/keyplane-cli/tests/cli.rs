@@ -1,0 +1,361 @@
+//! End-to-end tests of the `keyplane` command: build → query → update →
+//! apply → query, binary key files, bad input files with their exact error
+//! messages and exit codes, corrupted blobs and deltas, the demo and the
+//! benchmark report.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_keyplane")
+}
+
+/// A fresh directory under target/ for one test.
+fn dir(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{name}"));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(bin()).args(args).output().expect("run keyplane")
+}
+
+fn run_stdin(args: &[&str], input: &str) -> Output {
+    let mut c = Command::new(bin())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    c.wait_with_output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn ok(o: &Output) -> String {
+    assert!(o.status.success(), "failed ({:?}): {}", o.status.code(), stderr(o));
+    stdout(o)
+}
+
+/// Asserts exit code and the exact one-line error message.
+fn fails(o: &Output, code: i32, msg: &str) {
+    assert_eq!(o.status.code(), Some(code), "stderr: {}", stderr(o));
+    assert_eq!(stderr(o).trim_end(), format!("keyplane: {msg}"));
+}
+
+fn p(d: &Path, f: &str) -> String {
+    d.join(f).display().to_string()
+}
+
+#[test]
+fn build_query_update_apply_query() {
+    let d = dir("e2e");
+    let keys = p(&d, "keys.tsv");
+    let mut s = String::from("# routes\n\n");
+    for i in 0..2000 {
+        s.push_str(&format!("10.0.{}.{}\t{}\n", i / 256, i % 256, i % 200));
+    }
+    std::fs::write(&keys, &s).unwrap();
+    let blob = p(&d, "t.kpl");
+    let state = p(&d, "t.kpc");
+    ok(&run(&[
+        "build",
+        "-i",
+        &keys,
+        "-l",
+        "8",
+        "--key-format",
+        "ipv4",
+        "-O",
+        "filtered=8",
+        "--out",
+        &blob,
+        "--control",
+        &state,
+    ]));
+    // Query the build file itself: every line answers its own value.
+    let out = ok(&run(&["query", &blob, "--keys", &keys, "--key-format", "ipv4", "--checked"]));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2000);
+    for (i, l) in lines.iter().enumerate() {
+        assert_eq!(*l, format!("10.0.{}.{}\t{}", i / 256, i % 256, i % 200));
+    }
+    // Update: change one value, add one key, remove one key.
+    let ops = p(&d, "ops.txt");
+    std::fs::write(&ops, "set 10.0.0.1 77\nset 192.168.1.1 5\ndel 10.0.0.2\ndel 1.2.3.4\n").unwrap();
+    let deltas = p(&d, "d.kpd");
+    ok(&run(&[
+        "update",
+        "--control",
+        &state,
+        "--ops",
+        &ops,
+        "--set",
+        "10.0.0.3=9",
+        "--key-format",
+        "ipv4",
+        "--deltas",
+        &deltas,
+    ]));
+    // Old blob does not know the changes yet.
+    let q = "10.0.0.1\n192.168.1.1\n10.0.0.3\n10.0.0.4\n";
+    let before = ok(&run_stdin(&["query", &blob, "--key-format", "ipv4", "--values-only"], q));
+    assert_eq!(before.lines().next(), Some("1"));
+    ok(&run(&["apply", &blob, &deltas]));
+    let after = ok(&run_stdin(&["query", &blob, "--key-format", "ipv4"], q));
+    assert_eq!(after, "10.0.0.1\t77\n192.168.1.1\t5\n10.0.0.3\t9\n10.0.0.4\t4\n");
+    // A second update continues the sequence; applying the old stream again is refused.
+    let deltas2 = p(&d, "d2.kpd");
+    ok(&run(&["update", "--control", &state, "--set", "10.0.0.4=100", "--key-format", "ipv4", "--deltas", &deltas2]));
+    let o = run(&["apply", &blob, &deltas]);
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with(&format!("keyplane: {deltas}: frame 1 at byte offset 0: delta does not fit this table")),
+        "{}",
+        stderr(&o)
+    );
+    ok(&run(&["apply", &blob, &deltas2, "--out", &p(&d, "t2.kpl")]));
+    let v = ok(&run_stdin(&["query", &p(&d, "t2.kpl"), "--key-format", "ipv4", "--values-only"], "10.0.0.4\n"));
+    assert_eq!(v, "100\n");
+    // --checked: an absent key gives exit code 1 and a `-`.
+    let o = run_stdin(&["query", &p(&d, "t2.kpl"), "--key-format", "ipv4", "--checked"], "10.0.0.4\n8.8.8.8\n");
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stdout(&o), "10.0.0.4\t100\n8.8.8.8\t-\n");
+    // inspect: blob, delta stream and control state.
+    let i = ok(&run(&["inspect", &blob, &deltas, &state]));
+    assert!(i.contains("othello lookup"), "{i}");
+    assert!(i.contains("fingerprint_bits: 8"), "{i}");
+    assert!(i.contains("checksum:         OK"), "{i}");
+    assert!(i.contains("delta stream of 4 frame(s)"), "{i}");
+    assert!(i.contains("journal ops:      6"), "{i}");
+}
+
+#[test]
+fn binary_key_files() {
+    let d = dir("bin");
+    let f = p(&d, "keys.bin");
+    let mut b = Vec::new();
+    for i in 0u64..1000 {
+        b.extend_from_slice(&(i * 7919).to_be_bytes()[2..]); // 6-byte keys
+        b.extend_from_slice(&[(i % 16) as u8, 0]); // 2-byte values
+    }
+    std::fs::write(&f, &b).unwrap();
+    let blob = p(&d, "t.kpl");
+    ok(&run(&["build", "-i", &f, "--key-width", "6", "--value-bytes", "2", "-l", "4", "--out", &blob]));
+    let out = ok(&run(&["query", &blob, "--keys", &f, "--key-width", "6", "--value-bytes", "2", "--values-only"]));
+    let want: String = (0..1000).map(|i| format!("{}\n", i % 16)).collect();
+    assert_eq!(out, want);
+    let hexq = ok(&run(&["query", &blob, "--keys", &f, "--key-width", "6", "--value-bytes", "2"]));
+    assert_eq!(hexq.lines().nth(1), Some("000000001eef\t1"));
+    // Truncated record: names the byte offset.
+    std::fs::write(&f, &b[..b.len() - 3]).unwrap();
+    fails(
+        &run(&["build", "-i", &f, "--key-width", "6", "--value-bytes", "2", "-l", "4", "--out", &blob]),
+        3,
+        &format!("{f}: byte offset 7992: truncated record: 5 of 8 bytes (records are 6 key + 2 value bytes)"),
+    );
+    // A value too wide for the table, at its record.
+    let mut w = b.clone();
+    w[8 * 3 + 6] = 200;
+    std::fs::write(&f, &w).unwrap();
+    fails(
+        &run(&["build", "-i", &f, "--key-width", "6", "--value-bytes", "2", "-l", "4", "--out", &blob]),
+        3,
+        &format!("{f}: byte offset 24: value 200 does not fit in 4 value bits"),
+    );
+}
+
+#[test]
+fn bad_text_inputs_name_file_and_line() {
+    let d = dir("badtext");
+    let f = p(&d, "k.csv");
+    let blob = p(&d, "t.kpl");
+    let cases: &[(&str, &[&str], &str)] = &[
+        ("a,1\nb,x\n", &[], "2: value \"x\" is not an unsigned integer"),
+        ("# c\na,1\n\nb,2,3\n", &[], "4: expected KEY<sep>VALUE, found 3 field(s)"),
+        ("a,1\nb,256\n", &[], "2: value 256 does not fit in 8 value bits"),
+        ("0a,1\nzz,2\n", &["--key-format", "hex"], "2: bad hex key \"zz\""),
+        ("10.0.0.1,1\n10.0.0,2\n", &["--key-format", "ipv4"], "2: bad IPv4 address \"10.0.0\""),
+        ("key,value\na,1\nb,-1\n", &["--header"], "3: value \"-1\" is not an unsigned integer"),
+    ];
+    for (content, extra, msg) in cases {
+        std::fs::write(&f, content).unwrap();
+        let mut args = vec!["build", "-i", f.as_str(), "--out", blob.as_str()];
+        args.extend_from_slice(extra);
+        fails(&run(&args), 3, &format!("{f}:{msg}"));
+    }
+    std::fs::write(&f, [b'a', b',', 0xff, b'\n']).unwrap();
+    fails(
+        &run(&["build", "-i", &f, "--out", &blob]),
+        3,
+        &format!("{f}:1: not valid UTF-8 (use --key-width for binary key files)"),
+    );
+    let missing = p(&d, "missing.tsv");
+    fails(
+        &run(&["build", "-i", &missing, "--out", &blob]),
+        6,
+        &format!("{missing}: No such file or directory (os error 2)"),
+    );
+    // Ops files.
+    std::fs::write(&f, "a,1\n").unwrap();
+    let st = p(&d, "s.kpc");
+    ok(&run(&["build", "-i", &f, "--out", &blob, "--control", &st]));
+    let ops = p(&d, "ops");
+    std::fs::write(&ops, "set a 2\nput b 3\n").unwrap();
+    fails(
+        &run(&["update", "--control", &st, "--ops", &ops, "--deltas", &p(&d, "d")]),
+        3,
+        &format!("{ops}:2: expected `set KEY VALUE` or `del KEY`"),
+    );
+    std::fs::write(&ops, "set a 999\n").unwrap();
+    fails(
+        &run(&["update", "--control", &st, "--ops", &ops, "--deltas", &p(&d, "d")]),
+        3,
+        &format!("{ops}:1: value 999 does not fit in 8 value bits"),
+    );
+    // Query keys from stdin with a bad key.
+    fails(&run_stdin(&["query", &blob, "--key-format", "u64"], "12\nabc\n"), 3, "<stdin>:2: bad u64 key \"abc\"");
+}
+
+#[test]
+fn bad_blobs_deltas_and_usage() {
+    let d = dir("badblob");
+    let blob = p(&d, "t.kpl");
+    let st = p(&d, "t.kpc");
+    ok(&run(&["build", "--generate", "1000", "--out", &blob, "--control", &st]));
+    let good = std::fs::read(&blob).unwrap();
+    let bad = p(&d, "bad.kpl");
+    let mut c = good.clone();
+    let mid = c.len() / 2;
+    c[mid] ^= 1;
+    std::fs::write(&bad, &c).unwrap();
+    let o = run(&["query", &bad]);
+    assert_eq!(o.status.code(), Some(4));
+    assert!(stderr(&o).starts_with(&format!("keyplane: {bad}: checksum mismatch (stored ")), "{}", stderr(&o));
+    assert!(stderr(&o).trim_end().ends_with("): the input is corrupted"));
+    std::fs::write(&bad, b"hello").unwrap();
+    fails(&run(&["inspect", &bad]), 4, &format!("{bad}: not a keyplane blob or delta (bad magic bytes)"));
+    std::fs::write(&bad, &good[..40]).unwrap();
+    fails(
+        &run(&["query", &bad]),
+        4,
+        &format!("{bad}: truncated input: needed {} more bytes at offset 16, only 24 left", good.len() - 16),
+    );
+    // A delta is not a blob, a blob is not a delta.
+    let dl = p(&d, "d.kpd");
+    ok(&run(&["update", "--control", &st, "--set", "x=1", "--deltas", &dl]));
+    fails(
+        &run(&["query", &dl]),
+        4,
+        &format!("{dl}: wrong kind of object: expected a lookup blob, found othello delta"),
+    );
+    fails(
+        &run(&["apply", &blob, &blob]),
+        4,
+        &format!(
+            "{blob}: frame 1 at byte offset 0: wrong kind of object: expected othello delta, found othello lookup"
+        ),
+    );
+    let dd = std::fs::read(&dl).unwrap();
+    std::fs::write(&bad, &dd[..dd.len() - 1]).unwrap();
+    fails(
+        &run(&["apply", &blob, &bad]),
+        4,
+        &format!(
+            "{bad}: corrupt encoding: frame 1 at byte offset 0: truncated input: needed {} more bytes at offset 16, only {} left",
+            dd.len() - 16,
+            dd.len() - 17
+        ),
+    );
+    // Corrupt control state.
+    let mut s = std::fs::read(&st).unwrap();
+    s[10] ^= 1;
+    std::fs::write(&bad, &s).unwrap();
+    fails(
+        &run(&["update", "--control", &bad, "--set", "y=1", "--deltas", &dl]),
+        4,
+        &format!("{bad}: not a valid control state: checksum mismatch: the file is corrupted"),
+    );
+    // Usage errors.
+    fails(
+        &run(&["build", "-s", "nosuch", "--generate", "10", "--out", &blob]),
+        2,
+        "unknown structure \"nosuch\" (known: othello)",
+    );
+    fails(
+        &run(&["build", "-O", "fingerprint_bitz=3", "--generate", "10", "--out", &blob]),
+        2,
+        "invalid parameter: othello has no option \"fingerprint_bitz\" (options: sizing, fingerprint_bits, emptiness, filtered, seed)",
+    );
+    fails(
+        &run(&["build", "-l", "65", "--generate", "10", "--out", &blob]),
+        2,
+        "--value-bits 65: must be between 1 and 64",
+    );
+    fails(&run(&["build", "--out", &blob]), 2, "build needs --input FILE or --generate N");
+    fails(
+        &run(&["query", &blob, "--checked"]),
+        2,
+        &format!(
+            "{blob}: this othello table cannot tell absent keys from present ones, so --checked is not supported; \
+             rebuild it with an option that stores fingerprints (e.g. --opt filtered=8 for othello)"
+        ),
+    );
+    assert_eq!(run(&["frobnicate"]).status.code(), Some(2));
+    assert_eq!(run(&["bench", "nosuch"]).status.code(), Some(2));
+    fails(
+        &run(&["bench", "--report", &p(&d, "r"), "--scale", "huge"]),
+        2,
+        "--scale huge: expected tiny, small, medium or large",
+    );
+    let h = ok(&run(&["--help"]));
+    assert!(h.contains("Exit codes:"), "{h}");
+    let s = ok(&run(&["structures"]));
+    assert!(s.starts_with("othello"), "{s}");
+}
+
+#[test]
+fn demo_runs_through_the_cli_paths() {
+    let d = dir("demo");
+    let out = ok(&run(&["demo", "--keys", "5000", "--dir", &d.display().to_string()]));
+    assert!(out.contains("demo OK"), "{out}");
+    assert!(out.contains(", 0 wrong"), "{out}");
+    assert!(d.join("changes.kpd").exists());
+}
+
+#[test]
+fn bench_report_writes_json_and_plots() {
+    let d = dir("report");
+    let r = d.display().to_string();
+    ok(&run(&["bench", "--report", &r, "--scale", "tiny", "--only", "othello"]));
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(d.join("results.json")).unwrap()).unwrap();
+    assert_eq!(json["meta"]["benchmarks"], serde_json::json!(["othello"]));
+    let recs = json["records"].as_array().unwrap();
+    for name in ["othello_compact", "hashbrown", "xorf_binary_fuse8"] {
+        assert!(recs.iter().any(|x| x["structure"] == name && x["dist"] == "zipf"), "{name} zipf missing");
+    }
+    for f in [
+        "bits_per_key_vs_value_bits",
+        "lookup_uniform",
+        "lookup_zipf",
+        "batch_lookup_uniform",
+        "update_throughput",
+        "construction",
+    ] {
+        let svg = std::fs::read_to_string(d.join(format!("{f}.svg"))).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("othello_compact") && svg.contains("hashbrown"), "{f}");
+    }
+    let idx = std::fs::read_to_string(d.join("index.md")).unwrap();
+    assert!(idx.contains("![") && idx.contains("| othello_compact |"), "{idx}");
+}
