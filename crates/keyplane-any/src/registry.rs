@@ -253,4 +253,6 @@ fn not_a_lookup(kind: Kind) -> Error {
 // `plain T = keyplane::module, "name", LookupKind, "summary";`.
 registry! {
     custom Othello;
+    plain Cfw           = keyplane::cfw,            "cfw",            CfwLookup,           "Cuckoo Filtable forwarder: fingerprints + values, colliding keys in level 2, exact for valid keys (thesis §3.4.2)";
+    plain Bfw           = keyplane::bfw,            "bfw",            BfwLookup,           "Bloom-filter forwarder baseline: one Bloom filter per value, may mis-answer valid keys (thesis §3.4.1)";
 }
