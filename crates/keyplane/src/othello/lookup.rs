@@ -54,12 +54,13 @@ impl Inner {
 #[derive(Debug)]
 pub struct Lookup {
     cur: Published<Inner>,
-    writer: Mutex<()>,
+    /// The writer lock, holding the writer's reusable stripe scratch.
+    writer: Mutex<StripeSet>,
 }
 
 impl Lookup {
     pub(crate) fn from_image(img: Image, seq: u64) -> Self {
-        Self { cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(()) }
+        Self { cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(StripeSet::new()) }
     }
 
     /// Value bits.
@@ -98,7 +99,14 @@ impl Lookup {
         (x ^ y) & crate::mask(c.p.vbits)
     }
 
-    fn apply_slots(&self, c: &Inner, seed: u64, xor: u64, xors: &[u64], sets: &[(u64, u64)]) -> Result<()> {
+    fn apply_slots(
+        c: &Inner,
+        stripes: &mut StripeSet,
+        seed: u64,
+        xor: u64,
+        xors: &[u64],
+        sets: &[(u64, u64)],
+    ) -> Result<()> {
         if seed != c.p.seed {
             return Err(Error::DeltaMismatch(format!(
                 "delta is for skeleton seed {seed:#x}, table has {:#x}",
@@ -118,7 +126,7 @@ impl Lookup {
             }
             Ok((side_b, i as usize))
         };
-        let mut stripes = StripeSet::new();
+        stripes.clear();
         for &s in xors.iter().chain(sets.iter().map(|(s, _)| s)) {
             let (side_b, i) = check(s)?;
             stripes.add(if side_b { c.stripe_b(i) } else { c.stripe_a(i) });
@@ -169,7 +177,7 @@ impl LookupTable for Lookup {
     }
 
     fn apply(&self, delta: &Delta) -> Result<()> {
-        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let c = self.cur.load();
         let have = c.seq.load(Ordering::Relaxed);
         if delta.seq != have + 1 {
@@ -181,7 +189,7 @@ impl LookupTable for Lookup {
         }
         match &delta.body {
             Body::Slots { seed, xor, xors, sets } => {
-                self.apply_slots(&c, *seed, *xor, xors, sets)?;
+                Self::apply_slots(&c, &mut w, *seed, *xor, xors, sets)?;
                 c.seq.store(delta.seq, Ordering::Release);
             }
             Body::Replace(img) => {
