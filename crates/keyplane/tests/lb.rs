@@ -59,7 +59,7 @@ struct SimReport {
 /// packets of live connections, connection ends and pool events (add,
 /// remove/fail, weight change incl. drain), with a simulated packet stream
 /// and host agents reporting starts right after a connection's first packet.
-fn simulate<B: Balancer>(lb: &mut B, seed: u64, steps: usize) -> SimReport {
+fn simulate<B: Balancer>(lb: &mut B, seed: u64, steps: usize, multi: f64) -> SimReport {
     let mut rng = Rng::new(seed);
     let mut rep = SimReport::default();
     let nv = 4u32;
@@ -84,7 +84,7 @@ fn simulate<B: Balancer>(lb: &mut B, seed: u64, steps: usize) -> SimReport {
         let r = rng.below(1000);
         if r < 380 || order.is_empty() {
             // New connection (5%: another connection of an existing state).
-            if !order.is_empty() && rng.chance(0.05) {
+            if !order.is_empty() && rng.chance(multi) {
                 let (v, k) = order[rng.below(order.len() as u64) as usize].clone();
                 let want = live[&(v, k.clone())].0;
                 let p = lb.packet(ids[v], &k);
@@ -188,7 +188,7 @@ fn simulate<B: Balancer>(lb: &mut B, seed: u64, steps: usize) -> SimReport {
 fn consistency_under_random_churn_concury_has_zero_violations() {
     for seed in 0..3 {
         let mut c = Concury::new(small(), seed == 0).unwrap();
-        let rep = simulate(&mut c, seed, 150_000);
+        let rep = simulate(&mut c, seed, 150_000, 0.05);
         eprintln!("concury seed {seed}: {rep:?}");
         assert_eq!(rep.violations, 0, "{rep:?}");
         assert_eq!(rep.invalid_backend, 0, "{rep:?}");
@@ -215,19 +215,49 @@ fn consistency_stream_reports_baseline_false_hits_and_reassignments() {
     // show up at this scale. Nothing is asserted about the baselines' counts:
     // they are reported for comparison.
     let steps = 150_000;
+    for multi in [0.0, 0.05] {
+        let mut c = Concury::new(small(), false).unwrap();
+        let rc = simulate(&mut c, 9, steps, multi);
+        let mut m = Maglev::new(65537, 4096, 16).unwrap();
+        let rm = simulate(&mut m, 9, steps, multi);
+        let mut s = SilkRoad::new(16_384, 4, 16, 12).unwrap();
+        let rs = simulate(&mut s, 9, steps, multi);
+        eprintln!("multi-connection states {multi}:");
+        eprintln!("  concury : {rc:?}");
+        eprintln!("  maglev  : {rm:?}");
+        eprintln!("  silkroad: {rs:?} (connections on recycled pool versions: {}, ConnTable-full inserts: {})", s.recycled_version_conns, s.table_full_events());
+        assert_eq!(rc.violations + rc.false_hits + rc.invalid_backend, 0);
+        // The baselines ran the same stream shape.
+        assert!(rm.new_conns > 10_000 && rs.new_conns > 10_000);
+        assert_eq!(rm.invalid_backend + rs.invalid_backend, 0, "baselines must always pick a pool member");
+    }
+}
+
+#[test]
+fn digest_tables_have_false_hits_concury_has_none() {
+    // 60K tracked connections in one VIP, then 200K new ones: with 16-bit
+    // digests a new connection finds a matching digest among the 8 slots of
+    // its two buckets with probability ≈ 8·load/2^16.
+    let pool: Vec<(Backend, u32)> = (0..32).map(|i| (be(i), 1)).collect();
+    let mut m = Maglev::new(65537, 64_000, 16).unwrap();
+    let mut s = SilkRoad::new(64_000, 4, 16, 12).unwrap();
     let mut c = Concury::new(small(), false).unwrap();
-    let rc = simulate(&mut c, 9, steps);
-    let mut m = Maglev::new(65537, 4096, 16).unwrap();
-    let rm = simulate(&mut m, 9, steps);
-    let mut s = SilkRoad::new(16_384, 4, 16, 12).unwrap();
-    let rs = simulate(&mut s, 9, steps);
-    eprintln!("concury : {rc:?}");
-    eprintln!("maglev  : {rm:?}");
-    eprintln!("silkroad: {rs:?}");
-    assert_eq!(rc.violations + rc.false_hits + rc.invalid_backend, 0);
-    // The baselines ran the same stream shape.
-    assert!(rm.new_conns > 10_000 && rs.new_conns > 10_000);
-    assert_eq!(rm.invalid_backend + rs.invalid_backend, 0, "baselines must always pick a pool member");
+    let mut hits = [0u64; 3];
+    for (j, lb) in [&mut m as &mut dyn Balancer, &mut s, &mut c].into_iter().enumerate() {
+        let v = lb.add_vip(vip(0), &pool).unwrap();
+        for i in 0..60_000u64 {
+            let p = lb.packet(v, &key(i));
+            lb.connection_start(v, &key(i), p.backend.unwrap()).unwrap();
+        }
+        for i in 0..200_000u64 {
+            if lb.packet(v, &key(1 << 42 | i)).table_hit {
+                hits[j] += 1;
+            }
+        }
+    }
+    eprintln!("false hits per 200K new connections: maglev {} silkroad {} concury {}", hits[0], hits[1], hits[2]);
+    assert!(hits[0] > 20 && hits[1] > 20, "16-bit digests must collide at this load: {hits:?}");
+    assert_eq!(hits[2], 0);
 }
 
 #[test]
