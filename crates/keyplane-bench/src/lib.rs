@@ -3,12 +3,13 @@
 
 pub mod common;
 pub mod hashes;
+pub mod lb;
 pub mod othello;
 
 use common::{Args, Record};
 
 /// Usage line.
-pub const USAGE: &str = "usage: keyplane-bench <othello|hash> [--keys N] [--value-bits L] \
+pub const USAGE: &str = "usage: keyplane-bench <othello|hash|lb> [--keys N] [--value-bits L] \
 [--key-type u64|mac|ipv4|ipv6|fivetuple|name] [--threads T] [--updates N] [--json]";
 
 /// Runs one benchmark by name.
@@ -16,6 +17,7 @@ pub fn run(cmd: &str, args: &Args) -> Result<Vec<Record>, String> {
     match cmd {
         "othello" => othello::run(args),
         "hash" => hashes::run(args),
+        "lb" => lb::run(args),
         other => Err(format!("unknown benchmark {other}")),
     }
 }

@@ -746,6 +746,11 @@ impl Concury {
         let data = control.export();
         Ok(Self { control, data, wire })
     }
+    /// Wraps an existing control plane with a data plane exported from it.
+    pub fn from_control(control: Control, wire: bool) -> Self {
+        let data = control.export();
+        Self { control, data, wire }
+    }
     fn ship(&self, d: super::Delta) -> Result<()> {
         if self.wire {
             self.data.apply(&super::Delta::from_bytes(&d.to_bytes())?)

@@ -117,7 +117,7 @@ mod plane;
 mod weights;
 
 pub use control::{Control, OthelloMap, PoolOp, Stats};
-pub use plane::{DataPlane, Delta};
+pub use plane::{DataPlane, Delta, PacketReader};
 
 use crate::error::{Error, Result};
 use crate::wire::{Reader, Writer};

@@ -6,7 +6,7 @@ use crate::error::{Error, Result, mask};
 use crate::mem::prefetch;
 use crate::LookupTable;
 use crate::othello;
-use crate::sync::Published;
+use arc_swap::{ArcSwap, Cache};
 use crate::wire::{Frame, Kind, Reader, Wire, Writer};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -160,17 +160,98 @@ impl PlaneSet {
 ///
 /// Lookups take `&self`, never allocate and never block; [`DataPlane::apply`]
 /// (one writer at a time) replaces whole VIP planes while lookups continue.
+/// A packet-processing thread should take a [`PacketReader`] ([`DataPlane::reader`]):
+/// it caches the current snapshot and checks for a newer one with a single
+/// load, where `&self` lookups pay an atomic read-modify-write pair to pin
+/// the snapshot (`arc-swap`'s debt slots).
 #[derive(Debug)]
 pub struct DataPlane {
-    cur: Published<PlaneSet>,
+    cur: ArcSwap<PlaneSet>,
     writer: Mutex<()>,
+}
+
+/// A per-thread handle on a [`DataPlane`] for the packet path: the same
+/// lookups with a cached snapshot (`arc_swap::Cache`). Every call first
+/// checks (one atomic load) whether an update was published and switches to
+/// it, so a reader never answers from a plane older than the one current
+/// when the call began. It keeps the last snapshot alive between calls.
+pub struct PacketReader<'a> {
+    cache: Cache<&'a ArcSwap<PlaneSet>, Arc<PlaneSet>>,
+}
+
+impl std::fmt::Debug for PacketReader<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("lb::PacketReader")
+    }
+}
+
+impl PacketReader<'_> {
+    /// [`DataPlane::lookup`] through the cached snapshot.
+    #[inline]
+    pub fn lookup(&mut self, vip: VipId, key: &[u8]) -> Option<Backend> {
+        let g = self.cache.load();
+        g.vips.get(vip as usize)?.as_ref()?.lookup(key)
+    }
+
+    /// [`DataPlane::lookup_batch`] through the cached snapshot.
+    pub fn lookup_batch(&mut self, vips: &[VipId], keys: &[&[u8]], out: &mut [Option<Backend>]) {
+        batch_mixed(self.cache.load(), vips, keys, out)
+    }
+
+    /// [`DataPlane::lookup_batch_vip`] through the cached snapshot.
+    pub fn lookup_batch_vip(&mut self, vip: VipId, keys: &[&[u8]], out: &mut [Option<Backend>]) {
+        batch_vip(self.cache.load(), vip, keys, out)
+    }
+}
+
+fn batch_mixed(g: &PlaneSet, vips: &[VipId], keys: &[&[u8]], out: &mut [Option<Backend>]) {
+    let n = vips.len().min(keys.len()).min(out.len());
+    let mut loc: [(Option<&VipPlane>, u64, usize, usize); BATCH] = [(None, 0, 0, 0); BATCH];
+    let mut start = 0;
+    while start < n {
+        let end = (start + BATCH).min(n);
+        for (j, l) in (start..end).zip(loc.iter_mut()) {
+            let p = g.vips.get(vips[j] as usize).and_then(|p| p.as_deref());
+            *l = match p {
+                Some(p) => {
+                    let (h, ia, ib) = p.fast.p.locate(keys[j]);
+                    prefetch(p.fast.a.word_ptr(ia));
+                    prefetch(p.fast.b.word_ptr(ib));
+                    (Some(p), h, ia, ib)
+                }
+                None => (None, 0, 0, 0),
+            };
+        }
+        for (j, l) in (start..end).zip(loc.iter()) {
+            out[j] = l.0.and_then(|p| p.resolve(p.dcode_at(l.1, l.2, l.3)));
+        }
+        start = end;
+    }
+}
+
+fn batch_vip(g: &PlaneSet, vip: VipId, keys: &[&[u8]], out: &mut [Option<Backend>]) {
+    let Some(p) = g.vips.get(vip as usize).and_then(|p| p.as_deref()) else {
+        out.iter_mut().take(keys.len()).for_each(|o| *o = None);
+        return;
+    };
+    let mut loc = [(0u64, 0usize, 0usize); BATCH];
+    for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+        for (k, l) in ks.iter().zip(loc.iter_mut()) {
+            *l = p.fast.p.locate(k);
+            prefetch(p.fast.a.word_ptr(l.1));
+            prefetch(p.fast.b.word_ptr(l.2));
+        }
+        for (l, o) in loc.iter().zip(os.iter_mut()).take(ks.len()) {
+            *o = p.resolve(p.dcode_at(l.0, l.1, l.2));
+        }
+    }
 }
 
 impl DataPlane {
     pub(crate) fn from_parts(seq: u64, dbits: u32, vips: Vec<Option<Arc<VipPlane>>>) -> Result<Self> {
         let by_addr = PlaneSet::index(&vips)?;
         Ok(Self {
-            cur: Published::new(PlaneSet { seq, dbits, vips: vips.into(), by_addr }),
+            cur: ArcSwap::from_pointee(PlaneSet { seq, dbits, vips: vips.into(), by_addr }),
             writer: Mutex::new(()),
         })
     }
@@ -202,49 +283,17 @@ impl DataPlane {
     /// snapshot of the data plane; hashing and prefetching of 16 packets run
     /// ahead of their reads. Entries beyond the shortest slice are untouched.
     pub fn lookup_batch(&self, vips: &[VipId], keys: &[&[u8]], out: &mut [Option<Backend>]) {
-        let g = self.cur.load();
-        let n = vips.len().min(keys.len()).min(out.len());
-        let mut loc: [(Option<&VipPlane>, u64, usize, usize); BATCH] = [(None, 0, 0, 0); BATCH];
-        let mut start = 0;
-        while start < n {
-            let end = (start + BATCH).min(n);
-            for (j, l) in (start..end).zip(loc.iter_mut()) {
-                let p = g.vips.get(vips[j] as usize).and_then(|p| p.as_deref());
-                *l = match p {
-                    Some(p) => {
-                        let (h, ia, ib) = p.fast.p.locate(keys[j]);
-                        prefetch(p.fast.a.word_ptr(ia));
-                        prefetch(p.fast.b.word_ptr(ib));
-                        (Some(p), h, ia, ib)
-                    }
-                    None => (None, 0, 0, 0),
-                };
-            }
-            for (j, l) in (start..end).zip(loc.iter()) {
-                out[j] = l.0.and_then(|p| p.resolve(p.dcode_at(l.1, l.2, l.3)));
-            }
-            start = end;
-        }
+        batch_mixed(&self.cur.load(), vips, keys, out)
     }
 
     /// Burst to a single VIP: `out[i]` is the backend of `keys[i]`.
     pub fn lookup_batch_vip(&self, vip: VipId, keys: &[&[u8]], out: &mut [Option<Backend>]) {
-        let g = self.cur.load();
-        let Some(p) = g.vips.get(vip as usize).and_then(|p| p.as_deref()) else {
-            out.iter_mut().take(keys.len()).for_each(|o| *o = None);
-            return;
-        };
-        let mut loc = [(0u64, 0usize, 0usize); BATCH];
-        for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
-            for (k, l) in ks.iter().zip(loc.iter_mut()) {
-                *l = p.fast.p.locate(k);
-                prefetch(p.fast.a.word_ptr(l.1));
-                prefetch(p.fast.b.word_ptr(l.2));
-            }
-            for (l, o) in loc.iter().zip(os.iter_mut()).take(ks.len()) {
-                *o = p.resolve(p.dcode_at(l.0, l.1, l.2));
-            }
-        }
+        batch_vip(&self.cur.load(), vip, keys, out)
+    }
+
+    /// A per-thread reader with a cached snapshot (see [`PacketReader`]).
+    pub fn reader(&self) -> PacketReader<'_> {
+        PacketReader { cache: Cache::new(&self.cur) }
     }
 
     /// The Dcode the VIP's BAS gives `key` (step 2 only), for tests and tools.
@@ -336,7 +385,7 @@ impl DataPlane {
             *slot = new;
         }
         let by_addr = PlaneSet::index(&vips).map_err(|e| Error::DeltaMismatch(e.to_string()))?;
-        self.cur.replace(PlaneSet { seq: delta.seq, dbits: c.dbits, vips: vips.into(), by_addr });
+        self.cur.store(Arc::new(PlaneSet { seq: delta.seq, dbits: c.dbits, vips: vips.into(), by_addr }));
         Ok(())
     }
 }
