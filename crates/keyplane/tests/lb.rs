@@ -279,7 +279,8 @@ fn the_update_window_is_real_for_unreported_connections() {
     let moved_reported = keys.iter().zip(&before).take(2000).filter(|(k, b)| dp.lookup(v, k) != Some(**b)).count();
     let moved_unreported = keys.iter().zip(&before).skip(2000).filter(|(k, b)| dp.lookup(v, k) != Some(**b)).count();
     assert_eq!(moved_reported, 0);
-    assert!(moved_unreported > 1000, "unreported connections get fresh Dcodes: {moved_unreported}");
+    eprintln!("unreported connections moved by the update: {moved_unreported} of 2000");
+    assert!(moved_unreported > 0, "the window exists: unreported connections are not pinned");
 }
 
 // ------------------------------------------------------------------ weights and uniformity
@@ -694,7 +695,7 @@ fn structurally_invalid_payloads_with_valid_checksums_are_rejected() {
 
 #[test]
 fn othello_map_matches_an_oracle_over_many_operations() {
-    let mut m = OthelloMap::new(5).unwrap();
+    let mut m = OthelloMap::new(5, 12).unwrap();
     let mut oracle: HashMap<Vec<u8>, (u16, u32)> = HashMap::new();
     let mut rng = Rng::new(12);
     for step in 0..300_000u64 {
@@ -702,7 +703,7 @@ fn othello_map_matches_an_oracle_over_many_operations() {
         match rng.below(10) {
             0..=4 => {
                 let b = rng.below(50) as u16;
-                let prev = m.add(&k, b).unwrap();
+                let prev = m.add(&k, b, &[b, b + 100]).unwrap();
                 let e = oracle.entry(k.clone()).or_insert((b, 0));
                 assert_eq!(prev, (e.1 > 0).then_some(e.0));
                 *e = (b, e.1 + 1);
@@ -720,7 +721,13 @@ fn othello_map_matches_an_oracle_over_many_operations() {
             8 => {
                 assert_eq!(m.delete(&k).unwrap(), oracle.remove(&k).is_some());
             }
-            _ => assert_eq!(m.get(&k), oracle.get(&k).copied()),
+            _ => {
+                assert_eq!(m.get(&k), oracle.get(&k).copied());
+                if let Some(d) = m.dcode(&k) {
+                    let b = oracle[&k].0;
+                    assert!(d == b || d == b + 100, "a state takes one of its backend's Dcodes");
+                }
+            }
         }
         if step % 50_000 == 0 {
             assert_eq!(m.len(), oracle.len());
@@ -768,4 +775,36 @@ fn control_plane_survives_a_million_reports_with_few_updates() {
         }
     }
     assert_eq!(c.data.seq() - seq0, 20);
+}
+
+#[test]
+fn incremental_bas_equals_recoloured_bas_for_every_state() {
+    // The BAS sliced from the OthelloMap (kept current as states arrive and
+    // Dcodes move) and the §5.4.5 recolouring of the same graph give every
+    // tracked state the same Dcode.
+    let mut ctl = Control::new(small()).unwrap();
+    let pool: Vec<(Backend, u32)> = (0..20).map(|i| (be(i), 1 + i % 4)).collect();
+    let (v, _) = ctl.add_vip(vip(0), &pool).unwrap();
+    let mut rng = Rng::new(8);
+    for i in 0..30_000u64 {
+        ctl.connection_start(v, &key(i), be(rng.below(20) as u32)).unwrap();
+        if i % 7 == 0 {
+            ctl.connection_end(v, &key(i / 2)).unwrap();
+        }
+        if i % 5000 == 0 {
+            ctl.set_weight(v, be((i / 5000) as u32), 5).unwrap();
+        }
+    }
+    ctl.add_backend(v, be(77), 3).unwrap();
+    let dp = ctl.export();
+    let map = ctl.othello_map(v).unwrap();
+    let rec = map.recoloured_bas().unwrap();
+    let mut n = 0;
+    for (k, _, _) in map.iter() {
+        let w = keyplane::hash::hash64(k, keyplane::lb::WHITEN_SEED) & 0xfff;
+        assert_eq!(dp.dcode(v, k).unwrap() as u64, rec.get_unchecked(k) ^ w);
+        assert_eq!(dp.lookup(v, k), ctl.backend_of(v, k));
+        n += 1;
+    }
+    assert!(n > 20_000);
 }

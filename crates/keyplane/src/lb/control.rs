@@ -7,7 +7,7 @@ use super::{Backend, Params, Vip, VipId, whiten};
 use crate::ControlTable;
 use crate::bits::PackedArray;
 use crate::error::{Error, Result, mask};
-use crate::hash::{hash64, mix64};
+use crate::hash::mix64;
 use crate::othello;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -38,9 +38,16 @@ struct Entry {
 ///   second Othello value change; a free list keeps indices stable and `C`
 ///   as dense as the peak state count.)
 ///
-/// `O`'s bipartite graph is the skeleton of the VIP's data-plane BAS: a
-/// rebuild recolours that graph with Dcodes instead of indices
-/// ([`othello::Control::export_with`]), so no new graph is built (§5.4.5).
+/// **The BAS is a bit-slice of `O`.** `O`'s value for a state is
+/// `index << l_d | (Dcode ⊕ w(k))`. XOR acts bit by bit, so the low `l_d`
+/// bits of `O`'s two arrays *are* a BAS mapping every state to its
+/// whitened Dcode, on `O`'s own graph (§5.4.5: "re-use the G from the
+/// OthelloMap and assign the Dcode values"). Instead of recolouring the
+/// whole graph at each pool change ([`OthelloMap::recoloured_bas`], the
+/// `export_with` route, kept for comparison), the Dcode part is kept current
+/// as states arrive, and a pool change only recolours the trees of states
+/// whose Dcode moved, then copies the low bits of the arrays: O(m) sequential
+/// work plus O(moved states) tree walks.
 ///
 /// A state may hold several connections (multi-connection states, §5.3): it
 /// stays until its last connection ends.
@@ -49,33 +56,67 @@ pub struct OthelloMap {
     o: othello::Control,
     c: Vec<Entry>,
     free: Vec<u32>,
+    dbits: u32,
+}
+
+/// The Dcode among `dcodes` a state uses: spread by the whitening hash.
+fn pick(dcodes: &[u16], key: &[u8]) -> u16 {
+    if dcodes.is_empty() { NO_BACKEND } else { dcodes[((whiten(key) >> 32) % dcodes.len() as u64) as usize] }
 }
 
 impl OthelloMap {
-    /// Empty map whose Othello skeleton uses `seed`.
-    pub fn new(seed: u64) -> Result<Self> {
+    /// Empty map for `dcode_bits`-bit Dcodes whose Othello skeleton uses `seed`.
+    pub fn new(seed: u64, dcode_bits: u32) -> Result<Self> {
+        crate::check_value_bits(dcode_bits, super::MIN_DCODE_BITS, super::MAX_DCODE_BITS)?;
         let opts = othello::Options { seed, ..othello::Options::default() };
-        Ok(Self { o: othello::Control::with_options(INDEX_BITS, opts)?, c: Vec::new(), free: Vec::new() })
+        Ok(Self {
+            o: othello::Control::with_options(INDEX_BITS + dcode_bits, opts)?,
+            c: Vec::new(),
+            free: Vec::new(),
+            dbits: dcode_bits,
+        })
+    }
+
+    #[inline]
+    fn value(&self, key: &[u8], idx: u32, dcode: u16) -> u64 {
+        (idx as u64) << self.dbits | ((dcode as u64 ^ whiten(key)) & mask(self.dbits))
+    }
+
+    #[inline]
+    fn index(&self, state: &[u8]) -> Option<u32> {
+        self.o.get(state).map(|v| (v >> self.dbits) as u32)
     }
 
     /// Set query: `(backend slot, live connections)` of a state.
     pub fn get(&self, state: &[u8]) -> Option<(u16, u32)> {
-        let i = self.o.get(state)? as usize;
-        let e = self.c.get(i)?;
+        let e = self.c.get(self.index(state)? as usize)?;
         (e.conns != FREE).then_some((e.backend, e.conns))
     }
 
-    /// Adds a connection of `state` on backend slot `backend`. A known state
-    /// counts one more connection and moves to `backend` if it differs (the
-    /// host agent is authoritative). Returns the previous backend of a known
-    /// state.
-    pub fn add(&mut self, state: &[u8], backend: u16) -> Result<Option<u16>> {
-        if let Some(i) = self.o.get(state) {
-            let e = &mut self.c[i as usize];
-            let old = e.backend;
-            e.conns = e.conns.saturating_add(1);
-            e.backend = backend;
-            return Ok(Some(old));
+    /// The Dcode recorded for a state ([`u16::MAX`] before its first pin at
+    /// `l_d < 16`).
+    pub fn dcode(&self, state: &[u8]) -> Option<u16> {
+        let e = self.c.get(self.index(state)? as usize)?;
+        (e.conns != FREE).then_some(e.dcode)
+    }
+
+    /// Adds a connection of `state` on backend slot `backend`, which owns the
+    /// Dcodes `dcodes` (the state takes one of them). A known state counts
+    /// one more connection and moves to `backend` if it differs (the host
+    /// agent is authoritative). Returns the previous backend of a known state.
+    pub fn add(&mut self, state: &[u8], backend: u16, dcodes: &[u16]) -> Result<Option<u16>> {
+        if let Some(i) = self.index(state) {
+            let e = self.c[i as usize];
+            if e.backend != backend {
+                let d = pick(dcodes, state);
+                let v = self.value(state, i, d);
+                self.o.insert(state, v)?;
+                self.c[i as usize].dcode = d;
+            }
+            let e2 = &mut self.c[i as usize];
+            e2.conns = e2.conns.saturating_add(1);
+            e2.backend = backend;
+            return Ok(Some(e.backend));
         }
         let i = match self.free.pop() {
             Some(i) => i,
@@ -87,30 +128,31 @@ impl OthelloMap {
                 (self.c.len() - 1) as u32
             }
         };
-        if let Err(e) = self.o.insert(state, i as u64) {
+        let d = pick(dcodes, state);
+        if let Err(e) = self.o.insert(state, self.value(state, i, d)) {
             self.free.push(i);
             return Err(e);
         }
-        self.c[i as usize] = Entry { backend, dcode: NO_BACKEND, conns: 1 };
+        self.c[i as usize] = Entry { backend, dcode: d, conns: 1 };
         Ok(None)
     }
 
     /// Ends one connection of `state`; the state is deleted with its last
     /// connection. Returns whether the state was known.
     pub fn end(&mut self, state: &[u8]) -> Result<bool> {
-        let Some(i) = self.o.get(state) else { return Ok(false) };
+        let Some(i) = self.index(state) else { return Ok(false) };
         let e = &mut self.c[i as usize];
         e.conns -= 1;
         if e.conns == FREE {
-            self.delete_at(state, i as u32)?;
+            self.delete_at(state, i)?;
         }
         Ok(true)
     }
 
     /// Deletes a state regardless of its connection count.
     pub fn delete(&mut self, state: &[u8]) -> Result<bool> {
-        let Some(i) = self.o.get(state) else { return Ok(false) };
-        self.delete_at(state, i as u32)?;
+        let Some(i) = self.index(state) else { return Ok(false) };
+        self.delete_at(state, i)?;
         Ok(true)
     }
 
@@ -133,8 +175,8 @@ impl OthelloMap {
 
     /// Iterates over `(state, backend slot, connections)`.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], u16, u32)> + '_ {
-        self.o.iter().map(|(k, i)| {
-            let e = self.c[i as usize];
+        self.o.iter().map(|(k, v)| {
+            let e = self.c[(v >> self.dbits) as usize];
             (k, e.backend, e.conns)
         })
     }
@@ -149,37 +191,51 @@ impl OthelloMap {
         self.iter().filter(|&(_, b, _)| b == backend).map(|(k, _, _)| k.to_vec()).collect()
     }
 
-    /// Re-pins every state to a Dcode of its backend (`rep[slot]`), keeping
-    /// its current Dcode where that still points at the backend.
-    fn repin(&mut self, row: &[u16], rep: &[u16]) -> usize {
-        let mut changed = 0;
-        for e in self.c.iter_mut().filter(|e| e.conns != FREE) {
-            let ok = row.get(e.dcode as usize).is_some_and(|&s| s == e.backend);
-            if !ok {
-                e.dcode = rep.get(e.backend as usize).copied().unwrap_or(0);
-                changed += 1;
-            }
+    /// Re-pins every state whose Dcode no longer points at its backend to one
+    /// of the backend's Dcodes (`dcodes_of[slot]`); the others keep theirs.
+    fn repin(&mut self, row: &[u16], dcodes_of: &[Vec<u16>]) -> Result<usize> {
+        let stale: Vec<(Vec<u8>, u32)> = self
+            .o
+            .iter()
+            .filter_map(|(k, v)| {
+                let i = (v >> self.dbits) as u32;
+                let e = self.c[i as usize];
+                let ok = row.get(e.dcode as usize).is_some_and(|&s| s == e.backend);
+                (!ok).then(|| (k.to_vec(), i))
+            })
+            .collect();
+        for (k, i) in &stale {
+            let b = self.c[*i as usize].backend;
+            let d = pick(dcodes_of.get(b as usize).map_or(&[][..], |x| x), k);
+            let v = self.value(k, *i, d);
+            self.o.insert(k, v)?;
+            self.c[*i as usize].dcode = d;
         }
-        changed
+        Ok(stale.len())
     }
 
-    /// Colours the OthelloMap's graph with `Dcode ⊕ w(k)` for every state and
-    /// narrows the result to `dbits`-bit slots: the VIP's new BAS (§5.4.5).
-    fn export_bas(&self, dbits: u32) -> Result<othello::Lookup> {
-        let seed = self.o.seed();
-        let dm = mask(dbits);
+    /// The VIP's BAS: the low `l_d` bits of `O`'s arrays.
+    fn bas(&self) -> othello::Lookup {
+        narrow(&self.o.export(), self.dbits)
+    }
+
+    /// The same BAS built the §5.4.5 way: recolour `O`'s graph from scratch
+    /// with every state's whitened Dcode ([`othello::Control::export_with`])
+    /// and narrow it. Answers exactly like the incremental BAS for every
+    /// state; kept to compare response times.
+    pub fn recoloured_bas(&self) -> Result<othello::Lookup> {
+        let dm = mask(self.dbits);
         // export_with visits the keys in store order, which is the order of
         // `iter()`: follow along and fall back to a set query on a mismatch.
         let mut it = self.o.iter();
         let wide = self.o.export_with(|k| {
-            let idx = match it.next() {
-                Some((k2, i)) if k2 == k => i,
+            let v = match it.next() {
+                Some((k2, v)) if k2 == k => v,
                 _ => self.o.get(k).unwrap_or(0),
             };
-            let d = self.c.get(idx as usize).map_or(0, |e| e.dcode as u64);
-            (d ^ whiten(hash64(k, seed))) & dm
+            v & dm
         })?;
-        Ok(narrow(&wide, dbits))
+        Ok(narrow(&wide, self.dbits))
     }
 }
 
@@ -216,6 +272,8 @@ struct VipCtl {
     map: OthelloMap,
     /// Dcode → pool slot.
     row: Vec<u16>,
+    /// Pool slot → its Dcodes.
+    dcodes_of: Vec<Vec<u16>>,
     plane: Arc<VipPlane>,
     generation: u64,
 }
@@ -327,20 +385,14 @@ impl Control {
             Some(None) => {}
         }
         let seed = mix64(self.p.seed ^ (id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        let map = OthelloMap::new(seed)?;
-        let empty = VipPlane::new(
-            vip,
-            0,
-            self.p.dcode_bits,
-            map.export_bas(self.p.dcode_bits)?,
-            Box::new([]),
-            Box::new([]),
-        )?;
+        let map = OthelloMap::new(seed, self.p.dcode_bits)?;
+        let empty = VipPlane::new(vip, 0, self.p.dcode_bits, map.bas(), Box::new([]), Box::new([]))?;
         let mut v = VipCtl {
             vip,
             pool: Vec::new(),
             map,
             row: vec![NO_BACKEND; 1 << self.p.dcode_bits],
+            dcodes_of: Vec::new(),
             plane: Arc::new(empty),
             generation: 0,
         };
@@ -469,15 +521,16 @@ impl Control {
             v.pool.iter().map(|m| m.map(|m| Share { weight: m.weight, tracked: m.tracked })).collect();
         let target = apportion(&shares, total);
         stats.dcodes_moved += rebalance(&mut v.row, &target) as u64;
-        // A representative Dcode per slot, and the compact backend list.
-        let mut rep = vec![NO_BACKEND; v.pool.len()];
+        // Each slot's Dcodes; re-pin states whose Dcode moved; slice the BAS.
+        let mut dcodes_of = vec![Vec::new(); v.pool.len()];
         for (d, &s) in v.row.iter().enumerate() {
-            if s != NO_BACKEND && rep[s as usize] == NO_BACKEND {
-                rep[s as usize] = d as u16;
+            if let Some(l) = dcodes_of.get_mut(s as usize) {
+                l.push(d as u16);
             }
         }
-        stats.states_repinned += v.map.repin(&v.row, &rep) as u64;
-        let bas = v.map.export_bas(p.dcode_bits)?;
+        v.dcodes_of = dcodes_of;
+        stats.states_repinned += v.map.repin(&v.row, &v.dcodes_of)? as u64;
+        let bas = v.map.bas();
         let mut compact = vec![NO_BACKEND; v.pool.len()];
         let mut backends = Vec::new();
         for (s, m) in v.pool.iter().enumerate() {
@@ -502,7 +555,8 @@ impl Control {
         let s = v
             .slot_of(&backend)
             .ok_or_else(|| Error::InvalidParameter(format!("{backend:?} is not in the pool of VIP {id}")))?;
-        if let Some(old) = v.map.add(state, s as u16)? {
+        let dcodes = v.dcodes_of.get(s).map_or(&[][..], |x| x);
+        if let Some(old) = v.map.add(state, s as u16, dcodes)? {
             if let Some(m) = v.pool.get_mut(old as usize).and_then(|m| m.as_mut()) {
                 m.tracked -= 1;
             }

@@ -23,15 +23,16 @@
 //! read). IPv4 and IPv6 VIPs and backends mix freely.
 //!
 //! **Whitening.** The paper assigns uniformly random values to the "free"
-//! Othello slots so that unknown keys get uniform Dcodes (§5.4.3). The
-//! OthelloMap export ([`crate::othello::Control::export_with`]) colours every
-//! tree from a zero root and leaves isolated slots zero, which would send
-//! ~17% of new connections to Dcode 0. We therefore store `Dcode ⊕ w(k)` in
-//! the BAS, with `w(k)` the low `l_d` bits of `mix64(h(k))` (`h` the BAS's own
-//! hash of the key), and XOR `w(k)` back at lookup: known states read their
-//! Dcode exactly, and the Dcode of an unknown key is `τ(k) ⊕ w(k)` with
-//! `w(k)` uniform and independent of the slots read, i.e. uniform. One XOR
-//! per lookup; the chi-squared test in `tests/lb.rs` checks it (Figs. 5.3–5.5).
+//! Othello slots so that unknown keys get uniform Dcodes (§5.4.3). Othello
+//! construction and [`crate::othello::Control::export_with`] leave isolated
+//! slots and tree roots at zero, which would send ~17% of new connections to
+//! Dcode 0. We therefore store `Dcode ⊕ w(k)` in the BAS, with `w(k)` the low
+//! `l_d` bits of a second, fixed-seed hash of the key ([`WHITEN_SEED`]), and
+//! XOR `w(k)` back at lookup: known states read their Dcode exactly, and the
+//! Dcode of an unknown key is `τ(k) ⊕ w(k)` with `w(k)` uniform and
+//! independent of the slots read, i.e. uniform. This is the paper's second
+//! hash computation per lookup; the chi-squared test in `tests/lb.rs` checks
+//! the result (Figs. 5.3–5.5).
 //!
 //! # Weighted randomizer (§5.4.3)
 //!
@@ -63,11 +64,13 @@
 //! which **never** produce a data-plane update. Only backend-pool changes
 //! (add, remove or fail a backend, change a weight; [`Control::update_pool`])
 //! do, and only for the affected VIP: the control plane rebalances the
-//! VIP's DIP-array row, re-pins every tracked state to its current backend by
-//! choosing a Dcode that points there, and colours a new BAS on the
-//! OthelloMap's own graph (same skeleton, new values: `export_with`), then
-//! narrows it to `l_d` bits. The resulting [`Delta`] replaces that VIP's
-//! plane (BAS + DIP row + backend list) as one unit.
+//! VIP's DIP-array row with the fewest moves, re-pins every tracked state
+//! whose Dcode moved to a Dcode of its current backend, and publishes the
+//! VIP's new BAS, which is the low `l_d` bits of the OthelloMap's own Othello
+//! (same graph, Dcode values; see [`OthelloMap`] for why this beats
+//! recolouring the graph with `export_with` at every change, and
+//! [`OthelloMap::recoloured_bas`] for that route). The resulting [`Delta`]
+//! replaces that VIP's plane (BAS + DIP row + backend list) as one unit.
 //!
 //! # Consistency guarantee (§5.5)
 //!
@@ -249,10 +252,16 @@ impl std::fmt::Debug for StateKey {
     }
 }
 
-/// The whitening mask `w(k)` (see the module docs), from the BAS hash.
+/// Seed of the whitening hash. Fixed (not the BAS seed), so a state's stored
+/// value stays valid when its OthelloMap re-seeds or grows.
+pub const WHITEN_SEED: u64 = 0x0c0c_0a11_b1ea_c4ed;
+
+/// The whitening mask `w(k)` (see the module docs): the low `l_d` bits are
+/// XORed into the Dcode; the high bits spread a backend's states over its
+/// Dcodes.
 #[inline(always)]
-pub(crate) fn whiten(h: u64) -> u64 {
-    crate::hash::mix64(h)
+pub(crate) fn whiten(key: &[u8]) -> u64 {
+    crate::hash::hash64(key, WHITEN_SEED)
 }
 
 pub(crate) fn put_ip(w: &mut Writer, ip: &IpAddr) {

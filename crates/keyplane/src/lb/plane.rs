@@ -68,15 +68,15 @@ impl VipPlane {
 
     /// Dcode of a key (Algorithm 7, step 2).
     #[inline(always)]
-    fn dcode_at(&self, h: u64, ia: usize, ib: usize) -> usize {
+    fn dcode_at(&self, w: u64, ia: usize, ib: usize) -> usize {
         let f = &*self.fast;
-        ((f.a.get(ia) ^ f.b.get(ib) ^ whiten(h)) & self.dmask) as usize
+        ((f.a.get(ia) ^ f.b.get(ib) ^ w) & self.dmask) as usize
     }
 
     #[inline(always)]
     pub fn dcode(&self, key: &[u8]) -> usize {
-        let (h, ia, ib) = self.fast.p.locate(key);
-        self.dcode_at(h, ia, ib)
+        let (_, ia, ib) = self.fast.p.locate(key);
+        self.dcode_at(whiten(key), ia, ib)
     }
 
     /// Step 3: DIP array and backend list.
@@ -214,10 +214,10 @@ fn batch_mixed(g: &PlaneSet, vips: &[VipId], keys: &[&[u8]], out: &mut [Option<B
             let p = g.vips.get(vips[j] as usize).and_then(|p| p.as_deref());
             *l = match p {
                 Some(p) => {
-                    let (h, ia, ib) = p.fast.p.locate(keys[j]);
+                    let (_, ia, ib) = p.fast.p.locate(keys[j]);
                     prefetch(p.fast.a.word_ptr(ia));
                     prefetch(p.fast.b.word_ptr(ib));
-                    (Some(p), h, ia, ib)
+                    (Some(p), whiten(keys[j]), ia, ib)
                 }
                 None => (None, 0, 0, 0),
             };
@@ -237,9 +237,10 @@ fn batch_vip(g: &PlaneSet, vip: VipId, keys: &[&[u8]], out: &mut [Option<Backend
     let mut loc = [(0u64, 0usize, 0usize); BATCH];
     for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
         for (k, l) in ks.iter().zip(loc.iter_mut()) {
-            *l = p.fast.p.locate(k);
-            prefetch(p.fast.a.word_ptr(l.1));
-            prefetch(p.fast.b.word_ptr(l.2));
+            let (_, ia, ib) = p.fast.p.locate(k);
+            *l = (whiten(k), ia, ib);
+            prefetch(p.fast.a.word_ptr(ia));
+            prefetch(p.fast.b.word_ptr(ib));
         }
         for (l, o) in loc.iter().zip(os.iter_mut()).take(ks.len()) {
             *o = p.resolve(p.dcode_at(l.0, l.1, l.2));
