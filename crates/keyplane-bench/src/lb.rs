@@ -263,6 +263,70 @@ fn dynamic_mops(lb: &mut impl Sim, ids: &[VipId], net: &Net, q: &[(u32, u32)], r
     (lookups as f64 / start.elapsed().as_secs_f64() / 1e6, pool_changes)
 }
 
+/// Fig. 5.17 as deployed: the data-plane thread only looks up (through its
+/// `PacketReader`); a second thread plays the control plane, taking the
+/// host reports of arrivals/departures and shipping a delta on each pool
+/// change. Returns data-plane lookups/s.
+#[allow(clippy::too_many_arguments)]
+fn dynamic_cp_thread(ctl: &mut Control, data: &DataPlane, ids: &[VipId], net: &Net, q: &[(u32, u32)], rate: f64, secs: f64, pool_every: f64) -> f64 {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = AtomicBool::new(false);
+    let n = net.keys.len() / KEY_LEN;
+    let start = Instant::now();
+    let mops = std::thread::scope(|s| {
+        let stop = &stop;
+        s.spawn(move || {
+            let mut r = data.reader();
+            let mut arrived = 0u64;
+            let mut next_pool = pool_every;
+            let mut changes = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let el = start.elapsed().as_secs_f64();
+                let due = (el * rate) as u64;
+                while arrived < due {
+                    let v = (mix64(arrived ^ 0xa11) % ids.len() as u64) as usize;
+                    let k = state_key(1 << 60 | arrived);
+                    if let Some(b) = r.lookup(ids[v], k.as_ref()) {
+                        let _ = ctl.connection_start(ids[v], k.as_ref(), b);
+                    }
+                    let st = net.states[v].max(1);
+                    let old = net.first[v] + (mix64(arrived) % st as u64) as usize;
+                    let _ = ctl.connection_end(ids[v], net.key(old.min(n - 1)));
+                    arrived += 1;
+                }
+                if el >= next_pool {
+                    next_pool += pool_every;
+                    let v = (changes * 37) % ids.len();
+                    let b = backend(v, changes % net.pools[v]);
+                    let d = ctl.update_pool(ids[v], &[PoolOp::SetWeight(b, 1 + (changes % 3) as u32)]).unwrap();
+                    data.apply(&d).unwrap();
+                    changes += 1;
+                }
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        });
+        let mut r = data.reader();
+        let mut lookups = 0u64;
+        let mut acc = 0u64;
+        let mut qi = 0usize;
+        while start.elapsed().as_secs_f64() < secs {
+            for _ in 0..4096 {
+                let (v, i) = q[qi];
+                qi = (qi + 1) % q.len();
+                if let Some(b) = r.lookup(ids[v as usize], net.key(i as usize)) {
+                    acc = acc.wrapping_add(b.port as u64);
+                }
+            }
+            lookups += 4096;
+        }
+        black_box(acc);
+        let m = lookups as f64 / start.elapsed().as_secs_f64() / 1e6;
+        stop.store(true, Ordering::Relaxed);
+        m
+    });
+    mops
+}
+
 /// Fraction of tracked states whose backend changed, and of fresh keys
 /// (stateless packets), after removing `frac` of all backends.
 fn disruption<B: Balancer>(mut lb: B, ids: &[VipId], net: &Net, frac: f64, sample: &[(u32, u32)]) -> (f64, f64) {
@@ -319,6 +383,15 @@ fn disruption<B: Balancer>(mut lb: B, ids: &[VipId], net: &Net, frac: f64, sampl
     (moved as f64 / kept.max(1) as f64, moved_f as f64 / kept_f.max(1) as f64)
 }
 
+/// On-CPU time of this thread in ms (`/proc/thread-self/schedstat`; 0 where
+/// unavailable). The machine is shared, so wall time includes waiting.
+fn thread_cpu_ms() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse::<f64>().ok()))
+        .map_or(0.0, |ns| ns / 1e6)
+}
+
 /// Fig. 5.6: control-plane response to a weight change in a VIP holding
 /// `n` states, with and without the OthelloMap (rebuilding an Othello of
 /// (state, Dcode) from scratch), and the baselines' pool-change work.
@@ -333,32 +406,61 @@ fn response(n: usize, bpv: usize, dbits: u32) -> Vec<Record> {
         ctl.connection_start(v, k.as_ref(), backend(0, j % bpv)).unwrap();
     }
     let mut times = Vec::new();
+    let mut cpu = Vec::new();
     for r in 0..7 {
         let b = backend(0, r % bpv);
+        let c0 = thread_cpu_ms();
         let (d, s) = time(|| ctl.update_pool(v, &[PoolOp::SetWeight(b, 1 + (r as u32 % 3))]).unwrap());
+        cpu.push(thread_cpu_ms() - c0);
         black_box(d);
         times.push(s * 1e3);
     }
     times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    cpu.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let mut r = Record::new("concury_pool_change", n, dbits, KeyType::FiveTuple);
-    r.set("figure", "5.6").set("states_in_vip", n).set("response_ms_median", times[3]).set("response_ms_max", times[6]);
+    r.set("figure", "5.6")
+        .set("states_in_vip", n)
+        .set("response_ms_median", times[3])
+        .set("response_ms_max", times[6])
+        .set("response_cpu_ms_median", cpu[3])
+        .set("response_cpu_ms_max", cpu[6]);
+    // The export_with route: recolour the OthelloMap's graph from scratch.
+    let map = ctl.othello_map(v).unwrap();
+    let mut t1 = Vec::new();
+    let mut c1 = Vec::new();
+    for _ in 0..3 {
+        let c0 = thread_cpu_ms();
+        let (o, s) = time(|| map.recoloured_bas().unwrap());
+        c1.push(thread_cpu_ms() - c0);
+        black_box(o);
+        t1.push(s * 1e3);
+    }
+    t1.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    c1.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    r.set("recolour_export_with_ms", t1[1]).set("recolour_export_with_cpu_ms", c1[1]);
     // Without OthelloMap: a fresh Othello over (state, Dcode) pairs.
     let items: Vec<(Vec<u8>, u64)> =
         (0..n).map(|j| (state_key(j as u64).as_ref().to_vec(), (j % (1 << dbits)) as u64)).collect();
     let mut t2 = Vec::new();
+    let mut c2 = Vec::new();
     for _ in 0..3 {
+        let c0 = thread_cpu_ms();
         let (o, s) = time(|| othello::Control::from_items(items.iter().map(|(k, v)| (k, *v)), dbits).unwrap());
+        c2.push(thread_cpu_ms() - c0);
         black_box(o);
         t2.push(s * 1e3);
     }
     t2.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    r.set("response_ms_without_othellomap", t2[1]);
+    c2.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    r.set("response_ms_without_othellomap", t2[1]).set("response_cpu_ms_without_othellomap", c2[1]);
     out.push(r);
     let mut m = Maglev::new(65537, n, 32).unwrap();
     let mv = m.add_vip(vip(0), &pool).unwrap();
+    let c0 = thread_cpu_ms();
     let (_, s) = time(|| m.update_pool(mv, &[PoolOp::SetWeight(backend(0, 0), 2)]).unwrap());
+    let c = thread_cpu_ms() - c0;
     let mut r = Record::new("maglev_pool_change", n, 0, KeyType::FiveTuple);
-    r.set("figure", "5.6").set("states_in_vip", n).set("response_ms_median", s * 1e3);
+    r.set("figure", "5.6").set("states_in_vip", n).set("response_ms_median", s * 1e3).set("response_cpu_ms_median", c);
     out.push(r);
     out
 }
@@ -490,9 +592,13 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
                 let mut cs = ConSim { ctl: control, data, r: data.reader() };
                 dynamic_mops(&mut cs, &cids, &net, &q, rate as f64, secs, every)
             };
+            let cm2 = {
+                let Concury { control, data, .. } = &mut *con;
+                dynamic_cp_thread(control, data, &cids, &net, &q, rate as f64, secs, every)
+            };
             let (mm, _) = dynamic_mops(&mut BaseSim(&mut mg), &mids, &net, &q, rate as f64, secs, every);
             let (sm, _) = dynamic_mops(&mut BaseSim(&mut sr), &sids, &net, &q, rate as f64, secs, every);
-            for (name, mops) in [("concury", cm), ("maglev", mm), ("silkroad", sm)] {
+            for (name, mops) in [("concury", cm), ("concury_cp_thread", cm2), ("maglev", mm), ("silkroad", sm)] {
                 let mut r = base(&format!("{name}_dynamic"));
                 r.set("figure", "5.17")
                     .set("arrivals_per_s", rate)
@@ -516,11 +622,11 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
 }
 
 fn summary(out: &[Record]) {
-    eprintln!("\n{:<28} {:>12} {:>10} {:>10} {:>12} {:>10} {:>10} {:>10}", "structure", "memory MB", "ns/lookup", "Mlookup/s", "Mlookup/s 2t", "tracked mv", "fresh mv", "resp ms");
+    eprintln!("\n{:<28} {:>12} {:>10} {:>10} {:>12} {:>10} {:>10} {:>10} {:>10}", "structure", "memory MB", "ns/lookup", "Mlookup/s", "Mlookup/s 2t", "tracked mv", "fresh mv", "resp ms", "resp cpu");
     for r in out {
         let f = |k: &str| r.num(k).map_or("–".to_string(), |x| format!("{x:.3}"));
         eprintln!(
-            "{:<28} {:>12} {:>10} {:>10} {:>12} {:>10} {:>10} {:>10}",
+            "{:<28} {:>12} {:>10} {:>10} {:>12} {:>10} {:>10} {:>10} {:>10}",
             r.0["structure"].as_str().unwrap_or(""),
             r.num("memory_bytes").map_or("–".into(), |m| format!("{:.2}", m / 1e6)),
             f("lookup_ns"),
@@ -529,6 +635,7 @@ fn summary(out: &[Record]) {
             f("tracked_moved_fraction"),
             f("stateless_moved_fraction"),
             f("response_ms_median"),
+            f("response_cpu_ms_median"),
         );
     }
 }

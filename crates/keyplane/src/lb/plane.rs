@@ -4,7 +4,7 @@
 use super::{Backend, MAX_DCODE_BITS, MIN_DCODE_BITS, Vip, VipId, get_backend, get_vip, put_backend, put_vip, whiten};
 use crate::error::{Error, Result, mask};
 use crate::mem::prefetch;
-use crate::LookupTable;
+use crate::bits::PackedArray;
 use crate::othello;
 use arc_swap::{ArcSwap, Cache};
 use crate::wire::{Frame, Kind, Reader, Wire, Writer};
@@ -23,8 +23,11 @@ pub(crate) struct VipPlane {
     pub generation: u64,
     pub dbits: u32,
     dmask: u64,
-    bas: othello::Lookup,
-    fast: Arc<othello::Inner>,
+    /// The BAS: an Othello lookup form's parameters and arrays, held
+    /// directly (one pointer hop less than through `othello::Lookup`).
+    p: othello::Params,
+    a: PackedArray,
+    b: PackedArray,
     /// `DA[vip][Dcode]`: index into `backends`. Empty when the pool is empty.
     pub da: Box<[u16]>,
     pub backends: Box<[Backend]>,
@@ -62,20 +65,25 @@ impl VipPlane {
         if let Some(&bad) = da.iter().find(|&&i| i as usize >= backends.len()) {
             return Err(Error::Corrupt(format!("DIP row names backend #{bad} of {}", backends.len())));
         }
-        let fast = bas.snapshot();
-        Ok(Self { vip, generation, dbits, dmask: mask(dbits), bas, fast, da, backends })
+        // Take the arrays out of the lookup form (no copy when we hold the only reference).
+        let snap = bas.snapshot();
+        drop(bas);
+        let (p, a, b) = match Arc::try_unwrap(snap) {
+            Ok(inner) => (inner.p, inner.a, inner.b),
+            Err(shared) => (shared.p, shared.a.clone(), shared.b.clone()),
+        };
+        Ok(Self { vip, generation, dbits, dmask: mask(dbits), p, a, b, da, backends })
     }
 
     /// Dcode of a key (Algorithm 7, step 2).
     #[inline(always)]
     fn dcode_at(&self, w: u64, ia: usize, ib: usize) -> usize {
-        let f = &*self.fast;
-        ((f.a.get(ia) ^ f.b.get(ib) ^ w) & self.dmask) as usize
+        ((self.a.get(ia) ^ self.b.get(ib) ^ w) & self.dmask) as usize
     }
 
     #[inline(always)]
     pub fn dcode(&self, key: &[u8]) -> usize {
-        let (_, ia, ib) = self.fast.p.locate(key);
+        let (_, ia, ib) = self.p.locate(key);
         self.dcode_at(whiten(key), ia, ib)
     }
 
@@ -93,7 +101,8 @@ impl VipPlane {
 
     pub fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Self>()
-            + self.bas.memory_bytes()
+            + self.a.memory_bytes()
+            + self.b.memory_bytes()
             + self.da.len() * 2
             + self.backends.len() * std::mem::size_of::<Backend>()
     }
@@ -108,7 +117,8 @@ impl VipPlane {
         for &d in self.da.iter() {
             w.u16(d);
         }
-        w.bytes(&self.bas.to_bytes());
+        let img = othello::Image { p: self.p, a: self.a.clone(), b: self.b.clone() };
+        w.bytes(&othello::Lookup::from_image(img, 0).to_bytes());
     }
 
     pub fn decode(r: &mut Reader<'_>) -> Result<Self> {
@@ -214,9 +224,9 @@ fn batch_mixed(g: &PlaneSet, vips: &[VipId], keys: &[&[u8]], out: &mut [Option<B
             let p = g.vips.get(vips[j] as usize).and_then(|p| p.as_deref());
             *l = match p {
                 Some(p) => {
-                    let (_, ia, ib) = p.fast.p.locate(keys[j]);
-                    prefetch(p.fast.a.word_ptr(ia));
-                    prefetch(p.fast.b.word_ptr(ib));
+                    let (_, ia, ib) = p.p.locate(keys[j]);
+                    prefetch(p.a.word_ptr(ia));
+                    prefetch(p.b.word_ptr(ib));
                     (Some(p), whiten(keys[j]), ia, ib)
                 }
                 None => (None, 0, 0, 0),
@@ -237,10 +247,10 @@ fn batch_vip(g: &PlaneSet, vip: VipId, keys: &[&[u8]], out: &mut [Option<Backend
     let mut loc = [(0u64, 0usize, 0usize); BATCH];
     for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
         for (k, l) in ks.iter().zip(loc.iter_mut()) {
-            let (_, ia, ib) = p.fast.p.locate(k);
+            let (_, ia, ib) = p.p.locate(k);
             *l = (whiten(k), ia, ib);
-            prefetch(p.fast.a.word_ptr(ia));
-            prefetch(p.fast.b.word_ptr(ib));
+            prefetch(p.a.word_ptr(ia));
+            prefetch(p.b.word_ptr(ib));
         }
         for (l, o) in loc.iter().zip(os.iter_mut()).take(ks.len()) {
             *o = p.resolve(p.dcode_at(l.0, l.1, l.2));

@@ -34,7 +34,6 @@ pub use delta::Delta;
 pub use lookup::Lookup;
 // For structures that embed Othello lookup forms (lb): raw arrays and images.
 pub(crate) use delta::Image;
-pub(crate) use lookup::Inner;
 
 use crate::error::{Error, Result, mask};
 use crate::hash::{hash64, hi, lo, mix64, reduce};
