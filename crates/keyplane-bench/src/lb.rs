@@ -13,10 +13,10 @@
 //! ```
 
 use crate::common::*;
+use keyplane::ControlTable;
 use keyplane::hash::mix64;
 use keyplane::lb::baselines::{Balancer, Concury, Maglev, SilkRoad};
 use keyplane::lb::{Backend, Control, DataPlane, PacketReader, Params, PoolOp, StateKey, Vip, VipId};
-use keyplane::ControlTable;
 use keyplane::othello;
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
@@ -49,9 +49,12 @@ struct Net {
 
 impl Net {
     fn new(vips: usize, bpv: usize, n: usize, varied: bool) -> Self {
-        let pools: Vec<usize> = (0..vips)
-            .map(|v| if varied { bpv / 4 + (mix64(v as u64 + 7) % (2 * bpv - bpv / 4 + 1) as u64) as usize } else { bpv })
-            .collect();
+        let pools: Vec<usize> =
+            (0..vips)
+                .map(|v| {
+                    if varied { bpv / 4 + (mix64(v as u64 + 7) % (2 * bpv - bpv / 4 + 1) as u64) as usize } else { bpv }
+                })
+                .collect();
         let total: usize = pools.iter().sum();
         let mut states: Vec<usize> = pools.iter().map(|&p| n * p / total).collect();
         let given: usize = states.iter().sum();
@@ -80,11 +83,11 @@ impl Net {
 /// Loads every state into a balancer (first packet + host report).
 fn load<B: Balancer>(lb: &mut B, net: &Net) -> Vec<VipId> {
     let ids: Vec<VipId> = (0..net.pools.len()).map(|v| lb.add_vip(vip(v), &net.pool(v)).unwrap()).collect();
-    for v in 0..net.pools.len() {
+    for (v, &id) in ids.iter().enumerate() {
         for i in net.first[v]..net.first[v] + net.states[v] {
             let k = net.key(i);
-            let b = lb.packet(ids[v], k).backend.unwrap();
-            lb.connection_start(ids[v], k, b).unwrap();
+            let b = lb.packet(id, k).backend.unwrap();
+            lb.connection_start(id, k, b).unwrap();
         }
     }
     ids
@@ -218,7 +221,15 @@ impl Sim for ConSim<'_> {
 /// change hits one VIP every `pool_every` seconds. All work runs on the one
 /// thread: digest designs learn arrivals in the data plane; Concury's
 /// control plane takes the host reports and ships a delta on pool changes.
-fn dynamic_mops(lb: &mut impl Sim, ids: &[VipId], net: &Net, q: &[(u32, u32)], rate: f64, secs: f64, pool_every: f64) -> (f64, u64) {
+fn dynamic_mops(
+    lb: &mut impl Sim,
+    ids: &[VipId],
+    net: &Net,
+    q: &[(u32, u32)],
+    rate: f64,
+    secs: f64,
+    pool_every: f64,
+) -> (f64, u64) {
     let start = Instant::now();
     let mut lookups = 0u64;
     let mut arrived = 0u64;
@@ -268,12 +279,21 @@ fn dynamic_mops(lb: &mut impl Sim, ids: &[VipId], net: &Net, q: &[(u32, u32)], r
 /// host reports of arrivals/departures and shipping a delta on each pool
 /// change. Returns data-plane lookups/s.
 #[allow(clippy::too_many_arguments)]
-fn dynamic_cp_thread(ctl: &mut Control, data: &DataPlane, ids: &[VipId], net: &Net, q: &[(u32, u32)], rate: f64, secs: f64, pool_every: f64) -> f64 {
+fn dynamic_cp_thread(
+    ctl: &mut Control,
+    data: &DataPlane,
+    ids: &[VipId],
+    net: &Net,
+    q: &[(u32, u32)],
+    rate: f64,
+    secs: f64,
+    pool_every: f64,
+) -> f64 {
     use std::sync::atomic::{AtomicBool, Ordering};
     let stop = AtomicBool::new(false);
     let n = net.keys.len() / KEY_LEN;
     let start = Instant::now();
-    let mops = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         let stop = &stop;
         s.spawn(move || {
             let mut r = data.reader();
@@ -323,17 +343,17 @@ fn dynamic_cp_thread(ctl: &mut Control, data: &DataPlane, ids: &[VipId], net: &N
         let m = lookups as f64 / start.elapsed().as_secs_f64() / 1e6;
         stop.store(true, Ordering::Relaxed);
         m
-    });
-    mops
+    })
 }
 
 /// Fraction of tracked states whose backend changed, and of fresh keys
 /// (stateless packets), after removing `frac` of all backends.
 fn disruption<B: Balancer>(mut lb: B, ids: &[VipId], net: &Net, frac: f64, sample: &[(u32, u32)]) -> (f64, f64) {
-    let fresh: Vec<(u32, StateKey)> =
-        (0..sample.len()).map(|j| (sample[j].0, state_key(1 << 61 | j as u64))).collect();
-    let before: Vec<Option<Backend>> = sample.iter().map(|&(v, i)| lb.lookup(ids[v as usize], net.key(i as usize))).collect();
-    let before_fresh: Vec<Option<Backend>> = fresh.iter().map(|(v, k)| lb.lookup(ids[*v as usize], k.as_ref())).collect();
+    let fresh: Vec<(u32, StateKey)> = (0..sample.len()).map(|j| (sample[j].0, state_key(1 << 61 | j as u64))).collect();
+    let before: Vec<Option<Backend>> =
+        sample.iter().map(|&(v, i)| lb.lookup(ids[v as usize], net.key(i as usize))).collect();
+    let before_fresh: Vec<Option<Backend>> =
+        fresh.iter().map(|(v, k)| lb.lookup(ids[*v as usize], k.as_ref())).collect();
     let total: usize = net.pools.iter().sum();
     let remove = ((total as f64 * frac).round() as usize).max(1);
     let mut removed = std::collections::HashSet::new();
@@ -484,7 +504,10 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
     let net = Net::new(vips, bpv, n, varied);
     let maxp = *net.pools.iter().max().unwrap_or(&1);
     if maxp > (1 << dbits) / 8 {
-        return Err(format!("{maxp} backends in a VIP need --dcode-bits ≥ {}", (maxp * 8).next_power_of_two().trailing_zeros()));
+        return Err(format!(
+            "{maxp} backends in a VIP need --dcode-bits ≥ {}",
+            (maxp * 8).next_power_of_two().trailing_zeros()
+        ));
     }
     let q = queries(&net, 4_000_000.min(4 * n).max(100_000), 0x9e);
     let params = Params { dcode_bits: dbits, max_vips: vips as u32, ..Params::default() };
@@ -492,7 +515,10 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
     let mut out = Vec::new();
     let base = |name: &str| {
         let mut r = Record::new(name, n, dbits, KeyType::FiveTuple);
-        r.set("setup", setup.as_str()).set("network", network).set("vips", vips).set("backends_per_vip_avg", net.pools.iter().sum::<usize>() as f64 / vips as f64);
+        r.set("setup", setup.as_str())
+            .set("network", network)
+            .set("vips", vips)
+            .set("backends_per_vip_avg", net.pools.iter().sum::<usize>() as f64 / vips as f64);
         r
     };
 
@@ -513,7 +539,14 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
     let mut sr = SilkRoad::new(n + n / 10 + 64, 4, sr_bits, dbits).map_err(|e| e.to_string())?;
     let (sids, ts) = time(|| load(&mut sr, &net));
     // Correctness check on the loaded state: every tracked state reads its backend.
-    let wrong = q.iter().take(200_000).filter(|&&(v, i)| con.lookup(cids[v as usize], net.key(i as usize)) != con.control.backend_of(cids[v as usize], net.key(i as usize))).count();
+    let wrong = q
+        .iter()
+        .take(200_000)
+        .filter(|&&(v, i)| {
+            con.lookup(cids[v as usize], net.key(i as usize))
+                != con.control.backend_of(cids[v as usize], net.key(i as usize))
+        })
+        .count();
     let c_ns_shared = lookup_ns(&net, &q, |v, k| con.data.lookup(cids[v as usize], k));
     let c_ns = {
         let mut r = con.data.reader();
@@ -622,7 +655,18 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
 }
 
 fn summary(out: &[Record]) {
-    eprintln!("\n{:<28} {:>12} {:>10} {:>10} {:>12} {:>10} {:>10} {:>10} {:>10}", "structure", "memory MB", "ns/lookup", "Mlookup/s", "Mlookup/s 2t", "tracked mv", "fresh mv", "resp ms", "resp cpu");
+    eprintln!(
+        "\n{:<28} {:>12} {:>10} {:>10} {:>12} {:>10} {:>10} {:>10} {:>10}",
+        "structure",
+        "memory MB",
+        "ns/lookup",
+        "Mlookup/s",
+        "Mlookup/s 2t",
+        "tracked mv",
+        "fresh mv",
+        "resp ms",
+        "resp cpu"
+    );
     for r in out {
         let f = |k: &str| r.num(k).map_or("–".to_string(), |x| format!("{x:.3}"));
         eprintln!(

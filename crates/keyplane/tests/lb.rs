@@ -225,7 +225,11 @@ fn consistency_stream_reports_baseline_false_hits_and_reassignments() {
         eprintln!("multi-connection states {multi}:");
         eprintln!("  concury : {rc:?}");
         eprintln!("  maglev  : {rm:?}");
-        eprintln!("  silkroad: {rs:?} (connections on recycled pool versions: {}, ConnTable-full inserts: {})", s.recycled_version_conns, s.table_full_events());
+        eprintln!(
+            "  silkroad: {rs:?} (connections on recycled pool versions: {}, ConnTable-full inserts: {})",
+            s.recycled_version_conns,
+            s.table_full_events()
+        );
         assert_eq!(rc.violations + rc.false_hits + rc.invalid_backend, 0);
         // The baselines ran the same stream shape.
         assert!(rm.new_conns > 10_000 && rs.new_conns > 10_000);
@@ -423,7 +427,9 @@ fn concurrent_lookups_during_plane_swaps_stay_inside_the_pool() {
     let mut ctl = Control::new(small()).unwrap();
     let pool_of = |g: u32| -> Vec<(Backend, u32)> {
         let n = 2 + g % 29;
-        (0..n).map(|i| (Backend::new(Ipv4Addr::new(10, (g % 250) as u8, (g / 250) as u8, i as u8), g as u16), 1 + i % 3)).collect()
+        (0..n)
+            .map(|i| (Backend::new(Ipv4Addr::new(10, (g % 250) as u8, (g / 250) as u8, i as u8), g as u16), 1 + i % 3))
+            .collect()
     };
     let (v0, _) = ctl.add_vip(vip(0), &pool_of(0)).unwrap();
     let other: Vec<(Backend, u32)> = (0..5).map(|i| (be(1000 + i), 1)).collect();
@@ -746,8 +752,9 @@ fn control_plane_survives_a_million_reports_with_few_updates() {
     // the data plane sees only those updates, and every tracked state reads
     // its backend after each.
     let mut c = Concury::new(Params { max_vips: 8, ..Params::default() }, false).unwrap();
-    let ids: Vec<VipId> =
-        (0..8).map(|v| c.add_vip(vip(v), &(0..16).map(|i| (be(v * 100 + i), 1 + i % 3)).collect::<Vec<_>>()).unwrap()).collect();
+    let ids: Vec<VipId> = (0..8)
+        .map(|v| c.add_vip(vip(v), &(0..16).map(|i| (be(v * 100 + i), 1 + i % 3)).collect::<Vec<_>>()).unwrap())
+        .collect();
     let mut live: Vec<(VipId, Vec<u8>, Backend)> = Vec::new();
     let mut rng = Rng::new(3);
     let mut next = 0u64;

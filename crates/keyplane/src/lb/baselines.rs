@@ -304,7 +304,7 @@ impl Maglev {
         if !(8..=40).contains(&digest_bits) {
             return Err(Error::InvalidParameter(format!("digest bits {digest_bits} outside 8..=40")));
         }
-        Ok(Self { m: table_size, capacity: conns_per_vip, digest_bits, seed: 0x3a61_e5, vips: Vec::new() })
+        Ok(Self { m: table_size, capacity: conns_per_vip, digest_bits, seed: 0x003a_61e5, vips: Vec::new() })
     }
 
     /// Maglev's population (Algorithm 1 of the Maglev paper), weighted: a
@@ -395,7 +395,8 @@ impl Balancer for Maglev {
         Ok((self.vips.len() - 1) as VipId)
     }
     fn update_pool(&mut self, vip: VipId, ops: &[PoolOp]) -> Result<()> {
-        let mut pool = self.vips.get(vip as usize).ok_or_else(|| Error::InvalidParameter("no such VIP".into()))?.pool.clone();
+        let mut pool =
+            self.vips.get(vip as usize).ok_or_else(|| Error::InvalidParameter("no such VIP".into()))?.pool.clone();
         pool.apply(ops)?;
         let table = self.populate(&pool);
         let v = &mut self.vips[vip as usize];
@@ -456,10 +457,7 @@ impl Balancer for Maglev {
         }
     }
     fn memory_bytes(&self) -> usize {
-        self.vips
-            .iter()
-            .map(|v| v.table.capacity() * 2 + v.conns.memory_bytes() + v.pool.members.capacity() * 24)
-            .sum()
+        self.vips.iter().map(|v| v.table.capacity() * 2 + v.conns.memory_bytes() + v.pool.members.capacity() * 24).sum()
     }
 }
 
@@ -526,7 +524,7 @@ impl SilkRoad {
             sel_bits,
             vips: Vec::new(),
             clock: 0,
-            seed: 0x51_1c_0ad,
+            seed: 0x0511_c0ad,
             recycled_version_conns: 0,
             full: 0,
         })
@@ -752,11 +750,7 @@ impl Concury {
         Self { control, data, wire }
     }
     fn ship(&self, d: super::Delta) -> Result<()> {
-        if self.wire {
-            self.data.apply(&super::Delta::from_bytes(&d.to_bytes())?)
-        } else {
-            self.data.apply(&d)
-        }
+        if self.wire { self.data.apply(&super::Delta::from_bytes(&d.to_bytes())?) } else { self.data.apply(&d) }
     }
 }
 

@@ -641,5 +641,4 @@ impl VipCtl {
     fn slot_of(&self, b: &Backend) -> Option<usize> {
         self.pool.iter().position(|m| m.is_some_and(|m| m.backend == *b))
     }
-
 }

@@ -2,12 +2,12 @@
 //! message (Algorithm 8).
 
 use super::{Backend, MAX_DCODE_BITS, MIN_DCODE_BITS, Vip, VipId, get_backend, get_vip, put_backend, put_vip, whiten};
+use crate::bits::PackedArray;
 use crate::error::{Error, Result, mask};
 use crate::mem::prefetch;
-use crate::bits::PackedArray;
 use crate::othello;
-use arc_swap::{ArcSwap, Cache};
 use crate::wire::{Frame, Kind, Reader, Wire, Writer};
+use arc_swap::{ArcSwap, Cache};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -422,7 +422,7 @@ impl Wire for DataPlane {
         let dbits = r.u8()? as u32;
         crate::check_value_bits(dbits, MIN_DCODE_BITS, MAX_DCODE_BITS).map_err(|e| Error::Corrupt(e.to_string()))?;
         let max = r.u32()?;
-        Reader::ensure(max >= 1 && max <= super::MAX_VIPS, || format!("VIP array size {max}"))?;
+        Reader::ensure((1..=super::MAX_VIPS).contains(&max), || format!("VIP array size {max}"))?;
         let n = r.u32()? as usize;
         Reader::ensure(n <= max as usize, || format!("{n} VIPs in an array of {max}"))?;
         let mut vips: Vec<Option<Arc<VipPlane>>> = vec![None; max as usize];
@@ -465,10 +465,12 @@ impl Delta {
     }
     /// VIPs this delta replaces or removes.
     pub fn vips(&self) -> Vec<VipId> {
-        self.ops.iter().map(|o| match o {
-            Op::Set(i, _) | Op::Remove(i) => *i,
-        })
-        .collect()
+        self.ops
+            .iter()
+            .map(|o| match o {
+                Op::Set(i, _) | Op::Remove(i) => *i,
+            })
+            .collect()
     }
     /// Bytes of the data-plane structures this delta carries.
     pub fn payload_bytes(&self) -> usize {

@@ -24,9 +24,7 @@ pub(crate) fn apportion(slots: &[Option<Share>], total: usize) -> Vec<usize> {
         return out;
     }
     let wsum: u128 = live.iter().map(|&i| slots[i].map_or(0, |s| s.weight) as u128).sum();
-    let w = |i: usize| -> u128 {
-        if wsum == 0 { 1 } else { slots[i].map_or(0, |s| s.weight) as u128 }
-    };
+    let w = |i: usize| -> u128 { if wsum == 0 { 1 } else { slots[i].map_or(0, |s| s.weight) as u128 } };
     let wsum = if wsum == 0 { live.len() as u128 } else { wsum };
     let mut rem: Vec<(u128, usize)> = Vec::with_capacity(live.len());
     let mut given = 0usize;
