@@ -28,8 +28,9 @@ pub(crate) struct VipPlane {
     p: othello::Params,
     a: PackedArray,
     b: PackedArray,
-    /// `DA[vip][Dcode]`: index into `backends`. Empty when the pool is empty.
-    pub da: Box<[u16]>,
+    /// `DA[vip][Dcode]`: index into `backends` (l_v = 8 bits when the pool
+    /// has at most 256 backends, else 16). Empty when the pool is empty.
+    da: DipRow,
     pub backends: Box<[Backend]>,
 }
 
@@ -72,6 +73,7 @@ impl VipPlane {
             Ok(inner) => (inner.p, inner.a, inner.b),
             Err(shared) => (shared.p, shared.a.clone(), shared.b.clone()),
         };
+        let da = DipRow::new(da, backends.len());
         Ok(Self { vip, generation, dbits, dmask: mask(dbits), p, a, b, da, backends })
     }
 
@@ -90,7 +92,7 @@ impl VipPlane {
     /// Step 3: DIP array and backend list.
     #[inline(always)]
     fn resolve(&self, d: usize) -> Option<Backend> {
-        let i = *self.da.get(d)?;
+        let i = self.da.get(d)?;
         self.backends.get(i as usize).copied()
     }
 
@@ -103,7 +105,7 @@ impl VipPlane {
         std::mem::size_of::<Self>()
             + self.a.memory_bytes()
             + self.b.memory_bytes()
-            + self.da.len() * 2
+            + self.da.bytes()
             + self.backends.len() * std::mem::size_of::<Backend>()
     }
 
@@ -114,8 +116,8 @@ impl VipPlane {
             put_backend(w, b);
         }
         w.u64(self.da.len() as u64);
-        for &d in self.da.iter() {
-            w.u16(d);
+        for d in 0..self.da.len() {
+            w.u16(self.da.get(d).unwrap_or(0));
         }
         let img = othello::Image { p: self.p, a: self.a.clone(), b: self.b.clone() };
         w.bytes(&othello::Lookup::from_image(img, 0).to_bytes());
@@ -139,6 +141,40 @@ impl VipPlane {
         }
         let bas = othello::Lookup::from_bytes(r.bytes()?)?;
         Self::new(vip, generation, dbits, bas, da.into(), backends.into())
+    }
+}
+
+/// A DIP-array row with the narrowest index width that fits the pool
+/// (§5.4.2: "DA[i][Dcode] can be a DIP index"): the row is the largest part
+/// of a small VIP's plane, and it is read on every lookup.
+#[derive(Debug)]
+enum DipRow {
+    U8(Box<[u8]>),
+    U16(Box<[u16]>),
+}
+
+impl DipRow {
+    fn new(row: Box<[u16]>, backends: usize) -> Self {
+        if backends <= 256 { DipRow::U8(row.iter().map(|&i| i as u8).collect()) } else { DipRow::U16(row) }
+    }
+    #[inline(always)]
+    fn get(&self, d: usize) -> Option<u16> {
+        match self {
+            DipRow::U8(r) => r.get(d).map(|&i| i as u16),
+            DipRow::U16(r) => r.get(d).copied(),
+        }
+    }
+    fn len(&self) -> usize {
+        match self {
+            DipRow::U8(r) => r.len(),
+            DipRow::U16(r) => r.len(),
+        }
+    }
+    fn bytes(&self) -> usize {
+        match self {
+            DipRow::U8(r) => r.len(),
+            DipRow::U16(r) => r.len() * 2,
+        }
     }
 }
 
