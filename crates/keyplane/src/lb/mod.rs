@@ -1,6 +1,32 @@
 //! Concury: a stateful layer-4 load balancer built on Othello (thesis
 //! chapter 5, Appendix A.3) — the engine as a library, without packet I/O.
 //!
+//! ```
+//! use keyplane::Wire;
+//! use keyplane::lb::{Backend, Control, DataPlane, Delta, Params, StateKey, Vip};
+//! use std::net::{Ipv4Addr, Ipv6Addr};
+//!
+//! let mut ctl = Control::new(Params::default())?;
+//! let web = Vip::new(Ipv4Addr::new(192, 0, 2, 10), 443, 6);
+//! let (a, b) = (Backend::new(Ipv4Addr::new(10, 0, 0, 1), 8443), Backend::new(Ipv6Addr::LOCALHOST, 8443));
+//! let (vip, d1) = ctl.add_vip(web, &[(a, 1), (b, 3)])?;
+//! let dp = DataPlane::from_bytes(&ctl.export().to_bytes())?; // ship to the packet path
+//!
+//! // A new connection: the data plane picks a backend; its host agent reports it.
+//! let conn = StateKey::four_tuple(Ipv4Addr::new(198, 51, 100, 7).into(), 50123, 443, 6);
+//! let first = dp.lookup(vip, conn.as_ref()).unwrap();
+//! ctl.connection_start(vip, conn.as_ref(), first)?; // no data-plane update
+//!
+//! // A pool change is the only thing that updates the data plane; the
+//! // connection keeps its backend (unless that backend is the one removed).
+//! let c = Backend::new(Ipv4Addr::new(10, 0, 0, 3), 8443);
+//! let d2 = ctl.add_backend(vip, c, 2)?;
+//! dp.apply(&Delta::from_bytes(&d2.to_bytes())?)?;
+//! assert_eq!(dp.reader().lookup(vip, conn.as_ref()), Some(first));
+//! # let _ = d1;
+//! # Ok::<(), keyplane::Error>(())
+//! ```
+//!
 //! # Data plane (§5.4.2, Fig. 5.2)
 //!
 //! [`DataPlane::lookup`] takes a VIP index and a state id (the connection's
