@@ -24,6 +24,9 @@ use std::time::Instant;
 
 const KEY_LEN: usize = 9;
 
+/// (design, (wall, cpu) ns/lookup, memory, build s, (wall, cpu) batch ns, threaded Mlookups/s).
+type Row<'a> = (&'a str, (f64, f64), usize, f64, (f64, f64), f64);
+
 fn state_key(i: u64) -> StateKey {
     let x = mix64(i ^ 0x5eed);
     StateKey::four_tuple(IpAddr::V4(Ipv4Addr::from((x >> 32) as u32)), x as u16, 443, 6)
@@ -612,7 +615,7 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
     let c_mem = con.memory_bytes();
     let m_mem = mg.memory_bytes();
     let s_mem = sr.memory_bytes();
-    let rows: [(&str, (f64, f64), usize, f64, (f64, f64), f64); 3] = [
+    let rows: [Row; 3] = [
         ("concury", c_ns, c_mem, tb, c_b, c_t),
         ("maglev", m_ns, m_mem, tm, m_b, m_t),
         ("silkroad", s_ns, s_mem, ts, s_b, s_t),
