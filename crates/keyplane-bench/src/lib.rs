@@ -4,6 +4,7 @@
 pub mod cfw;
 pub mod common;
 pub mod hashes;
+pub mod lb;
 pub mod othello;
 
 use common::{Args, Record};
@@ -12,6 +13,8 @@ use common::{Args, Record};
 pub const USAGE: &str = "usage: keyplane-bench <othello|ludo|cuckoo|pkcuckoo|cfw|bfw|setsep|fht|fpt|lb|hash> \
 [--keys N] [--value-bits L] [--key-type u64|mac|ipv4|ipv6|fivetuple|name] [--threads T] [--updates N] \
 [--dist uniform|zipf] [--zipf-s S] [--json]";
+pub const USAGE: &str = "usage: keyplane-bench <othello|hash|lb> [--keys N] [--value-bits L] \
+[--key-type u64|mac|ipv4|ipv6|fivetuple|name] [--threads T] [--updates N] [--json]";
 
 /// Runs one benchmark by name.
 pub fn run(cmd: &str, args: &Args) -> Result<Vec<Record>, String> {
@@ -20,6 +23,7 @@ pub fn run(cmd: &str, args: &Args) -> Result<Vec<Record>, String> {
         "cfw" => cfw::run(args),
         "bfw" => cfw::run_bfw(args),
         "hash" => hashes::run(args),
+        "lb" => lb::run(args),
         other => Err(format!("unknown benchmark {other}")),
     }
 }

@@ -34,6 +34,7 @@ pub mod conformance;
 mod error;
 pub mod hash;
 pub mod key;
+pub mod lb;
 pub mod mem;
 pub mod othello;
 pub mod store;

@@ -63,6 +63,12 @@ impl Lookup {
         Self { cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(StripeSet::new()) }
     }
 
+    /// The current arrays, for structures (lb) that embed a lookup form which
+    /// they only ever replace as a whole, never patch in place.
+    pub(crate) fn snapshot(&self) -> std::sync::Arc<Inner> {
+        self.cur.load_full()
+    }
+
     /// Value bits.
     pub fn value_bits(&self) -> u32 {
         self.cur.load().p.vbits

@@ -32,6 +32,8 @@ mod lookup;
 pub use control::{Control, Stats};
 pub use delta::Delta;
 pub use lookup::Lookup;
+// For structures that embed Othello lookup forms (lb): raw arrays and images.
+pub(crate) use delta::Image;
 
 use crate::error::{Error, Result, mask};
 use crate::hash::{hash64, hi, lo, mix64, reduce};

@@ -1,0 +1,336 @@
+//! Concury: a stateful layer-4 load balancer built on Othello (thesis
+//! chapter 5, Appendix A.3) — the engine as a library, without packet I/O.
+//!
+//! ```
+//! use keyplane::Wire;
+//! use keyplane::lb::{Backend, Control, DataPlane, Delta, Params, StateKey, Vip};
+//! use std::net::{Ipv4Addr, Ipv6Addr};
+//!
+//! let mut ctl = Control::new(Params::default())?;
+//! let web = Vip::new(Ipv4Addr::new(192, 0, 2, 10), 443, 6);
+//! let (a, b) = (Backend::new(Ipv4Addr::new(10, 0, 0, 1), 8443), Backend::new(Ipv6Addr::LOCALHOST, 8443));
+//! let (vip, d1) = ctl.add_vip(web, &[(a, 1), (b, 3)])?;
+//! let dp = DataPlane::from_bytes(&ctl.export().to_bytes())?; // ship to the packet path
+//!
+//! // A new connection: the data plane picks a backend; its host agent reports it.
+//! let conn = StateKey::four_tuple(Ipv4Addr::new(198, 51, 100, 7).into(), 50123, 443, 6);
+//! let first = dp.lookup(vip, conn.as_ref()).unwrap();
+//! ctl.connection_start(vip, conn.as_ref(), first)?; // no data-plane update
+//!
+//! // A pool change is the only thing that updates the data plane; the
+//! // connection keeps its backend (unless that backend is the one removed).
+//! let c = Backend::new(Ipv4Addr::new(10, 0, 0, 3), 8443);
+//! let d2 = ctl.add_backend(vip, c, 2)?;
+//! dp.apply(&Delta::from_bytes(&d2.to_bytes())?)?;
+//! assert_eq!(dp.reader().lookup(vip, conn.as_ref()), Some(first));
+//! # let _ = d1;
+//! # Ok::<(), keyplane::Error>(())
+//! ```
+//!
+//! # Data plane (§5.4.2, Fig. 5.2)
+//!
+//! [`DataPlane::lookup`] takes a VIP index and a state id (the connection's
+//! 4-tuple, or whatever id the host agents report) and runs the paper's
+//! three steps in one call, with no allocation and no branch on whether the
+//! connection is new:
+//!
+//! 1. **VIP array**: the VIP index selects that VIP's plane (one pointer).
+//! 2. **BAS** (Bloomier array set, one per VIP): an Othello lookup form
+//!    ([`crate::othello::Lookup`]) answers `τ(k) = A[h_a(k)] ⊕ B[h_b(k)]`, an
+//!    `l_d`-bit **Dcode** (`l_d = 12` by default).
+//! 3. **DIP array**: `DA[vip][Dcode]` is an index into the VIP's backend list
+//!    (address + port, IPv4 or IPv6).
+//!
+//! For a state the control plane knew when the BAS was built, the Dcode is
+//! the one chosen for it; for any other key it is an arbitrary Dcode, and
+//! since every one of the `2^l_d` entries of `DA[vip]` names a backend of the
+//! VIP, a new connection always lands on a valid backend (§5.5 case 2).
+//! [`DataPlane::lookup_batch`] serves packet bursts (hash, prefetch, then
+//! read). IPv4 and IPv6 VIPs and backends mix freely.
+//!
+//! **Whitening.** The paper assigns uniformly random values to the "free"
+//! Othello slots so that unknown keys get uniform Dcodes (§5.4.3). Othello
+//! construction and [`crate::othello::Control::export_with`] leave isolated
+//! slots and tree roots at zero, which would send ~17% of new connections to
+//! Dcode 0. We therefore store `Dcode ⊕ w(k)` in the BAS, with `w(k)` the low
+//! `l_d` bits of a second, fixed-seed hash of the key ([`WHITEN_SEED`]), and
+//! XOR `w(k)` back at lookup: known states read their Dcode exactly, and the
+//! Dcode of an unknown key is `τ(k) ⊕ w(k)` with `w(k)` uniform and
+//! independent of the slots read, i.e. uniform. This is the paper's second
+//! hash computation per lookup; the chi-squared test in `tests/lb.rs` checks
+//! the result (Figs. 5.3–5.5).
+//!
+//! # Weighted randomizer (§5.4.3)
+//!
+//! Each VIP has `2^l_d` Dcodes, at least 8 per backend (so a VIP holds at most
+//! `2^l_d / 8` backends: 512 at `l_d = 12`). A backend's weight is realised
+//! by the number of Dcodes pointing at it (largest-remainder apportionment).
+//! On a weight or pool change the control plane moves the fewest Dcodes: a
+//! backend keeps its existing Dcodes up to its new count, and only the
+//! surplus of shrinking backends (plus those of removed backends) is handed
+//! to growing ones.
+//!
+//! **Weight 0 (drain).** A drained backend gets no Dcodes for new
+//! connections. Existing connections must still reach it, and an Othello
+//! answers arbitrary Dcodes for unknown keys, so a drained backend that still
+//! has tracked states keeps exactly **one** pin Dcode shared by all of them:
+//! it receives at most `2^-l_d` of the VIP's new connections (0.024% at
+//! `l_d = 12`), and none once its last tracked state ended and the next
+//! update ran. The same rule gives a pin Dcode to any backend whose weight
+//! share rounds to zero Dcodes while it has tracked states. If every backend
+//! of a VIP is drained, Dcodes are shared equally among them (new
+//! connections must go somewhere).
+//!
+//! # Control plane (§5.4.4, §5.4.5)
+//!
+//! [`Control`] keeps one [`OthelloMap`] per VIP: an array `C` of
+//! state → backend entries plus an Othello control form whose value for a
+//! state is its index in `C` (set query, add and delete in O(1)). It is fed
+//! by [`Control::connection_start`] / [`Control::connection_end`] reports,
+//! which **never** produce a data-plane update. Only backend-pool changes
+//! (add, remove or fail a backend, change a weight; [`Control::update_pool`])
+//! do, and only for the affected VIP: the control plane rebalances the
+//! VIP's DIP-array row with the fewest moves, re-pins every tracked state
+//! whose Dcode moved to a Dcode of its current backend, and publishes the
+//! VIP's new BAS, which is the low `l_d` bits of the OthelloMap's own Othello
+//! (same graph, Dcode values; see [`OthelloMap`] for why this beats
+//! recolouring the graph with `export_with` at every change, and
+//! [`OthelloMap::recoloured_bas`] for that route). The resulting [`Delta`]
+//! replaces that VIP's plane (BAS + DIP row + backend list) as one unit.
+//!
+//! # Consistency guarantee (§5.5)
+//!
+//! Let "the VIP's plane" be what the data plane holds for a VIP; it changes
+//! only when a [`Delta`] for that VIP (or a new blob) is applied.
+//!
+//! 1. **Atomic planes.** Every lookup reads one complete plane: BAS, DIP row
+//!    and backend list are swapped together with one pointer swap, so a
+//!    lookup racing an update answers entirely from the old or entirely from
+//!    the new plane, never a backend outside that plane's pool.
+//! 2. **Stateless stickiness.** A lookup is a pure function of (plane, key).
+//!    A new connection's first and later packets therefore go to the same
+//!    backend for as long as the VIP's plane is not replaced — connection
+//!    arrivals and departures (of any VIP) never replace it.
+//! 3. **Tracked states survive updates.** Every state reported by
+//!    `connection_start` before the control plane computes an update keeps
+//!    its backend in the new plane, across any sequence of pool changes,
+//!    weight changes (including drain) and VIP changes, unless its backend
+//!    was removed (its states are then forgotten; their next packets are
+//!    treated as new connections). Other VIPs' planes are untouched.
+//! 4. **The window.** A connection whose first packet was served by the old
+//!    plane but whose start report reaches the control plane only after the
+//!    update was computed is unknown to the new BAS: from the moment the new
+//!    plane is published its packets get an arbitrary Dcode and may move. The
+//!    paper closes this window by buffering stateless packets during the
+//!    update; a packet path built on this library should do the same (or
+//!    flush host-agent report queues immediately before calling
+//!    [`Control::update_pool`]). Updates happen once per pool change, not
+//!    per connection, so the window is rare.
+//! 5. **No false hits.** There are no digests: a tracked state reads exactly
+//!    its Dcode; an unknown key reads some valid backend of its own VIP
+//!    (VIPs have separate BASes), never another VIP's.
+//!
+//! Property test: `tests/lb.rs::consistency_under_random_churn_*`.
+//!
+//! # Baselines
+//!
+//! [`baselines`] holds faithful same-crate re-implementations of the two
+//! designs the thesis compares against (§5.6.1): Maglev (per-VIP permutation
+//! lookup table of prime size + a connection-tracking hash table of digests)
+//! and a SilkRoad-style multi-stage digest table (connection digest → pool
+//! version), both with measurable false hits.
+
+pub mod baselines;
+mod control;
+mod plane;
+mod weights;
+
+pub use control::{Control, OthelloMap, PoolOp, Stats};
+pub use plane::{DataPlane, Delta, PacketReader};
+
+use crate::error::{Error, Result};
+use crate::wire::{Reader, Writer};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// Default Dcode length `l_d` (§5.4.3: "In our implementation, we set l_d = 12").
+pub const DEFAULT_DCODE_BITS: u32 = 12;
+/// Shortest supported Dcode.
+pub const MIN_DCODE_BITS: u32 = 4;
+/// Longest supported Dcode (DIP-array entries are 16-bit backend indices).
+pub const MAX_DCODE_BITS: u32 = 16;
+/// Dcodes per backend at least (§5.4.3: "larger than the number of DIPs by … >8x").
+pub const DCODES_PER_BACKEND: usize = 8;
+
+/// Index of a VIP in the VIP array (§5.4.2 step 1). The paper derives it from
+/// the VIP address (e.g. its last 10 bits); [`DataPlane::vip_id`] resolves it
+/// from the address when the caller does not.
+pub type VipId = u32;
+
+/// A backend server (a DIP and its port).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Backend {
+    /// Direct IP of the server.
+    pub addr: IpAddr,
+    /// Service port on the server.
+    pub port: u16,
+}
+
+impl Backend {
+    /// A backend from an address and a port.
+    pub fn new(addr: impl Into<IpAddr>, port: u16) -> Self {
+        Self { addr: addr.into(), port }
+    }
+}
+
+/// A service: virtual IP, port and protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Vip {
+    /// Virtual IP address.
+    pub addr: IpAddr,
+    /// Service port.
+    pub port: u16,
+    /// IP protocol (6 = TCP, 17 = UDP).
+    pub proto: u8,
+}
+
+impl Vip {
+    /// A VIP from an address, port and protocol.
+    pub fn new(addr: impl Into<IpAddr>, port: u16, proto: u8) -> Self {
+        Self { addr: addr.into(), port, proto }
+    }
+}
+
+/// Construction parameters of a Concury instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Params {
+    /// Dcode length `l_d` ([`MIN_DCODE_BITS`]..=[`MAX_DCODE_BITS`]).
+    pub dcode_bits: u32,
+    /// Size of the VIP array.
+    pub max_vips: u32,
+    /// Seed for the per-VIP Othello skeletons.
+    pub seed: u64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Self { dcode_bits: DEFAULT_DCODE_BITS, max_vips: 1024, seed: 0xc0c0_0c0c_5eed }
+    }
+}
+
+/// Most VIPs a VIP array may hold.
+pub const MAX_VIPS: u32 = 1 << 20;
+
+impl Params {
+    /// Checks the ranges.
+    pub fn validate(&self) -> Result<()> {
+        crate::check_value_bits(self.dcode_bits, MIN_DCODE_BITS, MAX_DCODE_BITS)?;
+        if self.max_vips == 0 || self.max_vips > MAX_VIPS {
+            return Err(Error::InvalidParameter(format!("max_vips {} outside 1..={MAX_VIPS}", self.max_vips)));
+        }
+        Ok(())
+    }
+
+    /// Backends a VIP may hold (`2^l_d / 8`).
+    pub fn max_backends(&self) -> usize {
+        (1usize << self.dcode_bits) / DCODES_PER_BACKEND
+    }
+}
+
+/// A state id built from a connection's 4-tuple (§5.4.2: source address,
+/// source port, destination port, protocol; the destination address is the
+/// VIP and selects the BAS). 9 bytes for IPv4, 21 for IPv6.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StateKey {
+    len: u8,
+    buf: [u8; 21],
+}
+
+impl StateKey {
+    /// The 4-tuple key of a connection.
+    pub fn four_tuple(src: IpAddr, src_port: u16, dst_port: u16, proto: u8) -> Self {
+        let mut buf = [0u8; 21];
+        let n = match src {
+            IpAddr::V4(a) => {
+                buf[..4].copy_from_slice(&a.octets());
+                4
+            }
+            IpAddr::V6(a) => {
+                buf[..16].copy_from_slice(&a.octets());
+                16
+            }
+        };
+        buf[n..n + 2].copy_from_slice(&src_port.to_be_bytes());
+        buf[n + 2..n + 4].copy_from_slice(&dst_port.to_be_bytes());
+        buf[n + 4] = proto;
+        Self { len: (n + 5) as u8, buf }
+    }
+}
+
+impl AsRef<[u8]> for StateKey {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf[..self.len as usize]
+    }
+}
+
+impl std::fmt::Debug for StateKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StateKey({:02x?})", self.as_ref())
+    }
+}
+
+/// Seed of the whitening hash. Fixed (not the BAS seed), so a state's stored
+/// value stays valid when its OthelloMap re-seeds or grows.
+pub const WHITEN_SEED: u64 = 0x0c0c_0a11_b1ea_c4ed;
+
+/// The whitening mask `w(k)` (see the module docs): the low `l_d` bits are
+/// XORed into the Dcode; the high bits spread a backend's states over its
+/// Dcodes.
+#[inline(always)]
+pub(crate) fn whiten(key: &[u8]) -> u64 {
+    crate::hash::hash64(key, WHITEN_SEED)
+}
+
+pub(crate) fn put_ip(w: &mut Writer, ip: &IpAddr) {
+    match ip {
+        IpAddr::V4(a) => {
+            w.u8(4).raw(&a.octets());
+        }
+        IpAddr::V6(a) => {
+            w.u8(6).raw(&a.octets());
+        }
+    }
+}
+
+pub(crate) fn get_ip(r: &mut Reader<'_>) -> Result<IpAddr> {
+    match r.u8()? {
+        4 => {
+            let b = r.raw(4)?;
+            Ok(IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3])))
+        }
+        6 => {
+            let b = r.raw(16)?;
+            let mut o = [0u8; 16];
+            o.copy_from_slice(b);
+            Ok(IpAddr::V6(Ipv6Addr::from(o)))
+        }
+        f => Err(Error::Corrupt(format!("address family tag {f} (expected 4 or 6)"))),
+    }
+}
+
+pub(crate) fn put_vip(w: &mut Writer, v: &Vip) {
+    put_ip(w, &v.addr);
+    w.u16(v.port).u8(v.proto);
+}
+
+pub(crate) fn get_vip(r: &mut Reader<'_>) -> Result<Vip> {
+    Ok(Vip { addr: get_ip(r)?, port: r.u16()?, proto: r.u8()? })
+}
+
+pub(crate) fn put_backend(w: &mut Writer, b: &Backend) {
+    put_ip(w, &b.addr);
+    w.u16(b.port);
+}
+
+pub(crate) fn get_backend(r: &mut Reader<'_>) -> Result<Backend> {
+    Ok(Backend { addr: get_ip(r)?, port: r.u16()? })
+}

@@ -1,0 +1,567 @@
+//! Concury data plane (thesis §5.4.2, Fig. 5.2, Algorithm 7) and its update
+//! message (Algorithm 8).
+
+use super::{Backend, MAX_DCODE_BITS, MIN_DCODE_BITS, Vip, VipId, get_backend, get_vip, put_backend, put_vip, whiten};
+use crate::bits::PackedArray;
+use crate::error::{Error, Result, mask};
+use crate::mem::prefetch;
+use crate::othello;
+use crate::wire::{Frame, Kind, Reader, Wire, Writer};
+use arc_swap::{ArcSwap, Cache};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+const BATCH: usize = 16;
+/// "No backend" marker in control-side DIP rows.
+pub(crate) const NO_BACKEND: u16 = u16::MAX;
+
+/// One VIP's part of the data plane: its BAS, its DIP-array row and its
+/// backend list. Immutable once built; updates replace it as a whole.
+#[derive(Debug)]
+pub(crate) struct VipPlane {
+    pub vip: Vip,
+    pub generation: u64,
+    pub dbits: u32,
+    dmask: u64,
+    /// The BAS: an Othello lookup form's parameters and arrays, held
+    /// directly (one pointer hop less than through `othello::Lookup`).
+    p: othello::Params,
+    a: PackedArray,
+    b: PackedArray,
+    /// `DA[vip][Dcode]`: index into `backends` (l_v = 8 bits when the pool
+    /// has at most 256 backends, else 16). Empty when the pool is empty.
+    da: DipRow,
+    pub backends: Box<[Backend]>,
+}
+
+impl VipPlane {
+    /// Validates and assembles a plane.
+    pub fn new(
+        vip: Vip,
+        generation: u64,
+        dbits: u32,
+        bas: othello::Lookup,
+        da: Box<[u16]>,
+        backends: Box<[Backend]>,
+    ) -> Result<Self> {
+        if !(MIN_DCODE_BITS..=MAX_DCODE_BITS).contains(&dbits) {
+            return Err(Error::Corrupt(format!("dcode bits {dbits} out of range")));
+        }
+        if bas.value_bits() != dbits || bas.fingerprint_bits() != 0 || bas.has_emptiness() {
+            return Err(Error::Corrupt(format!(
+                "BAS has {} value bits / {} fingerprint bits / emptiness {}, expected {dbits} / 0 / false",
+                bas.value_bits(),
+                bas.fingerprint_bits(),
+                bas.has_emptiness()
+            )));
+        }
+        let max_b = (1usize << dbits) / super::DCODES_PER_BACKEND;
+        if backends.len() > max_b {
+            return Err(Error::Corrupt(format!("{} backends exceed 2^{dbits}/8 = {max_b}", backends.len())));
+        }
+        let want = if backends.is_empty() { 0 } else { 1usize << dbits };
+        if da.len() != want {
+            return Err(Error::Corrupt(format!("DIP row has {} entries, expected {want}", da.len())));
+        }
+        if let Some(&bad) = da.iter().find(|&&i| i as usize >= backends.len()) {
+            return Err(Error::Corrupt(format!("DIP row names backend #{bad} of {}", backends.len())));
+        }
+        // Take the arrays out of the lookup form (no copy when we hold the only reference).
+        let snap = bas.snapshot();
+        drop(bas);
+        let (p, a, b) = match Arc::try_unwrap(snap) {
+            Ok(inner) => (inner.p, inner.a, inner.b),
+            Err(shared) => (shared.p, shared.a.clone(), shared.b.clone()),
+        };
+        let da = DipRow::new(da, backends.len());
+        Ok(Self { vip, generation, dbits, dmask: mask(dbits), p, a, b, da, backends })
+    }
+
+    /// Dcode of a key (Algorithm 7, step 2).
+    #[inline(always)]
+    fn dcode_at(&self, w: u64, ia: usize, ib: usize) -> usize {
+        ((self.a.get(ia) ^ self.b.get(ib) ^ w) & self.dmask) as usize
+    }
+
+    #[inline(always)]
+    pub fn dcode(&self, key: &[u8]) -> usize {
+        let (_, ia, ib) = self.p.locate(key);
+        self.dcode_at(whiten(key), ia, ib)
+    }
+
+    /// Step 3: DIP array and backend list.
+    #[inline(always)]
+    fn resolve(&self, d: usize) -> Option<Backend> {
+        let i = self.da.get(d)?;
+        self.backends.get(i as usize).copied()
+    }
+
+    #[inline(always)]
+    pub fn lookup(&self, key: &[u8]) -> Option<Backend> {
+        self.resolve(self.dcode(key))
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.a.memory_bytes()
+            + self.b.memory_bytes()
+            + self.da.bytes()
+            + self.backends.len() * std::mem::size_of::<Backend>()
+    }
+
+    pub fn encode(&self, w: &mut Writer) {
+        put_vip(w, &self.vip);
+        w.u64(self.generation).u8(self.dbits as u8).u32(self.backends.len() as u32);
+        for b in self.backends.iter() {
+            put_backend(w, b);
+        }
+        w.u64(self.da.len() as u64);
+        for d in 0..self.da.len() {
+            w.u16(self.da.get(d).unwrap_or(0));
+        }
+        let img = othello::Image { p: self.p, a: self.a.clone(), b: self.b.clone() };
+        w.bytes(&othello::Lookup::from_image(img, 0).to_bytes());
+    }
+
+    pub fn decode(r: &mut Reader<'_>) -> Result<Self> {
+        let vip = get_vip(r)?;
+        let generation = r.u64()?;
+        let dbits = r.u8()? as u32;
+        let nb = r.u32()? as usize;
+        // Each backend takes at least 7 bytes: refuse impossible counts before allocating.
+        Reader::ensure(nb.saturating_mul(7) <= r.remaining(), || format!("backend count {nb} too large"))?;
+        let mut backends = Vec::with_capacity(nb);
+        for _ in 0..nb {
+            backends.push(get_backend(r)?);
+        }
+        let n = r.count(2)?;
+        let mut da = Vec::with_capacity(n);
+        for _ in 0..n {
+            da.push(r.u16()?);
+        }
+        let bas = othello::Lookup::from_bytes(r.bytes()?)?;
+        Self::new(vip, generation, dbits, bas, da.into(), backends.into())
+    }
+}
+
+/// A DIP-array row with the narrowest index width that fits the pool
+/// (§5.4.2: "DA[i][Dcode] can be a DIP index"): the row is the largest part
+/// of a small VIP's plane, and it is read on every lookup.
+#[derive(Debug)]
+enum DipRow {
+    U8(Box<[u8]>),
+    U16(Box<[u16]>),
+}
+
+impl DipRow {
+    fn new(row: Box<[u16]>, backends: usize) -> Self {
+        if backends <= 256 { DipRow::U8(row.iter().map(|&i| i as u8).collect()) } else { DipRow::U16(row) }
+    }
+    #[inline(always)]
+    fn get(&self, d: usize) -> Option<u16> {
+        match self {
+            DipRow::U8(r) => r.get(d).map(|&i| i as u16),
+            DipRow::U16(r) => r.get(d).copied(),
+        }
+    }
+    fn len(&self) -> usize {
+        match self {
+            DipRow::U8(r) => r.len(),
+            DipRow::U16(r) => r.len(),
+        }
+    }
+    fn bytes(&self) -> usize {
+        match self {
+            DipRow::U8(r) => r.len(),
+            DipRow::U16(r) => r.len() * 2,
+        }
+    }
+}
+
+/// The whole data plane at one point in time: the VIP array.
+#[derive(Debug)]
+struct PlaneSet {
+    seq: u64,
+    dbits: u32,
+    vips: Box<[Option<Arc<VipPlane>>]>,
+    by_addr: HashMap<Vip, VipId>,
+}
+
+impl PlaneSet {
+    fn index(vips: &[Option<Arc<VipPlane>>]) -> Result<HashMap<Vip, VipId>> {
+        let mut m = HashMap::new();
+        for (i, p) in vips.iter().enumerate() {
+            if let Some(p) = p
+                && m.insert(p.vip, i as VipId).is_some()
+            {
+                return Err(Error::Corrupt(format!("VIP {:?} appears twice in the VIP array", p.vip)));
+            }
+        }
+        Ok(m)
+    }
+}
+
+/// The Concury data plane: VIP array → per-VIP BAS → Dcode → DIP array →
+/// backend. See the [module docs](super).
+///
+/// Lookups take `&self`, never allocate and never block; [`DataPlane::apply`]
+/// (one writer at a time) replaces whole VIP planes while lookups continue.
+/// A packet-processing thread should take a [`PacketReader`] ([`DataPlane::reader`]):
+/// it caches the current snapshot and checks for a newer one with a single
+/// load, where `&self` lookups pay an atomic read-modify-write pair to pin
+/// the snapshot (`arc-swap`'s debt slots).
+#[derive(Debug)]
+pub struct DataPlane {
+    cur: ArcSwap<PlaneSet>,
+    writer: Mutex<()>,
+}
+
+/// A per-thread handle on a [`DataPlane`] for the packet path: the same
+/// lookups with a cached snapshot (`arc_swap::Cache`). Every call first
+/// checks (one atomic load) whether an update was published and switches to
+/// it, so a reader never answers from a plane older than the one current
+/// when the call began. It keeps the last snapshot alive between calls.
+pub struct PacketReader<'a> {
+    cache: Cache<&'a ArcSwap<PlaneSet>, Arc<PlaneSet>>,
+}
+
+impl std::fmt::Debug for PacketReader<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("lb::PacketReader")
+    }
+}
+
+impl PacketReader<'_> {
+    /// [`DataPlane::lookup`] through the cached snapshot.
+    #[inline]
+    pub fn lookup(&mut self, vip: VipId, key: &[u8]) -> Option<Backend> {
+        let g = self.cache.load();
+        g.vips.get(vip as usize)?.as_ref()?.lookup(key)
+    }
+
+    /// [`DataPlane::lookup_batch`] through the cached snapshot.
+    pub fn lookup_batch(&mut self, vips: &[VipId], keys: &[&[u8]], out: &mut [Option<Backend>]) {
+        batch_mixed(self.cache.load(), vips, keys, out)
+    }
+
+    /// [`DataPlane::lookup_batch_vip`] through the cached snapshot.
+    pub fn lookup_batch_vip(&mut self, vip: VipId, keys: &[&[u8]], out: &mut [Option<Backend>]) {
+        batch_vip(self.cache.load(), vip, keys, out)
+    }
+}
+
+fn batch_mixed(g: &PlaneSet, vips: &[VipId], keys: &[&[u8]], out: &mut [Option<Backend>]) {
+    let n = vips.len().min(keys.len()).min(out.len());
+    let mut loc: [(Option<&VipPlane>, u64, usize, usize); BATCH] = [(None, 0, 0, 0); BATCH];
+    let mut start = 0;
+    while start < n {
+        let end = (start + BATCH).min(n);
+        for (j, l) in (start..end).zip(loc.iter_mut()) {
+            let p = g.vips.get(vips[j] as usize).and_then(|p| p.as_deref());
+            *l = match p {
+                Some(p) => {
+                    let (_, ia, ib) = p.p.locate(keys[j]);
+                    prefetch(p.a.word_ptr(ia));
+                    prefetch(p.b.word_ptr(ib));
+                    (Some(p), whiten(keys[j]), ia, ib)
+                }
+                None => (None, 0, 0, 0),
+            };
+        }
+        for (j, l) in (start..end).zip(loc.iter()) {
+            out[j] = l.0.and_then(|p| p.resolve(p.dcode_at(l.1, l.2, l.3)));
+        }
+        start = end;
+    }
+}
+
+fn batch_vip(g: &PlaneSet, vip: VipId, keys: &[&[u8]], out: &mut [Option<Backend>]) {
+    let Some(p) = g.vips.get(vip as usize).and_then(|p| p.as_deref()) else {
+        out.iter_mut().take(keys.len()).for_each(|o| *o = None);
+        return;
+    };
+    let mut loc = [(0u64, 0usize, 0usize); BATCH];
+    for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+        for (k, l) in ks.iter().zip(loc.iter_mut()) {
+            let (_, ia, ib) = p.p.locate(k);
+            *l = (whiten(k), ia, ib);
+            prefetch(p.a.word_ptr(ia));
+            prefetch(p.b.word_ptr(ib));
+        }
+        for (l, o) in loc.iter().zip(os.iter_mut()).take(ks.len()) {
+            *o = p.resolve(p.dcode_at(l.0, l.1, l.2));
+        }
+    }
+}
+
+impl DataPlane {
+    pub(crate) fn from_parts(seq: u64, dbits: u32, vips: Vec<Option<Arc<VipPlane>>>) -> Result<Self> {
+        let by_addr = PlaneSet::index(&vips)?;
+        Ok(Self {
+            cur: ArcSwap::from_pointee(PlaneSet { seq, dbits, vips: vips.into(), by_addr }),
+            writer: Mutex::new(()),
+        })
+    }
+
+    /// The backend for a packet of state `key` sent to VIP `vip`
+    /// (Algorithm 7). `None` only when the VIP index is unused or the VIP's
+    /// pool is empty. The same code path for new and known connections.
+    #[inline]
+    pub fn lookup(&self, vip: VipId, key: &[u8]) -> Option<Backend> {
+        let g = self.cur.load();
+        g.vips.get(vip as usize)?.as_ref()?.lookup(key)
+    }
+
+    /// Like [`DataPlane::lookup`], resolving the VIP from its address (a
+    /// hash-map probe; pass the index where the packet path can compute it).
+    pub fn lookup_vip(&self, vip: &Vip, key: &[u8]) -> Option<Backend> {
+        let g = self.cur.load();
+        let i = *g.by_addr.get(vip)?;
+        g.vips[i as usize].as_ref()?.lookup(key)
+    }
+
+    /// Index of a VIP in the VIP array.
+    pub fn vip_id(&self, vip: &Vip) -> Option<VipId> {
+        self.cur.load().by_addr.get(vip).copied()
+    }
+
+    /// A burst of packets, possibly to different VIPs: `out[i]` is the
+    /// backend of `(vips[i], keys[i])`. All lookups of the burst read one
+    /// snapshot of the data plane; hashing and prefetching of 16 packets run
+    /// ahead of their reads. Entries beyond the shortest slice are untouched.
+    pub fn lookup_batch(&self, vips: &[VipId], keys: &[&[u8]], out: &mut [Option<Backend>]) {
+        batch_mixed(&self.cur.load(), vips, keys, out)
+    }
+
+    /// Burst to a single VIP: `out[i]` is the backend of `keys[i]`.
+    pub fn lookup_batch_vip(&self, vip: VipId, keys: &[&[u8]], out: &mut [Option<Backend>]) {
+        batch_vip(&self.cur.load(), vip, keys, out)
+    }
+
+    /// A per-thread reader with a cached snapshot (see [`PacketReader`]).
+    pub fn reader(&self) -> PacketReader<'_> {
+        PacketReader { cache: Cache::new(&self.cur) }
+    }
+
+    /// The Dcode the VIP's BAS gives `key` (step 2 only), for tests and tools.
+    pub fn dcode(&self, vip: VipId, key: &[u8]) -> Option<u32> {
+        let g = self.cur.load();
+        Some(g.vips.get(vip as usize)?.as_ref()?.dcode(key) as u32)
+    }
+
+    /// `DA[vip][dcode]`, for tests and tools.
+    pub fn dip_array_entry(&self, vip: VipId, dcode: u32) -> Option<Backend> {
+        let g = self.cur.load();
+        g.vips.get(vip as usize)?.as_ref()?.resolve(dcode as usize)
+    }
+
+    /// The VIP's backend list (allocates; not for the packet path).
+    pub fn pool(&self, vip: VipId) -> Option<Vec<Backend>> {
+        let g = self.cur.load();
+        Some(g.vips.get(vip as usize)?.as_ref()?.backends.to_vec())
+    }
+
+    /// The VIP at an index.
+    pub fn vip(&self, vip: VipId) -> Option<Vip> {
+        let g = self.cur.load();
+        Some(g.vips.get(vip as usize)?.as_ref()?.vip)
+    }
+
+    /// Generation of a VIP's plane (bumped by every update of that VIP).
+    pub fn generation(&self, vip: VipId) -> Option<u64> {
+        let g = self.cur.load();
+        Some(g.vips.get(vip as usize)?.as_ref()?.generation)
+    }
+
+    /// Number of VIPs in use.
+    pub fn vip_count(&self) -> usize {
+        self.cur.load().by_addr.len()
+    }
+
+    /// Size of the VIP array.
+    pub fn max_vips(&self) -> usize {
+        self.cur.load().vips.len()
+    }
+
+    /// Dcode length `l_d`.
+    pub fn dcode_bits(&self) -> u32 {
+        self.cur.load().dbits
+    }
+
+    /// Sequence number of the last delta applied.
+    pub fn seq(&self) -> u64 {
+        self.cur.load().seq
+    }
+
+    /// Every heap byte: VIP array, BASes, DIP arrays, backend lists.
+    pub fn memory_bytes(&self) -> usize {
+        let g = self.cur.load();
+        std::mem::size_of::<Self>()
+            + std::mem::size_of::<PlaneSet>()
+            + g.vips.len() * std::mem::size_of::<Option<Arc<VipPlane>>>()
+            + g.vips.iter().flatten().map(|p| p.memory_bytes()).sum::<usize>()
+            + g.by_addr.capacity() * (std::mem::size_of::<(Vip, VipId)>() + 1)
+    }
+
+    /// Applies a delta (Algorithm 8): replaces or removes the planes of the
+    /// VIPs it names in one atomic publication. One writer at a time;
+    /// lookups continue and see the old or the new planes, never a mix
+    /// within a VIP. Deltas must arrive in order (`seq + 1`).
+    pub fn apply(&self, delta: &Delta) -> Result<()> {
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let c = self.cur.load_full();
+        if delta.seq != c.seq + 1 {
+            return Err(Error::DeltaMismatch(format!(
+                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
+                c.seq + 1,
+                delta.seq
+            )));
+        }
+        if delta.dbits != c.dbits {
+            return Err(Error::DeltaMismatch(format!("delta has {}-bit Dcodes, table {}", delta.dbits, c.dbits)));
+        }
+        let mut vips = c.vips.to_vec();
+        for op in &delta.ops {
+            let (i, new) = match op {
+                Op::Set(i, p) => (*i, Some(p.clone())),
+                Op::Remove(i) => (*i, None),
+            };
+            let slot = vips.get_mut(i as usize).ok_or_else(|| {
+                Error::DeltaMismatch(format!("VIP index {i} outside the VIP array of {}", c.vips.len()))
+            })?;
+            *slot = new;
+        }
+        let by_addr = PlaneSet::index(&vips).map_err(|e| Error::DeltaMismatch(e.to_string()))?;
+        self.cur.store(Arc::new(PlaneSet { seq: delta.seq, dbits: c.dbits, vips: vips.into(), by_addr }));
+        Ok(())
+    }
+}
+
+impl Wire for DataPlane {
+    fn to_bytes(&self) -> Vec<u8> {
+        let g = self.cur.load();
+        let mut w = Writer::new(Kind::LbDataPlane);
+        w.u64(g.seq).u8(g.dbits as u8).u32(g.vips.len() as u32);
+        let used: Vec<(usize, &Arc<VipPlane>)> =
+            g.vips.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (i, p))).collect();
+        w.u32(used.len() as u32);
+        for (i, p) in used {
+            w.u32(i as u32);
+            p.encode(&mut w);
+        }
+        w.finish()
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let mut r = Frame::open(bytes, Kind::LbDataPlane)?;
+        let seq = r.u64()?;
+        let dbits = r.u8()? as u32;
+        crate::check_value_bits(dbits, MIN_DCODE_BITS, MAX_DCODE_BITS).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let max = r.u32()?;
+        Reader::ensure((1..=super::MAX_VIPS).contains(&max), || format!("VIP array size {max}"))?;
+        let n = r.u32()? as usize;
+        Reader::ensure(n <= max as usize, || format!("{n} VIPs in an array of {max}"))?;
+        let mut vips: Vec<Option<Arc<VipPlane>>> = vec![None; max as usize];
+        for _ in 0..n {
+            let i = r.u32()? as usize;
+            Reader::ensure(i < max as usize, || format!("VIP index {i} outside {max}"))?;
+            Reader::ensure(vips[i].is_none(), || format!("VIP index {i} twice"))?;
+            let p = VipPlane::decode(&mut r)?;
+            Reader::ensure(p.dbits == dbits, || format!("VIP {i} has {}-bit Dcodes, table {dbits}", p.dbits))?;
+            vips[i] = Some(Arc::new(p));
+        }
+        r.finish()?;
+        Self::from_parts(seq, dbits, vips)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum Op {
+    /// Replace (or create) the plane of a VIP.
+    Set(VipId, Arc<VipPlane>),
+    /// Remove a VIP.
+    Remove(VipId),
+}
+
+/// An update message for [`DataPlane`]: new planes for the VIPs whose pools
+/// changed (BAS + DIP-array row + backend list each) and removed VIPs
+/// (§5.4.5: "only the BAS related to v_i and the i-th dimension of the DIP
+/// array needs to be updated"). Numbered like every keyplane delta.
+#[derive(Debug, Clone)]
+pub struct Delta {
+    pub(crate) seq: u64,
+    pub(crate) dbits: u32,
+    pub(crate) ops: Vec<Op>,
+}
+
+impl Delta {
+    /// Sequence number (the data plane's after applying it).
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+    /// VIPs this delta replaces or removes.
+    pub fn vips(&self) -> Vec<VipId> {
+        self.ops
+            .iter()
+            .map(|o| match o {
+                Op::Set(i, _) | Op::Remove(i) => *i,
+            })
+            .collect()
+    }
+    /// Bytes of the data-plane structures this delta carries.
+    pub fn payload_bytes(&self) -> usize {
+        self.ops
+            .iter()
+            .map(|o| match o {
+                Op::Set(_, p) => p.memory_bytes(),
+                Op::Remove(_) => 4,
+            })
+            .sum()
+    }
+}
+
+const TAG_SET: u8 = 1;
+const TAG_REMOVE: u8 = 2;
+
+impl Wire for Delta {
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut w = Writer::new(Kind::LbDelta);
+        w.u64(self.seq).u8(self.dbits as u8).u32(self.ops.len() as u32);
+        for op in &self.ops {
+            match op {
+                Op::Set(i, p) => {
+                    w.u8(TAG_SET).u32(*i);
+                    p.encode(&mut w);
+                }
+                Op::Remove(i) => {
+                    w.u8(TAG_REMOVE).u32(*i);
+                }
+            }
+        }
+        w.finish()
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let mut r = Frame::open(bytes, Kind::LbDelta)?;
+        let seq = r.u64()?;
+        let dbits = r.u8()? as u32;
+        crate::check_value_bits(dbits, MIN_DCODE_BITS, MAX_DCODE_BITS).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let n = r.u32()? as usize;
+        Reader::ensure(n.saturating_mul(5) <= r.remaining(), || format!("op count {n} too large"))?;
+        let mut ops = Vec::with_capacity(n);
+        for _ in 0..n {
+            match r.u8()? {
+                TAG_SET => {
+                    let i = r.u32()?;
+                    let p = VipPlane::decode(&mut r)?;
+                    Reader::ensure(p.dbits == dbits, || format!("plane has {}-bit Dcodes, delta {dbits}", p.dbits))?;
+                    ops.push(Op::Set(i, Arc::new(p)));
+                }
+                TAG_REMOVE => ops.push(Op::Remove(r.u32()?)),
+                t => return Err(Error::Corrupt(format!("unknown lb delta op {t}"))),
+            }
+        }
+        r.finish()?;
+        Ok(Delta { seq, dbits, ops })
+    }
+}
