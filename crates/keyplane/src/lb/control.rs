@@ -242,7 +242,7 @@ impl OthelloMap {
 /// Keeps the low `bits` of every slot of an Othello lookup form. XOR is
 /// bitwise, so every key whose value fits in `bits` reads it unchanged.
 fn narrow(l: &othello::Lookup, bits: u32) -> othello::Lookup {
-    let s = l.snapshot();
+    let s = l.snapshot_arc();
     let p = othello::Params { vbits: bits, fbits: 0, empt: false, ..s.p };
     let m = mask(bits);
     let a = PackedArray::new(p.ma as usize, bits);

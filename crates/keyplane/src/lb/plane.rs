@@ -67,7 +67,7 @@ impl VipPlane {
             return Err(Error::Corrupt(format!("DIP row names backend #{bad} of {}", backends.len())));
         }
         // Take the arrays out of the lookup form (no copy when we hold the only reference).
-        let snap = bas.snapshot();
+        let snap = bas.snapshot_arc();
         drop(bas);
         let (p, a, b) = match Arc::try_unwrap(snap) {
             Ok(inner) => (inner.p, inner.a, inner.b),

@@ -65,7 +65,7 @@ impl Lookup {
 
     /// The current arrays, for structures (lb) that embed a lookup form which
     /// they only ever replace as a whole, never patch in place.
-    pub(crate) fn snapshot(&self) -> std::sync::Arc<Inner> {
+    pub(crate) fn snapshot_arc(&self) -> std::sync::Arc<Inner> {
         self.cur.load_full()
     }
 
