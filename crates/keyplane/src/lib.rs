@@ -29,6 +29,7 @@
 
 pub mod bits;
 pub mod conformance;
+pub mod cuckoo;
 mod error;
 pub mod hash;
 pub mod key;

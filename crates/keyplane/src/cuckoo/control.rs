@@ -1,0 +1,281 @@
+//! The cuckoo control form: the single writer of a table shared with its
+//! reader handles.
+
+use super::delta::Delta;
+use super::lookup::Lookup;
+use super::table::{Op, Probe, Sink, SlotWrite, Table, VAL48, WriteStats, arena_cap_for};
+use super::{MAX_BUCKETS, MAX_KEY_LEN, Options, Params, SLOTS};
+use crate::ControlTable;
+use crate::error::{Error, Result, check_value};
+use crate::sync::Published;
+use std::sync::Arc;
+
+/// Initial fill of a bulk-loaded table (grows at 95 %).
+const BUILD_LOAD: f64 = 0.90;
+
+/// Counters describing the writer's history.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Cuckoo displacements (keys moved to their other bucket).
+    pub moves: u64,
+    /// Buckets visited by breadth-first path searches.
+    pub bfs_nodes: u64,
+    /// Inserts that found no cuckoo path and went to the stash.
+    pub stashed: u64,
+    /// Resizes (bucket count doubled).
+    pub grows: u64,
+    /// Arena compactions (rebuilds at the same size).
+    pub compactions: u64,
+}
+
+/// A cheap, cloneable read handle on the writer's own table: lock-free
+/// lookups concurrent with the writer's updates (CuckooSwitch Algorithm 2),
+/// batched lookups with two-round prefetching (Algorithm 3).
+#[derive(Debug, Clone)]
+pub struct Reader {
+    shared: Arc<Published<Table>>,
+}
+
+impl Reader {
+    /// Exact lookup: `None` for a key that is not in the table.
+    #[inline]
+    pub fn get(&self, key: &[u8]) -> Option<u64> {
+        self.shared.load().get(key)
+    }
+    /// Looks up `keys` (any number) into `out` (same length; extras ignored).
+    pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        self.shared.load().get_batch(keys, out)
+    }
+    /// Number of keys.
+    pub fn len(&self) -> usize {
+        self.shared.load().len()
+    }
+    /// True when the table holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Cuckoo control form: the writer. It owns the table that its
+/// [`Reader`]s read; see the [module docs](super).
+#[derive(Debug)]
+pub struct Control {
+    shared: Arc<Published<Table>>,
+    seq: u64,
+    sink: Sink,
+    st: WriteStats,
+    stats: Stats,
+}
+
+impl Control {
+    /// Empty table with explicit options.
+    pub fn with_options(value_bits: u32, opts: Options) -> Result<Self> {
+        Self::sized(value_bits, &opts, 0, 0)
+    }
+
+    fn sized(value_bits: u32, opts: &Options, n: usize, arena_words: usize) -> Result<Self> {
+        let nb = ((n as f64 / (SLOTS as f64 * BUILD_LOAD)).ceil() as u64).max(2);
+        if nb > MAX_BUCKETS as u64 {
+            return Err(Error::CapacityExceeded(format!("{n} keys need more than {MAX_BUCKETS} buckets")));
+        }
+        let p = Params::new(value_bits, opts, nb as u32)?;
+        let t = Table::new(p, arena_cap_for(arena_words, 0));
+        Ok(Control {
+            shared: Arc::new(Published::new(t)),
+            seq: 0,
+            sink: Sink::default(),
+            st: WriteStats::default(),
+            stats: Stats::default(),
+        })
+    }
+
+    /// Bulk construction with explicit options. A repeated key: the last value wins.
+    pub fn from_items_with<I, K>(items: I, value_bits: u32, opts: Options) -> Result<Self>
+    where
+        I: IntoIterator<Item = (K, u64)>,
+        K: AsRef<[u8]>,
+    {
+        crate::check_value_bits(value_bits, 1, 64)?;
+        let items: Vec<(K, u64)> = items.into_iter().collect();
+        let mut arena = 0;
+        for (k, v) in &items {
+            check_value(*v, value_bits)?;
+            let k = k.as_ref();
+            check_key(k)?;
+            if k.len() > super::table::INLINE_MAX {
+                arena += 1 + k.len().div_ceil(8);
+            }
+        }
+        let mut c = Self::sized(value_bits, &opts, items.len(), arena)?;
+        for (k, v) in &items {
+            c.put(k.as_ref(), *v)?;
+        }
+        c.seq = 0;
+        Ok(c)
+    }
+
+    /// A read handle on this writer's table (cheap; clone it per thread).
+    pub fn reader(&self) -> Reader {
+        Reader { shared: self.shared.clone() }
+    }
+    /// Sequence number of the last delta emitted.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+    /// History counters.
+    pub fn stats(&self) -> Stats {
+        Stats { moves: self.st.moves, bfs_nodes: self.st.bfs_nodes, stashed: self.st.stashed, ..self.stats }
+    }
+    /// Number of buckets.
+    pub fn buckets(&self) -> usize {
+        self.shared.load().p.nb as usize
+    }
+    /// Slots in buckets (the stash comes on top).
+    pub fn capacity(&self) -> usize {
+        self.shared.load().p.slots()
+    }
+    /// Keys currently in the stash.
+    pub fn stash_len(&self) -> usize {
+        self.shared.load().stash_len()
+    }
+    /// Fraction of bucket slots in use.
+    pub fn load_factor(&self) -> f64 {
+        let t = self.shared.load();
+        t.len() as f64 / t.p.slots() as f64
+    }
+    /// Hash seed.
+    pub fn seed(&self) -> u64 {
+        self.shared.load().p.seed
+    }
+
+    fn rebuild(&mut self, t: &Table, grow: bool, extra: usize) -> Result<()> {
+        let n = t.rebuild(grow, extra)?;
+        if grow {
+            self.stats.grows += 1;
+        } else {
+            self.stats.compactions += 1;
+        }
+        self.sink.push(Op::Rebuild { grow, extra: extra as u32, nb: n.p.nb });
+        self.shared.replace(n);
+        Ok(())
+    }
+
+    /// Insert or overwrite, recording operations in the sink.
+    fn put(&mut self, key: &[u8], value: u64) -> Result<()> {
+        loop {
+            let t = self.shared.load_full();
+            let pr: Probe = t.p.probe(key);
+            if let Some((slot, old)) = t.find_writer(&pr, key) {
+                if old != value {
+                    let (k, m, _) = t.raw(slot);
+                    let w = if t.p.separate {
+                        SlotWrite { slot: slot as u64, key: k, meta: m, val: value }
+                    } else {
+                        SlotWrite { slot: slot as u64, key: k, meta: (m & !VAL48) | value, val: 0 }
+                    };
+                    t.apply_step(&[w])?;
+                    self.sink.push(Op::Step(vec![w]));
+                }
+                return Ok(());
+            }
+            if t.needs_grow() {
+                self.rebuild(&t, true, 0)?;
+                continue;
+            }
+            let kword = if pr.ool {
+                let words = Table::arena_entry(key);
+                if t.arena_used() + words.len() > t.arena_cap() {
+                    self.rebuild(&t, false, words.len())?;
+                    continue;
+                }
+                let off = t.arena_used() as u64;
+                t.apply_arena(off, &words)?;
+                self.sink.push(Op::Arena { off, words });
+                pr.kw | off
+            } else {
+                pr.kw
+            };
+            if t.insert_absent(&pr, kword, value, &mut self.sink, &mut self.st)? {
+                return Ok(());
+            }
+            // No cuckoo path and a full stash: grow and retry.
+            self.rebuild(&t, true, 0)?;
+        }
+    }
+
+    fn delta(&mut self) -> Delta {
+        self.seq += 1;
+        let ops = std::mem::take(&mut self.sink.ops);
+        Delta { seq: self.seq, seed: self.seed(), ops }
+    }
+}
+
+fn check_key(key: &[u8]) -> Result<()> {
+    if key.len() > MAX_KEY_LEN {
+        return Err(Error::InvalidParameter(format!("key of {} bytes; at most {MAX_KEY_LEN}", key.len())));
+    }
+    Ok(())
+}
+
+impl ControlTable for Control {
+    type Delta = Delta;
+    type Lookup = Lookup;
+
+    fn with_value_bits(value_bits: u32) -> Result<Self> {
+        Self::with_options(value_bits, Options::default())
+    }
+
+    fn from_items<I, K>(items: I, value_bits: u32) -> Result<Self>
+    where
+        I: IntoIterator<Item = (K, u64)>,
+        K: AsRef<[u8]>,
+    {
+        Self::from_items_with(items, value_bits, Options::default())
+    }
+
+    fn insert(&mut self, key: &[u8], value: u64) -> Result<Delta> {
+        check_value(value, self.value_bits())?;
+        check_key(key)?;
+        // Operations of a failed insert (e.g. a rebuild before a capacity
+        // error) stay in the sink and go out with the next delta.
+        self.sink.on = true;
+        let r = self.put(key, value);
+        self.sink.on = false;
+        r.map(|()| self.delta())
+    }
+
+    fn remove(&mut self, key: &[u8]) -> Result<Option<Delta>> {
+        let t = self.shared.load_full();
+        let pr = t.p.probe(key);
+        let Some((slot, _)) = t.find_writer(&pr, key) else {
+            return Ok(None);
+        };
+        self.sink.on = true;
+        let w = SlotWrite::clear(slot);
+        t.apply_step(&[w])?;
+        self.sink.ops.push(Op::Step(vec![w]));
+        t.drain_stash(&mut self.sink)?;
+        self.sink.on = false;
+        Ok(Some(self.delta()))
+    }
+
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        self.shared.load().get(key)
+    }
+
+    fn len(&self) -> usize {
+        self.shared.load().len()
+    }
+
+    fn value_bits(&self) -> u32 {
+        self.shared.load().p.vbits
+    }
+
+    fn export(&self) -> Lookup {
+        Lookup::from_table(self.shared.load().clone_table(), self.seq)
+    }
+
+    fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.shared.load().memory_bytes()
+    }
+}

@@ -1,0 +1,1 @@
+//! Partial-key cuckoo (placeholder while under construction).
