@@ -2,19 +2,22 @@
 //! [`common`]. The `keyplane-bench` binary dispatches to them.
 
 pub mod common;
+pub mod cuckoo;
 pub mod hashes;
 pub mod othello;
 
 use common::{Args, Record};
 
 /// Usage line.
-pub const USAGE: &str = "usage: keyplane-bench <othello|hash> [--keys N] [--value-bits L] \
+pub const USAGE: &str = "usage: keyplane-bench <othello|cuckoo|pkcuckoo|hash> [--keys N] [--value-bits L] \
 [--key-type u64|mac|ipv4|ipv6|fivetuple|name] [--threads T] [--updates N] [--json]";
 
 /// Runs one benchmark by name.
 pub fn run(cmd: &str, args: &Args) -> Result<Vec<Record>, String> {
     match cmd {
         "othello" => othello::run(args),
+        "cuckoo" => cuckoo::run(args),
+        "pkcuckoo" => cuckoo::run_partial(args),
         "hash" => hashes::run(args),
         other => Err(format!("unknown benchmark {other}")),
     }

@@ -163,7 +163,7 @@ fn stash_takes_keys_without_a_cuckoo_path_and_drains_back() {
     // Removing keys of the pair makes room: stashed keys move back.
     let before = ctl.stash_len();
     for k in &keys[..4] {
-        oracle.remove(&k.to_vec());
+        oracle.remove(k.as_slice());
         replica.apply(&ctl.remove(k).unwrap().unwrap()).unwrap();
     }
     assert!(ctl.stash_len() < before, "stash drained: {} -> {}", before, ctl.stash_len());

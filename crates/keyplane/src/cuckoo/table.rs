@@ -411,7 +411,7 @@ impl Table {
         if w.slot >= (self.p.slots() + STASH) as u64 {
             return bad(format!("slot {} outside the table's {} slots", w.slot, self.p.slots() + STASH));
         }
-        self.check_entry(w.key, w.meta, w.val, self.arena_used()).or_else(|e| bad(e))
+        self.check_entry(w.key, w.meta, w.val, self.arena_used()).or_else(bad)
     }
 
     /// Checks a (key word, meta word, value) triple; arena references must lie below `used`.
