@@ -19,8 +19,10 @@ use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// A batched lookup function shared by reader threads.
-type BatchGet<'a> = &'a (dyn Fn(&[&[u8]], &mut [Option<u64>]) + Sync);
+/// A batched lookup function owned by one reader thread.
+type Get<'a> = Box<dyn Fn(&[&[u8]], &mut [Option<u64>]) + Send + 'a>;
+/// Makes one batched lookup function per reader thread (on the calling thread).
+type MakeGet<'a, 'b> = &'b dyn Fn() -> Get<'a>;
 
 /// ns per key of a batched lookup function over the query stream.
 fn batch_ns_with(queries: &KeySet, batch: usize, f: impl Fn(&[&[u8]], &mut [Option<u64>])) -> f64 {
@@ -37,15 +39,17 @@ fn batch_ns_with(queries: &KeySet, batch: usize, f: impl Fn(&[&[u8]], &mut [Opti
 }
 
 /// Million lookups per second with `threads` threads for `secs` seconds each.
-fn mops_for(queries: &KeySet, threads: usize, secs: f64, f: BatchGet<'_>) -> f64 {
+fn mops_for(queries: &KeySet, threads: usize, secs: f64, mk: MakeGet<'_, '_>) -> f64 {
+    let gets: Vec<Get<'_>> = (0..threads).map(|_| mk()).collect();
     let refs: Vec<&[u8]> = queries.iter().collect();
     let total = AtomicU64::new(0);
     let start = Instant::now();
     std::thread::scope(|s| {
-        for th in 0..threads {
+        for (th, f) in gets.into_iter().enumerate() {
             let (refs, total) = (&refs, &total);
             s.spawn(move || {
                 let mut out = [None; 16];
+                let f = &f;
                 let mut n = 0u64;
                 let mut i = th * refs.len() / threads.max(1);
                 let mut acc = 0u64;
@@ -95,7 +99,7 @@ fn under_writer(
     queries: &KeySet,
     rates: &[u64],
     secs: f64,
-    read: BatchGet<'_>,
+    read: MakeGet<'_, '_>,
     update: &mut (dyn FnMut(u64) + Send),
 ) {
     let base = mops_for(queries, 1, secs, read);
@@ -139,8 +143,18 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
         for &b in &batches {
             r.set(&format!("batch_{b}_lookup_ns"), batch_ns(&table, &w.queries, b as usize));
         }
-        r.set("lookup_mops_1_thread", mops_for(&w.queries, 1, secs, &|k, o| table.get_batch(k, o)));
-        r.set("lookup_mops_2_threads", mops_for(&w.queries, 2, secs, &|k, o| table.get_batch(k, o)));
+        let mk = || Box::new(|k: &[&[u8]], o: &mut [Option<u64>]| table.get_batch(k, o)) as Get<'_>;
+        r.set("lookup_mops_1_thread", mops_for(&w.queries, 1, secs, &mk));
+        r.set("lookup_mops_2_threads", mops_for(&w.queries, 2, secs, &mk));
+        let handle = table.reader();
+        let mk = || {
+            let h = handle.clone();
+            Box::new(move |k: &[&[u8]], o: &mut [Option<u64>]| h.get_batch(k, o)) as Get<'_>
+        };
+        r.set("reader_lookup_ns", lookup_ns(&w.queries, |k| handle.get(k)));
+        r.set("reader_lookup_mops_1_thread", mops_for(&w.queries, 1, secs, &mk));
+        r.set("reader_lookup_mops_2_threads", mops_for(&w.queries, 2, secs, &mk));
+        drop(handle);
         drop(table);
         // Reader handles on the writer's own table.
         let reader = ctl.reader();
@@ -175,7 +189,10 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
                 &w.queries,
                 &rates,
                 secs,
-                &|k, o| reader.get_batch(k, o),
+                &|| {
+                    let h = reader.clone();
+                    Box::new(move |k: &[&[u8]], o: &mut [Option<u64>]| h.get_batch(k, o)) as Get<'_>
+                },
                 &mut update,
             );
         }
@@ -235,8 +252,8 @@ fn baselines(w: &Workload, batches: &[u64], rates: &[u64], secs: f64, fresh: &Ke
             for &b in batches {
                 r.set(&format!("batch_{b}_lookup_ns"), batch_ns_with(&w.queries, b as usize, get));
             }
-            r.set("lookup_mops_1_thread", mops_for(&w.queries, 1, secs, &get));
-            r.set("lookup_mops_2_threads", mops_for(&w.queries, 2, secs, &get));
+            r.set("lookup_mops_1_thread", mops_for(&w.queries, 1, secs, &|| Box::new(&get) as Get<'_>));
+            r.set("lookup_mops_2_threads", mops_for(&w.queries, 2, secs, &|| Box::new(&get) as Get<'_>));
         }
         out.push(r);
         let mut r = Record::new("hashbrown_rwlock", n, w.value_bits, w.kt);
@@ -247,8 +264,8 @@ fn baselines(w: &Workload, batches: &[u64], rates: &[u64], secs: f64, fresh: &Ke
             }
         };
         r.set("lookup_ns", lookup_ns(&w.queries, |k| lock.read().expect("lock").get(k).copied()));
-        r.set("lookup_mops_1_thread", mops_for(&w.queries, 1, secs, &get));
-        r.set("lookup_mops_2_threads", mops_for(&w.queries, 2, secs, &get));
+        r.set("lookup_mops_1_thread", mops_for(&w.queries, 1, secs, &|| Box::new(&get) as Get<'_>));
+        r.set("lookup_mops_2_threads", mops_for(&w.queries, 2, secs, &|| Box::new(&get) as Get<'_>));
         let mut update = |i: u64| {
             let f = fresh.len() as u64;
             let k = fresh.get((i % f) as usize);
@@ -258,7 +275,7 @@ fn baselines(w: &Workload, batches: &[u64], rates: &[u64], secs: f64, fresh: &Ke
             }
             g.insert(k.into(), i & vm);
         };
-        under_writer(&mut r, "lookup", &w.queries, rates, secs, &get, &mut update);
+        under_writer(&mut r, "lookup", &w.queries, rates, secs, &|| Box::new(&get) as Get<'_>, &mut update);
         r.set("note", "hashbrown HashMap<Box<[u8]>, u64> behind std RwLock: one read lock per lookup");
         out.push(r);
     }
@@ -281,8 +298,8 @@ fn baselines(w: &Workload, batches: &[u64], rates: &[u64], secs: f64, fresh: &Ke
         };
         r.set("lookup_ns", lookup_ns(&w.queries, |k| m.get(k).map(|v| *v)));
         r.set("alien_lookup_ns", lookup_ns(&w.alien_queries, |k| m.get(k).map(|v| *v)));
-        r.set("lookup_mops_1_thread", mops_for(&w.queries, 1, secs, &get));
-        r.set("lookup_mops_2_threads", mops_for(&w.queries, 2, secs, &get));
+        r.set("lookup_mops_1_thread", mops_for(&w.queries, 1, secs, &|| Box::new(&get) as Get<'_>));
+        r.set("lookup_mops_2_threads", mops_for(&w.queries, 2, secs, &|| Box::new(&get) as Get<'_>));
         let mut update = |i: u64| {
             let f = fresh.len() as u64;
             let k = fresh.get((i % f) as usize);
@@ -291,7 +308,7 @@ fn baselines(w: &Workload, batches: &[u64], rates: &[u64], secs: f64, fresh: &Ke
             }
             m.insert(k.into(), i & vm);
         };
-        under_writer(&mut r, "lookup", &w.queries, rates, secs, &get, &mut update);
+        under_writer(&mut r, "lookup", &w.queries, rates, secs, &|| Box::new(&get) as Get<'_>, &mut update);
         r.set("note", "dashmap 6 DashMap<Box<[u8]>, u64>; memory estimated as for hashbrown");
         out.push(r);
     }

@@ -54,6 +54,7 @@ fn oracle_with(opts: Options, bits: u32, seed: u64, ops: usize, space: u64) -> C
     let mut ctl = Control::with_options(bits, opts).unwrap();
     let reader = ctl.reader();
     let replica = Lookup::from_bytes(&ctl.export().to_bytes()).unwrap();
+    let replica_reader = replica.reader();
     let mut oracle = HashMap::new();
     for step in 0..ops {
         let k = conformance::make_key(KeyShape::Mixed, rng.below(space));
@@ -75,6 +76,7 @@ fn oracle_with(opts: Options, bits: u32, seed: u64, ops: usize, space: u64) -> C
             for (k, v) in &oracle {
                 assert_eq!(replica.get(k), Some(*v), "step {step}");
                 assert_eq!(reader.get(k), Some(*v), "step {step}");
+                assert_eq!(replica_reader.get(k), Some(*v), "step {step}");
             }
             assert_eq!(replica.to_bytes(), ctl.export().to_bytes(), "step {step}: replica differs from the writer");
         }

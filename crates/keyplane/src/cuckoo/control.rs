@@ -8,7 +8,9 @@ use super::{MAX_BUCKETS, MAX_KEY_LEN, Options, Params, SLOTS};
 use crate::ControlTable;
 use crate::error::{Error, Result, check_value};
 use crate::sync::Published;
+use std::cell::RefCell;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Initial fill of a bulk-loaded table (grows at 95 %).
 const BUILD_LOAD: f64 = 0.90;
@@ -28,27 +30,83 @@ pub struct Stats {
     pub compactions: u64,
 }
 
-/// A cheap, cloneable read handle on the writer's own table: lock-free
-/// lookups concurrent with the writer's updates (CuckooSwitch Algorithm 2),
-/// batched lookups with two-round prefetching (Algorithm 3).
-#[derive(Debug, Clone)]
+/// The published table plus a generation number bumped after every
+/// replacement (resize), so reader handles can cache their table.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    cur: Published<Table>,
+    generation: AtomicU64,
+}
+
+impl Shared {
+    pub fn new(t: Table) -> Self {
+        Self { cur: Published::new(t), generation: AtomicU64::new(0) }
+    }
+    #[inline(always)]
+    pub fn load(&self) -> arc_swap::Guard<Arc<Table>> {
+        self.cur.load()
+    }
+    pub fn load_full(&self) -> Arc<Table> {
+        self.cur.load_full()
+    }
+    pub fn replace(&self, t: Table) {
+        self.cur.replace(t);
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// A per-thread read handle on a table — the writer's own
+/// ([`Control::reader`]) or a replica's ([`Lookup::reader`]): lock-free
+/// lookups concurrent with the writer's updates (CuckooSwitch Algorithm 2)
+/// and batched lookups with two-round prefetching (Algorithm 3).
+///
+/// Cheap to clone; give each thread its own clone (it is `Send`, not
+/// `Sync`). It caches the current table and checks a generation counter
+/// (one plain load) on every lookup, so a lookup costs no atomic
+/// read-modify-write; after a resize the next lookup picks up the new
+/// table. An idle handle keeps the pre-resize table alive until its next
+/// lookup or until it is dropped.
+#[derive(Debug)]
 pub struct Reader {
-    shared: Arc<Published<Table>>,
+    shared: Arc<Shared>,
+    cache: RefCell<(u64, Arc<Table>)>,
+}
+
+impl Clone for Reader {
+    fn clone(&self) -> Self {
+        Reader::new(self.shared.clone())
+    }
 }
 
 impl Reader {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        let g = shared.generation.load(Ordering::Acquire);
+        let t = shared.load_full();
+        Reader { shared, cache: RefCell::new((g, t)) }
+    }
+
+    #[inline(always)]
+    fn with<R>(&self, f: impl FnOnce(&Table) -> R) -> R {
+        let g = self.shared.generation.load(Ordering::Acquire);
+        let mut c = self.cache.borrow_mut();
+        if c.0 != g {
+            *c = (g, self.shared.load_full());
+        }
+        f(&c.1)
+    }
+
     /// Exact lookup: `None` for a key that is not in the table.
     #[inline]
     pub fn get(&self, key: &[u8]) -> Option<u64> {
-        self.shared.load().get(key)
+        self.with(|t| t.get(key))
     }
     /// Looks up `keys` (any number) into `out` (same length; extras ignored).
     pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
-        self.shared.load().get_batch(keys, out)
+        self.with(|t| t.get_batch(keys, out))
     }
     /// Number of keys.
     pub fn len(&self) -> usize {
-        self.shared.load().len()
+        self.with(|t| t.len())
     }
     /// True when the table holds no key.
     pub fn is_empty(&self) -> bool {
@@ -60,7 +118,7 @@ impl Reader {
 /// [`Reader`]s read; see the [module docs](super).
 #[derive(Debug)]
 pub struct Control {
-    shared: Arc<Published<Table>>,
+    shared: Arc<Shared>,
     seq: u64,
     sink: Sink,
     st: WriteStats,
@@ -81,7 +139,7 @@ impl Control {
         let p = Params::new(value_bits, opts, nb as u32)?;
         let t = Table::new(p, arena_cap_for(arena_words, 0));
         Ok(Control {
-            shared: Arc::new(Published::new(t)),
+            shared: Arc::new(Shared::new(t)),
             seq: 0,
             sink: Sink::default(),
             st: WriteStats::default(),
@@ -114,9 +172,9 @@ impl Control {
         Ok(c)
     }
 
-    /// A read handle on this writer's table (cheap; clone it per thread).
+    /// A read handle on this writer's own table (cheap; one per thread).
     pub fn reader(&self) -> Reader {
-        Reader { shared: self.shared.clone() }
+        Reader::new(self.shared.clone())
     }
     /// Sequence number of the last delta emitted.
     pub fn seq(&self) -> u64 {

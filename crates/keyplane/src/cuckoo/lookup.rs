@@ -1,14 +1,14 @@
 //! The cuckoo lookup form: an independent replica kept current by deltas.
 
 use super::STASH;
+use super::control::{Reader, Shared};
 use super::delta::Delta;
 use super::table::{Op, Table};
 use crate::LookupTable;
 use crate::error::{Error, Result};
-use crate::sync::Published;
 use crate::wire::{Frame, Kind, Wire, Writer};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Sequence value of a replica on which a delta failed half-way.
 const POISONED: u64 = u64::MAX;
@@ -17,16 +17,21 @@ const POISONED: u64 = u64::MAX;
 /// Lookups are exact. See the [module docs](super).
 #[derive(Debug)]
 pub struct Lookup {
-    cur: Published<Table>,
+    cur: Arc<Shared>,
     seq: AtomicU64,
     writer: Mutex<()>,
 }
 
 impl Lookup {
     pub(crate) fn from_table(t: Table, seq: u64) -> Self {
-        Self { cur: Published::new(t), seq: AtomicU64::new(seq), writer: Mutex::new(()) }
+        Self { cur: Arc::new(Shared::new(t)), seq: AtomicU64::new(seq), writer: Mutex::new(()) }
     }
 
+    /// A per-thread read handle on this replica (see [`Reader`]): lookups
+    /// without the per-call snapshot cost of [`LookupTable::get`].
+    pub fn reader(&self) -> Reader {
+        Reader::new(self.cur.clone())
+    }
     /// Sequence number of the last delta applied (or of the export).
     pub fn seq(&self) -> u64 {
         self.seq.load(Ordering::Acquire)
