@@ -38,16 +38,29 @@ fn batch_ns_with(queries: &KeySet, batch: usize, f: impl Fn(&[&[u8]], &mut [Opti
     })
 }
 
+/// Nanoseconds this thread has run on a CPU (`/proc/thread-self/schedstat`).
+fn thread_cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat").ok()?.split_whitespace().next()?.parse().ok()
+}
+
 /// Million lookups per second with `threads` threads for `secs` seconds each.
 fn mops_for(queries: &KeySet, threads: usize, secs: f64, mk: MakeGet<'_, '_>) -> f64 {
+    mops_cpu(queries, threads, secs, mk).0
+}
+
+/// Million lookups per wall-clock second, and per second of the reader
+/// threads' own CPU time (insensitive to other processes on a shared machine).
+fn mops_cpu(queries: &KeySet, threads: usize, secs: f64, mk: MakeGet<'_, '_>) -> (f64, f64) {
+    let cpu = AtomicU64::new(0);
     let gets: Vec<Get<'_>> = (0..threads).map(|_| mk()).collect();
     let refs: Vec<&[u8]> = queries.iter().collect();
     let total = AtomicU64::new(0);
     let start = Instant::now();
     std::thread::scope(|s| {
         for (th, f) in gets.into_iter().enumerate() {
-            let (refs, total) = (&refs, &total);
+            let (refs, total, cpu) = (&refs, &total, &cpu);
             s.spawn(move || {
+                let c0 = thread_cpu_ns();
                 let mut out = [None; 16];
                 let f = &f;
                 let mut n = 0u64;
@@ -66,10 +79,26 @@ fn mops_for(queries: &KeySet, threads: usize, secs: f64, mk: MakeGet<'_, '_>) ->
                 }
                 black_box(acc);
                 total.fetch_add(n, Ordering::Relaxed);
+                if let (Some(a), Some(b)) = (c0, thread_cpu_ns()) {
+                    cpu.fetch_add(b.saturating_sub(a), Ordering::Relaxed);
+                }
             });
         }
     });
-    total.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64() / 1e6
+    let n = total.load(Ordering::Relaxed) as f64;
+    let cpu_s = cpu.load(Ordering::Relaxed) as f64 / 1e9;
+    (n / start.elapsed().as_secs_f64() / 1e6, if cpu_s > 0.0 { n / cpu_s / 1e6 } else { f64::NAN })
+}
+
+/// Keys a churning writer keeps inserted before removing them again.
+const CHURN_LAG: u64 = 4096;
+
+/// The `c`-th churn update over `f` fresh keys: even updates insert a fresh
+/// key, odd ones remove the key inserted `CHURN_LAG` inserts earlier, so the
+/// table size stays constant and every update is one insert or one remove.
+fn churn(c: u64, f: u64) -> (bool, usize) {
+    let j = c / 2;
+    if c % 2 == 0 { (true, (j % f) as usize) } else { (false, ((j + f - CHURN_LAG % f) % f) as usize) }
 }
 
 /// A writer thread doing `rate` updates per second (insert a fresh key,
@@ -102,15 +131,16 @@ fn under_writer(
     read: MakeGet<'_, '_>,
     update: &mut (dyn FnMut(u64) + Send),
 ) {
-    let base = mops_for(queries, 1, secs, read);
+    let (base, base_cpu) = mops_cpu(queries, 1, secs, read);
     r.set(&format!("{prefix}_mops_writer_0"), base);
+    r.set(&format!("{prefix}_mops_per_cpu_s_writer_0"), base_cpu);
     for &rate in rates {
         let stop = AtomicBool::new(false);
-        let (mops, achieved) = std::thread::scope(|s| {
+        let ((mops, mops_cpu_s), achieved) = std::thread::scope(|s| {
             let stop = &stop;
             let update = &mut *update;
             let w = s.spawn(move || paced_writer(rate as f64, stop, update));
-            let m = mops_for(queries, 1, secs, read);
+            let m = mops_cpu(queries, 1, secs, read);
             stop.store(true, Ordering::Relaxed);
             (m, w.join().expect("writer"))
         });
@@ -118,6 +148,8 @@ fn under_writer(
         r.set(&format!("{prefix}_mops_writer_{k}k"), mops);
         r.set(&format!("{prefix}_writer_{k}k_achieved_updates_per_s"), achieved);
         r.set(&format!("{prefix}_drop_pct_writer_{k}k"), 100.0 * (1.0 - mops / base));
+        r.set(&format!("{prefix}_mops_per_cpu_s_writer_{k}k"), mops_cpu_s);
+        r.set(&format!("{prefix}_drop_pct_per_cpu_s_writer_{k}k"), 100.0 * (1.0 - mops_cpu_s / base_cpu));
     }
 }
 
@@ -175,13 +207,15 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
             let ctl = &mut ctl;
             let fresh = &fresh;
             let vm = keyplane::mask(w.value_bits);
-            let mut update = move |i: u64| {
-                let f = fresh.len() as u64;
-                let k = fresh.get((i % f) as usize);
-                if i >= f {
-                    ctl.remove(k).expect("remove");
+            let mut c = 0u64;
+            let mut update = move |_| {
+                let (ins, i) = churn(c, fresh.len() as u64);
+                c += 1;
+                if ins {
+                    ctl.insert(fresh.get(i), c & vm).expect("insert");
+                } else if c / 2 >= CHURN_LAG {
+                    ctl.remove(fresh.get(i)).expect("remove");
                 }
-                ctl.insert(k, i & vm).expect("insert");
             };
             under_writer(
                 &mut r,
@@ -266,14 +300,16 @@ fn baselines(w: &Workload, batches: &[u64], rates: &[u64], secs: f64, fresh: &Ke
         r.set("lookup_ns", lookup_ns(&w.queries, |k| lock.read().expect("lock").get(k).copied()));
         r.set("lookup_mops_1_thread", mops_for(&w.queries, 1, secs, &|| Box::new(&get) as Get<'_>));
         r.set("lookup_mops_2_threads", mops_for(&w.queries, 2, secs, &|| Box::new(&get) as Get<'_>));
-        let mut update = |i: u64| {
-            let f = fresh.len() as u64;
-            let k = fresh.get((i % f) as usize);
+        let mut c = 0u64;
+        let mut update = |_| {
+            let (ins, i) = churn(c, fresh.len() as u64);
+            c += 1;
             let mut g = lock.write().expect("lock");
-            if i >= f {
-                g.remove(k);
+            if ins {
+                g.insert(fresh.get(i).into(), c & vm);
+            } else {
+                g.remove(fresh.get(i));
             }
-            g.insert(k.into(), i & vm);
         };
         under_writer(&mut r, "lookup", &w.queries, rates, secs, &|| Box::new(&get) as Get<'_>, &mut update);
         r.set("note", "hashbrown HashMap<Box<[u8]>, u64> behind std RwLock: one read lock per lookup");
@@ -300,13 +336,15 @@ fn baselines(w: &Workload, batches: &[u64], rates: &[u64], secs: f64, fresh: &Ke
         r.set("alien_lookup_ns", lookup_ns(&w.alien_queries, |k| m.get(k).map(|v| *v)));
         r.set("lookup_mops_1_thread", mops_for(&w.queries, 1, secs, &|| Box::new(&get) as Get<'_>));
         r.set("lookup_mops_2_threads", mops_for(&w.queries, 2, secs, &|| Box::new(&get) as Get<'_>));
-        let mut update = |i: u64| {
-            let f = fresh.len() as u64;
-            let k = fresh.get((i % f) as usize);
-            if i >= f {
-                m.remove(k);
+        let mut c = 0u64;
+        let mut update = |_| {
+            let (ins, i) = churn(c, fresh.len() as u64);
+            c += 1;
+            if ins {
+                m.insert(fresh.get(i).into(), c & vm);
+            } else {
+                m.remove(fresh.get(i));
             }
-            m.insert(k.into(), i & vm);
         };
         under_writer(&mut r, "lookup", &w.queries, rates, secs, &|| Box::new(&get) as Get<'_>, &mut update);
         r.set("note", "dashmap 6 DashMap<Box<[u8]>, u64>; memory estimated as for hashbrown");

@@ -475,13 +475,26 @@ impl Table {
         for w in ws {
             self.check_write(w)?;
         }
-        let mut set = StripeSet::new();
-        let mut stash = false;
-        for w in ws {
-            set.add(self.stripe_of_slot(w.slot as usize));
-            stash |= w.slot as usize >= self.p.slots();
-        }
-        let st = set.finish();
+        // Stripe set: on the stack for the writer's own steps (≤ 2 slots).
+        let mut small = [0usize; 8];
+        let mut big = StripeSet::new();
+        let stash = ws.iter().any(|w| w.slot as usize >= self.p.slots());
+        let st: &[usize] = if ws.len() <= small.len() {
+            let mut n = 0;
+            for w in ws {
+                let s = self.stripe_of_slot(w.slot as usize);
+                if !small[..n].contains(&s) {
+                    small[n] = s;
+                    n += 1;
+                }
+            }
+            &small[..n]
+        } else {
+            for w in ws {
+                big.add(self.stripe_of_slot(w.slot as usize));
+            }
+            big.finish()
+        };
         self.lock.write_begin(st);
         let (mut len, mut live) = (self.len.load(Relaxed), self.arena_live.load(Relaxed));
         for w in ws {
@@ -579,9 +592,15 @@ impl Table {
         while head < nodes.len() {
             let b = nodes[head].0;
             st.bfs_nodes += 1;
-            for s in 0..SLOTS {
+            // Hash the four occupants and prefetch their alternate buckets
+            // before inspecting any of them (they are the next BFS level).
+            let mut alts = [0usize; SLOTS];
+            for (s, a) in alts.iter_mut().enumerate() {
+                *a = self.alt_of(b * SLOTS + s, &mut buf);
+                prefetch(&self.buckets[*a] as *const Bucket);
+            }
+            for (s, &alt) in alts.iter().enumerate() {
                 let slot = b * SLOTS + s;
-                let alt = self.alt_of(slot, &mut buf);
                 // Paths visit distinct buckets.
                 let mut cur = head as u32;
                 let mut seen = false;
