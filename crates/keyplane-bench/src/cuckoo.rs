@@ -121,36 +121,58 @@ fn paced_writer(rate: f64, stop: &AtomicBool, mut update: impl FnMut(u64)) -> f6
     done as f64 / start.elapsed().as_secs_f64()
 }
 
-/// Lookup throughput of one reader thread while a writer sustains each rate.
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// Lookup throughput of one reader thread while a writer sustains each rate
+/// (CuckooSwitch Fig. 10). Each rate is measured `reps` times, each time
+/// right after a writer-free measurement; medians are reported, in wall
+/// time and per second of the reader's own CPU time.
+#[allow(clippy::too_many_arguments)]
 fn under_writer(
     r: &mut Record,
     prefix: &str,
     queries: &KeySet,
     rates: &[u64],
     secs: f64,
+    reps: usize,
     read: MakeGet<'_, '_>,
     update: &mut (dyn FnMut(u64) + Send),
 ) {
-    let (base, base_cpu) = mops_cpu(queries, 1, secs, read);
-    r.set(&format!("{prefix}_mops_writer_0"), base);
-    r.set(&format!("{prefix}_mops_per_cpu_s_writer_0"), base_cpu);
+    let (mut base, mut base_cpu) = (Vec::new(), Vec::new());
     for &rate in rates {
-        let stop = AtomicBool::new(false);
-        let ((mops, mops_cpu_s), achieved) = std::thread::scope(|s| {
-            let stop = &stop;
-            let update = &mut *update;
-            let w = s.spawn(move || paced_writer(rate as f64, stop, update));
-            let m = mops_cpu(queries, 1, secs, read);
-            stop.store(true, Ordering::Relaxed);
-            (m, w.join().expect("writer"))
-        });
+        let (mut m, mut mc, mut ach, mut drop, mut drop_cpu) = (vec![], vec![], vec![], vec![], vec![]);
+        for _ in 0..reps {
+            let (b, bc) = mops_cpu(queries, 1, secs, read);
+            base.push(b);
+            base_cpu.push(bc);
+            let stop = AtomicBool::new(false);
+            let ((mops, mops_cpu_s), achieved) = std::thread::scope(|s| {
+                let stop = &stop;
+                let update = &mut *update;
+                let w = s.spawn(move || paced_writer(rate as f64, stop, update));
+                let x = mops_cpu(queries, 1, secs, read);
+                stop.store(true, Ordering::Relaxed);
+                (x, w.join().expect("writer"))
+            });
+            m.push(mops);
+            mc.push(mops_cpu_s);
+            ach.push(achieved);
+            drop.push(100.0 * (1.0 - mops / b));
+            drop_cpu.push(100.0 * (1.0 - mops_cpu_s / bc));
+        }
         let k = rate / 1000;
-        r.set(&format!("{prefix}_mops_writer_{k}k"), mops);
-        r.set(&format!("{prefix}_writer_{k}k_achieved_updates_per_s"), achieved);
-        r.set(&format!("{prefix}_drop_pct_writer_{k}k"), 100.0 * (1.0 - mops / base));
-        r.set(&format!("{prefix}_mops_per_cpu_s_writer_{k}k"), mops_cpu_s);
-        r.set(&format!("{prefix}_drop_pct_per_cpu_s_writer_{k}k"), 100.0 * (1.0 - mops_cpu_s / base_cpu));
+        r.set(&format!("{prefix}_mops_writer_{k}k"), median(m));
+        r.set(&format!("{prefix}_writer_{k}k_achieved_updates_per_s"), median(ach));
+        r.set(&format!("{prefix}_drop_pct_writer_{k}k"), median(drop));
+        r.set(&format!("{prefix}_mops_per_cpu_s_writer_{k}k"), median(mc));
+        r.set(&format!("{prefix}_drop_pct_per_cpu_s_writer_{k}k"), median(drop_cpu));
     }
+    r.set(&format!("{prefix}_mops_writer_0"), median(base));
+    r.set(&format!("{prefix}_mops_per_cpu_s_writer_0"), median(base_cpu));
+    r.set("writer_test_reps", reps);
 }
 
 /// Runs the concurrent cuckoo map benchmark.
@@ -160,6 +182,7 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
     let batches = a.nums("batch", &[1, 4, 8, 16]);
     let rates = a.nums("rates", &[64_000, 500_000]);
     let secs = a.num("secs", 2) as f64;
+    let reps = a.num("reps", 3) as usize;
     let layouts: Vec<(&str, ValueLayout)> = match a.str("values", "interleaved").as_str() {
         "both" => vec![("cuckoo", ValueLayout::Auto), ("cuckoo_separate_values", ValueLayout::Separate)],
         "separate" => vec![("cuckoo_separate_values", ValueLayout::Separate)],
@@ -223,6 +246,7 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
                 &w.queries,
                 &rates,
                 secs,
+                reps,
                 &|| {
                     let h = reader.clone();
                     Box::new(move |k: &[&[u8]], o: &mut [Option<u64>]| h.get_batch(k, o)) as Get<'_>
@@ -241,7 +265,7 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
     let mut fr = Record::new("floor_1_random_read", n, w.value_bits, w.kt);
     fr.set("batch_lookup_ns", floor);
     out.push(fr);
-    out.extend(baselines(&w, &batches, &rates, secs, &fresh));
+    out.extend(baselines(&w, &batches, &rates, secs, reps, &fresh));
     let hb_ns = out.iter().find(|r| r.0["structure"] == "hashbrown").and_then(|r| r.num("lookup_ns"));
     if let Some(hb) = hb_ns {
         for r in out.iter_mut() {
@@ -255,7 +279,7 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
 }
 
 /// hashbrown (immutable and behind an `RwLock`) and dashmap, measured like the cuckoo map.
-fn baselines(w: &Workload, batches: &[u64], rates: &[u64], secs: f64, fresh: &KeySet) -> Vec<Record> {
+fn baselines(w: &Workload, batches: &[u64], rates: &[u64], secs: f64, reps: usize, fresh: &KeySet) -> Vec<Record> {
     let n = w.n();
     let mut out = Vec::new();
     let vm = keyplane::mask(w.value_bits);
@@ -311,7 +335,7 @@ fn baselines(w: &Workload, batches: &[u64], rates: &[u64], secs: f64, fresh: &Ke
                 g.remove(fresh.get(i));
             }
         };
-        under_writer(&mut r, "lookup", &w.queries, rates, secs, &|| Box::new(&get) as Get<'_>, &mut update);
+        under_writer(&mut r, "lookup", &w.queries, rates, secs, reps, &|| Box::new(&get) as Get<'_>, &mut update);
         r.set("note", "hashbrown HashMap<Box<[u8]>, u64> behind std RwLock: one read lock per lookup");
         out.push(r);
     }
@@ -346,7 +370,7 @@ fn baselines(w: &Workload, batches: &[u64], rates: &[u64], secs: f64, fresh: &Ke
                 m.remove(fresh.get(i));
             }
         };
-        under_writer(&mut r, "lookup", &w.queries, rates, secs, &|| Box::new(&get) as Get<'_>, &mut update);
+        under_writer(&mut r, "lookup", &w.queries, rates, secs, reps, &|| Box::new(&get) as Get<'_>, &mut update);
         r.set("note", "dashmap 6 DashMap<Box<[u8]>, u64>; memory estimated as for hashbrown");
         out.push(r);
     }

@@ -484,6 +484,10 @@ fn edge_cases() {
     assert_eq!(e.get(&long), Some(3));
     assert!(c.insert(&vec![7u8; keyplane::cuckoo::MAX_KEY_LEN + 1], 1).is_err());
     // Bulk load with repeated keys: last value wins.
+    let dup = Control::from_items((0..5_000u64).map(|i| (b"one long repeated key".to_vec(), i & 7)), 4).unwrap();
+    assert_eq!(dup.len(), 1);
+    let blob = dup.export().to_bytes();
+    assert_eq!(Lookup::from_bytes(&blob).unwrap().get(b"one long repeated key"), Some(4999 & 7));
     let b = Control::from_items([(b"k".to_vec(), 1), (b"k".to_vec(), 2)], 4).unwrap();
     assert_eq!(b.len(), 1);
     assert_eq!(b.export().get(b"k"), Some(2));

@@ -3,7 +3,7 @@
 
 use super::delta::Delta;
 use super::lookup::Lookup;
-use super::table::{Op, Probe, Sink, SlotWrite, Table, VAL48, WriteStats, arena_cap_for};
+use super::table::{MAX_ENTRY_WORDS, Op, Probe, Sink, SlotWrite, Table, VAL48, WriteStats, arena_cap_for};
 use super::{MAX_BUCKETS, MAX_KEY_LEN, Options, Params, SLOTS};
 use crate::ControlTable;
 use crate::error::{Error, Result, check_value};
@@ -167,6 +167,11 @@ impl Control {
         let mut c = Self::sized(value_bits, &opts, items.len(), arena)?;
         for (k, v) in &items {
             c.put(k.as_ref(), *v)?;
+        }
+        // Repeated long keys made the arena estimate too large: compact.
+        let t = c.shared.load_full();
+        if t.arena_cap() > arena_cap_for(t.arena_used(), MAX_ENTRY_WORDS) {
+            c.shared.replace(t.rebuild(false, 0)?);
         }
         c.seq = 0;
         Ok(c)
