@@ -507,3 +507,24 @@ fn memory_is_one_cache_line_per_four_slots() {
     assert!(per_key < 16.0 / 0.85, "{per_key} bytes per key");
     assert!(ctl.load_factor() > 0.85);
 }
+
+#[test]
+fn delta_sizes_stay_small_for_incremental_updates() {
+    // At 90 % load many inserts displace keys; deltas still carry only the
+    // touched slots.
+    let mut ctl = Control::from_items((0..100_000u64).map(|i| (i.to_le_bytes(), i & 0xff)), 8).unwrap();
+    let (mut total, mut count, mut moves) = (0usize, 0usize, 0usize);
+    for i in 0..2_000u64 {
+        let d = ctl.insert(&(i + (1 << 40)).to_le_bytes(), i & 0xff).unwrap();
+        if !d.is_rebuild() {
+            total += d.to_bytes().len();
+            count += 1;
+            moves += d.moves();
+        }
+    }
+    let avg = total as f64 / count as f64;
+    assert!(moves > 100, "{moves} displacements");
+    assert!(avg < 200.0, "average insert delta {avg} bytes");
+    let d = ctl.remove(&5u64.to_le_bytes()).unwrap().unwrap();
+    assert!(d.to_bytes().len() < 100);
+}

@@ -119,6 +119,8 @@ impl Reader {
 #[derive(Debug)]
 pub struct Control {
     shared: Arc<Shared>,
+    /// The writer's own reference to the published table.
+    cur: Arc<Table>,
     seq: u64,
     sink: Sink,
     st: WriteStats,
@@ -137,9 +139,12 @@ impl Control {
             return Err(Error::CapacityExceeded(format!("{n} keys need more than {MAX_BUCKETS} buckets")));
         }
         let p = Params::new(value_bits, opts, nb as u32)?;
-        let t = Table::new(p, arena_cap_for(arena_words, 0));
+        // Bulk loads reserve 1/8 headroom for long keys; later compactions 2×.
+        let t = Table::new(p, (arena_words + arena_words / 8).max(arena_cap_for(0, 0)));
+        let shared = Arc::new(Shared::new(t));
         Ok(Control {
-            shared: Arc::new(Shared::new(t)),
+            cur: shared.load_full(),
+            shared,
             seq: 0,
             sink: Sink::default(),
             st: WriteStats::default(),
@@ -169,9 +174,10 @@ impl Control {
             c.put(k.as_ref(), *v)?;
         }
         // Repeated long keys made the arena estimate too large: compact.
-        let t = c.shared.load_full();
+        let t = c.cur.clone();
         if t.arena_cap() > arena_cap_for(t.arena_used(), MAX_ENTRY_WORDS) {
             c.shared.replace(t.rebuild(false, 0)?);
+            c.cur = c.shared.load_full();
         }
         c.seq = 0;
         Ok(c)
@@ -191,24 +197,24 @@ impl Control {
     }
     /// Number of buckets.
     pub fn buckets(&self) -> usize {
-        self.shared.load().p.nb as usize
+        self.cur.p.nb as usize
     }
     /// Slots in buckets (the stash comes on top).
     pub fn capacity(&self) -> usize {
-        self.shared.load().p.slots()
+        self.cur.p.slots()
     }
     /// Keys currently in the stash.
     pub fn stash_len(&self) -> usize {
-        self.shared.load().stash_len()
+        self.cur.stash_len()
     }
     /// Fraction of bucket slots in use.
     pub fn load_factor(&self) -> f64 {
-        let t = self.shared.load();
+        let t = &self.cur;
         t.len() as f64 / t.p.slots() as f64
     }
     /// Hash seed.
     pub fn seed(&self) -> u64 {
-        self.shared.load().p.seed
+        self.cur.p.seed
     }
 
     fn rebuild(&mut self, t: &Table, grow: bool, extra: usize) -> Result<()> {
@@ -220,13 +226,14 @@ impl Control {
         }
         self.sink.push(Op::Rebuild { grow, extra: extra as u32, nb: n.p.nb });
         self.shared.replace(n);
+        self.cur = self.shared.load_full();
         Ok(())
     }
 
     /// Insert or overwrite, recording operations in the sink.
     fn put(&mut self, key: &[u8], value: u64) -> Result<()> {
         loop {
-            let t = self.shared.load_full();
+            let t = self.cur.clone();
             let pr: Probe = t.p.probe(key);
             if let Some((slot, old)) = t.find_writer(&pr, key) {
                 if old != value {
@@ -308,7 +315,7 @@ impl ControlTable for Control {
     }
 
     fn remove(&mut self, key: &[u8]) -> Result<Option<Delta>> {
-        let t = self.shared.load_full();
+        let t = self.cur.clone();
         let pr = t.p.probe(key);
         let Some((slot, _)) = t.find_writer(&pr, key) else {
             return Ok(None);
@@ -323,22 +330,22 @@ impl ControlTable for Control {
     }
 
     fn get(&self, key: &[u8]) -> Option<u64> {
-        self.shared.load().get(key)
+        self.cur.get(key)
     }
 
     fn len(&self) -> usize {
-        self.shared.load().len()
+        self.cur.len()
     }
 
     fn value_bits(&self) -> u32 {
-        self.shared.load().p.vbits
+        self.cur.p.vbits
     }
 
     fn export(&self) -> Lookup {
-        Lookup::from_table(self.shared.load().clone_table(), self.seq)
+        Lookup::from_table(self.cur.clone_table(), self.seq)
     }
 
     fn memory_bytes(&self) -> usize {
-        std::mem::size_of::<Self>() + self.shared.load().memory_bytes()
+        std::mem::size_of::<Self>() + self.cur.memory_bytes()
     }
 }

@@ -354,16 +354,42 @@ impl Table {
         self.get_probe(&pr, key)
     }
 
+    /// First slot of bucket `b` whose tag and key word (inline key) or hash
+    /// check (out-of-line key) match: (slot, key word, meta word).
+    #[inline(always)]
+    fn candidate_in(&self, b: usize, pr: &Probe) -> Option<(usize, u64, u64)> {
+        let bk = &self.buckets[b];
+        for s in 0..SLOTS {
+            let meta = bk.w[2 * s + 1].load(Relaxed);
+            if meta >> 48 == pr.tag {
+                let k = bk.w[2 * s].load(Relaxed);
+                if (!pr.ool && k == pr.kw) || (pr.ool && k >> 32 == pr.kw >> 32) {
+                    return Some((b * SLOTS + s, k, meta));
+                }
+            }
+        }
+        None
+    }
+
     /// Batched lookup with two-round prefetching (CuckooSwitch Algorithm 3):
     /// hash every key of a round of up to 16 and prefetch its first bucket;
     /// snapshot versions and search the first buckets, prefetching the second
     /// bucket only for misses; search those; validate each key's versions
-    /// and redo only the keys whose buckets changed.
+    /// and redo only the keys whose buckets changed. When a candidate slot
+    /// needs one more memory access — the arena entry of a long key, the
+    /// separate value array — those are prefetched for the whole round and
+    /// read in a third pass, so they overlap as well.
     pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        const DONE: u8 = 0;
+        const SECOND: u8 = 1;
+        const CAND: u8 = 2;
+        const REDO: u8 = 3;
         let n = keys.len().min(out.len());
         let mut pr = [Probe::default(); BATCH];
         let mut ver = [(0u64, 0u64); BATCH];
-        let mut pending = [false; BATCH];
+        let mut state = [DONE; BATCH];
+        let mut cand = [(0usize, 0u64, 0u64); BATCH];
+        let separate = self.p.separate;
         let mut start = 0;
         while start < n {
             let m = (n - start).min(BATCH);
@@ -373,31 +399,65 @@ impl Table {
                 pr[i] = self.p.probe(ks[i]);
                 prefetch(&self.buckets[pr[i].b1] as *const Bucket);
             }
+            // Found a candidate: either the answer, or prefetch what it still needs.
+            let mut found = |i: usize, c: (usize, u64, u64), p: &Probe, os: &mut [Option<u64>]| {
+                if !p.ool && !separate {
+                    os[i] = Some(c.2 & VAL48);
+                    DONE
+                } else {
+                    if p.ool {
+                        if let Some(w) = self.arena.get(c.1 as u32 as usize) {
+                            prefetch(w as *const AtomicU64);
+                        }
+                    }
+                    if separate {
+                        prefetch(&self.vals[c.0] as *const AtomicU64);
+                    }
+                    cand[i] = c;
+                    CAND
+                }
+            };
             for i in 0..m {
                 let p = &pr[i];
                 ver[i] = (self.lock.read_begin(self.stripe(p.b1)), self.lock.read_begin(self.stripe(p.b2)));
-                match self.find_in(p.b1, p, ks[i]) {
-                    Some((_, v)) => {
-                        os[i] = Some(v);
-                        pending[i] = false;
-                    }
+                state[i] = match self.candidate_in(p.b1, p) {
+                    Some(c) => found(i, c, p, os),
                     None => {
                         prefetch(&self.buckets[p.b2] as *const Bucket);
-                        pending[i] = true;
+                        SECOND
                     }
-                }
+                };
             }
             let stash = self.stash_n.load(Relaxed) != 0;
             for i in 0..m {
-                if pending[i] {
-                    os[i] = self.find_in(pr[i].b2, &pr[i], ks[i]).map(|x| x.1);
+                if state[i] == SECOND {
+                    let p = &pr[i];
+                    state[i] = match self.candidate_in(p.b2, p) {
+                        Some(c) => found(i, c, p, os),
+                        None if stash => REDO,
+                        None => {
+                            os[i] = None;
+                            DONE
+                        }
+                    };
+                }
+            }
+            for i in 0..m {
+                if state[i] == CAND {
+                    let (slot, k, meta) = cand[i];
+                    if pr[i].ool && !self.arena_eq(k as u32 as usize, ks[i]) {
+                        // A 40-bit tag-and-check collision (or a torn read): take the slow path.
+                        state[i] = REDO;
+                    } else {
+                        os[i] = Some(self.value_of(slot, meta));
+                    }
                 }
             }
             for i in 0..m {
                 let p = &pr[i];
                 let ok = self.lock.read_validate(self.stripe(p.b1), ver[i].0)
                     && self.lock.read_validate(self.stripe(p.b2), ver[i].1);
-                if !ok || (stash && os[i].is_none()) {
+                if !ok || state[i] == REDO {
                     os[i] = self.get_probe(p, ks[i]);
                 }
             }
