@@ -53,7 +53,8 @@
 //!
 //! A new key goes to a free slot of its buckets; otherwise a breadth-first
 //! search over the cuckoo graph (at most 1024 buckets, paths of distinct
-//! buckets) finds the shortest displacement path, executed from its free end
+//! buckets, the next level's buckets prefetched) finds the shortest
+//! displacement path, executed from its free end
 //! back to the new key's bucket (each move one step). If no path exists the
 //! key goes to an 8-slot **stash** that lookups consult whenever it is not
 //! empty; a full stash, or a load above 95 %, triggers a **resize** (bucket
@@ -63,15 +64,19 @@
 //!
 //! # Two ways to read
 //!
-//! * [`Control::reader`] hands out cheap cloneable [`Reader`] handles on the
-//!   writer's own table: local data-plane threads need no copy and no deltas.
-//!   A resize publishes a new table ([`crate::sync::Published`]); a reader
-//!   that raced it finishes on the complete old one.
+//! * [`Control::reader`] hands out cheap [`Reader`] handles on the writer's
+//!   own table (one per thread: `Send`, not `Sync`): local data-plane
+//!   threads need no copy and no deltas. A handle caches the current table
+//!   and checks a generation counter with one plain load per lookup, so a
+//!   lookup performs no atomic read-modify-write. A resize publishes a new
+//!   table ([`crate::sync::Published`]); a reader that raced it finishes on
+//!   the complete old one, and its next lookup switches to the new one.
 //! * [`Control::export`] returns an independent [`Lookup`] replica (another
 //!   process, another machine); [`Delta`]s carry the writer's slot steps,
 //!   arena appends and resize decisions, so the replica stays bit-identical
 //!   to the writer's table (a resize is re-executed deterministically by the
-//!   replica instead of shipping the whole table).
+//!   replica instead of shipping the whole table). [`Lookup::reader`] gives
+//!   the same per-thread handles on a replica.
 //!
 //! Lookups are exact: an absent key gives `None`.
 //!

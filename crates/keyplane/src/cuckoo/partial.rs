@@ -15,13 +15,13 @@
 //! **This structure cannot return the right value for every valid key.**
 //! A lookup returns the value of the first slot of `b1` then `b2` whose
 //! fingerprint matches. When another key with the same fingerprint sits in
-//! one of those buckets ahead of the key's own slot (probability roughly
-//! `7 · 2^-f` per key at high load), the key reads that other key's value:
+//! one of those buckets ahead of the key's own slot (measured ≈ `2.3 · 2^-f`
+//! per key at 90 % load), the key reads that other key's value:
 //! a *valid-key collision*. [`Control::collides`] tells, exactly, which keys
 //! currently collide, and [`Control::collision_count`] how many; the
 //! benchmark measures the rate as a function of `f` (thesis Fig. 4.30).
 //! Alien keys give `None` unless a fingerprint matches (false positive rate
-//! about `8 · 2^-f` at full load).
+//! ≈ `7 · 2^-f` at 90 % load).
 //!
 //! Updates are in place: inserts may displace fingerprints along a BFS
 //! cuckoo path, each displacement one step under the striped seqlock
