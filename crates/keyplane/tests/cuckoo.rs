@@ -95,7 +95,6 @@ fn oracle_interleaved_grows_from_empty() {
     let ctl = oracle_with(Options::default(), 12, 5, 30_000, 20_000);
     let s = ctl.stats();
     assert!(s.grows >= 5, "{s:?}");
-    assert!(s.compactions >= 1 || s.grows >= 5, "{s:?}");
     assert!(s.moves > 0, "cuckoo displacements must have happened: {s:?}");
 }
 
@@ -527,4 +526,28 @@ fn delta_sizes_stay_small_for_incremental_updates() {
     assert!(avg < 200.0, "average insert delta {avg} bytes");
     let d = ctl.remove(&5u64.to_le_bytes()).unwrap().unwrap();
     assert!(d.to_bytes().len() < 100);
+}
+
+#[test]
+fn arena_garbage_is_reclaimed_by_compaction() {
+    // Long keys churned through a small table: removed entries leave arena
+    // garbage that only a compaction (rebuild at the same size) reclaims.
+    let mut ctl = Control::with_value_bits(8).unwrap();
+    let replica = ctl.export();
+    let key = |i: u64| format!("a rather long key number {i:010}").into_bytes();
+    for i in 0..20_000u64 {
+        replica.apply(&ctl.insert(&key(i), i & 0xff).unwrap()).unwrap();
+        if i >= 10 {
+            replica.apply(&ctl.remove(&key(i - 10)).unwrap().unwrap()).unwrap();
+        }
+    }
+    let s = ctl.stats();
+    assert!(s.compactions > 10, "{s:?}");
+    assert_eq!(ctl.len(), 10);
+    assert!(ctl.memory_bytes() < 64 << 10, "{} bytes for 10 keys", ctl.memory_bytes());
+    for i in 19_990..20_000 {
+        assert_eq!(replica.get(&key(i)), Some(i & 0xff));
+    }
+    assert_eq!(replica.get(&key(5)), None);
+    assert_eq!(replica.to_bytes(), ctl.export().to_bytes());
 }

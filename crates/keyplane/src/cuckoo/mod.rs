@@ -71,7 +71,7 @@
 //!   lookup performs no atomic read-modify-write. A resize publishes a new
 //!   table ([`crate::sync::Published`]); a reader that raced it finishes on
 //!   the complete old one, and its next lookup switches to the new one.
-//! * [`Control::export`] returns an independent [`Lookup`] replica (another
+//! * [`Control::export`](crate::ControlTable::export) returns an independent [`Lookup`] replica (another
 //!   process, another machine); [`Delta`]s carry the writer's slot steps,
 //!   arena appends and resize decisions, so the replica stays bit-identical
 //!   to the writer's table (a resize is re-executed deterministically by the
