@@ -551,3 +551,30 @@ fn arena_garbage_is_reclaimed_by_compaction() {
     assert_eq!(replica.get(&key(5)), None);
     assert_eq!(replica.to_bytes(), ctl.export().to_bytes());
 }
+
+#[test]
+fn mass_removal_shrinks_the_table() {
+    let mut ctl = Control::from_items((0..50_000u64).map(|i| (i.to_le_bytes(), i & 0xff)), 8).unwrap();
+    let replica = ctl.export();
+    let reader = ctl.reader();
+    let big = ctl.buckets();
+    for i in 100..50_000u64 {
+        replica.apply(&ctl.remove(&i.to_le_bytes()).unwrap().unwrap()).unwrap();
+    }
+    let s = ctl.stats();
+    assert!(s.shrinks >= 4, "{s:?}");
+    assert!(ctl.buckets() * 16 <= big, "{} buckets, started with {big}", ctl.buckets());
+    assert!(ctl.load_factor() >= 0.2, "shrinks keep the load at or above 20 %");
+    for i in 0..50_000u64 {
+        let want = (i < 100).then_some(i & 0xff);
+        assert_eq!(reader.get(&i.to_le_bytes()), want);
+        assert_eq!(replica.get(&i.to_le_bytes()), want);
+    }
+    assert_eq!(replica.to_bytes(), ctl.export().to_bytes());
+    // Growing again after shrinking.
+    for i in 100..20_000u64 {
+        replica.apply(&ctl.insert(&i.to_le_bytes(), 1).unwrap()).unwrap();
+    }
+    assert!(ctl.stats().grows > s.grows);
+    assert_eq!(replica.to_bytes(), ctl.export().to_bytes());
+}

@@ -3,7 +3,7 @@
 
 use super::delta::Delta;
 use super::lookup::Lookup;
-use super::table::{MAX_ENTRY_WORDS, Op, Probe, Sink, SlotWrite, Table, VAL48, WriteStats, arena_cap_for};
+use super::table::{MAX_ENTRY_WORDS, Op, Probe, Resize, Sink, SlotWrite, Table, VAL48, WriteStats, arena_cap_for};
 use super::{MAX_BUCKETS, MAX_KEY_LEN, Options, Params, SLOTS};
 use crate::ControlTable;
 use crate::error::{Error, Result, check_value};
@@ -24,8 +24,10 @@ pub struct Stats {
     pub bfs_nodes: u64,
     /// Inserts that found no cuckoo path and went to the stash.
     pub stashed: u64,
-    /// Resizes (bucket count doubled).
+    /// Resizes that doubled the bucket count.
     pub grows: u64,
+    /// Resizes that halved the bucket count (load below 20 % after removes).
+    pub shrinks: u64,
     /// Arena compactions (rebuilds at the same size).
     pub compactions: u64,
 }
@@ -176,7 +178,7 @@ impl Control {
         // Repeated long keys made the arena estimate too large: compact.
         let t = c.cur.clone();
         if t.arena_cap() > arena_cap_for(t.arena_used(), MAX_ENTRY_WORDS) {
-            c.shared.replace(t.rebuild(false, 0)?);
+            c.shared.replace(t.rebuild(Resize::Same, 0)?);
             c.cur = c.shared.load_full();
         }
         c.seq = 0;
@@ -217,14 +219,14 @@ impl Control {
         self.cur.p.seed
     }
 
-    fn rebuild(&mut self, t: &Table, grow: bool, extra: usize) -> Result<()> {
-        let n = t.rebuild(grow, extra)?;
-        if grow {
-            self.stats.grows += 1;
-        } else {
-            self.stats.compactions += 1;
+    fn rebuild(&mut self, t: &Table, mode: Resize, extra: usize) -> Result<()> {
+        let n = t.rebuild(mode, extra)?;
+        match mode {
+            Resize::Grow => self.stats.grows += 1,
+            Resize::Shrink => self.stats.shrinks += 1,
+            Resize::Same => self.stats.compactions += 1,
         }
-        self.sink.push(Op::Rebuild { grow, extra: extra as u32, nb: n.p.nb });
+        self.sink.push(Op::Rebuild { mode, extra: extra as u32, nb: n.p.nb });
         self.shared.replace(n);
         self.cur = self.shared.load_full();
         Ok(())
@@ -249,13 +251,13 @@ impl Control {
                 return Ok(());
             }
             if t.needs_grow() {
-                self.rebuild(&t, true, 0)?;
+                self.rebuild(&t, Resize::Grow, 0)?;
                 continue;
             }
             let kword = if pr.ool {
                 let words = Table::arena_entry(key);
                 if t.arena_used() + words.len() > t.arena_cap() {
-                    self.rebuild(&t, false, words.len())?;
+                    self.rebuild(&t, Resize::Same, words.len())?;
                     continue;
                 }
                 let off = t.arena_used() as u64;
@@ -269,7 +271,7 @@ impl Control {
                 return Ok(());
             }
             // No cuckoo path and a full stash: grow and retry.
-            self.rebuild(&t, true, 0)?;
+            self.rebuild(&t, Resize::Grow, 0)?;
         }
     }
 
@@ -325,6 +327,9 @@ impl ControlTable for Control {
         t.apply_step(&[w])?;
         self.sink.ops.push(Op::Step(vec![w]));
         t.drain_stash(&mut self.sink)?;
+        if t.wants_shrink() {
+            self.rebuild(&t, Resize::Shrink, 0)?;
+        }
         self.sink.on = false;
         Ok(Some(self.delta()))
     }

@@ -1,12 +1,12 @@
 //! Cuckoo update messages: the writer's own slot steps, arena appends and
 //! resize decisions, replayed by a replica.
 
-use super::table::{MAX_ENTRY_WORDS, Op, SlotWrite};
+use super::table::{MAX_ENTRY_WORDS, Op, Resize, SlotWrite};
 use crate::error::{Error, Result};
 use crate::wire::{Frame, Kind, Wire, Writer};
 
 /// At most this many rebuilds in one delta (an insert needs at most three:
-/// load growth, arena compaction, stash-full growth).
+/// load growth, arena compaction, stash-full growth; a remove one shrink).
 pub(crate) const MAX_REBUILDS: usize = 4;
 
 /// An update message for [`super::Lookup`].
@@ -66,8 +66,8 @@ impl Wire for Delta {
                         w.varint(s.slot).u64(s.key).u64(s.meta).varint(s.val);
                     }
                 }
-                Op::Rebuild { grow, extra, nb } => {
-                    w.u8(TAG_REBUILD).u8(*grow as u8).u32(*extra).u32(*nb);
+                Op::Rebuild { mode, extra, nb } => {
+                    w.u8(TAG_REBUILD).u8(*mode as u8).u32(*extra).u32(*nb);
                 }
             }
         }
@@ -111,16 +111,13 @@ impl Wire for Delta {
                     if rebuilds > MAX_REBUILDS {
                         return Err(Error::Corrupt("too many rebuilds in one delta".into()));
                     }
-                    let grow = match r.u8()? {
-                        0 => false,
-                        1 => true,
-                        x => return Err(Error::Corrupt(format!("grow flag {x}"))),
-                    };
+                    let c = r.u8()?;
+                    let mode = Resize::from_code(c).ok_or_else(|| Error::Corrupt(format!("resize mode {c}")))?;
                     let extra = r.u32()?;
                     if extra as usize > MAX_ENTRY_WORDS {
                         return Err(Error::Corrupt(format!("rebuild reserves {extra} arena words")));
                     }
-                    Op::Rebuild { grow, extra, nb: r.u32()? }
+                    Op::Rebuild { mode, extra, nb: r.u32()? }
                 }
                 t => return Err(Error::Corrupt(format!("unknown cuckoo delta op {t}"))),
             };

@@ -3,7 +3,7 @@
 use super::STASH;
 use super::control::{Reader, Shared};
 use super::delta::Delta;
-use super::table::{Op, Table};
+use super::table::{Op, Resize, Table};
 use crate::LookupTable;
 use crate::error::{Error, Result};
 use crate::wire::{Frame, Kind, Wire, Writer};
@@ -67,16 +67,16 @@ impl Lookup {
             match op {
                 Op::Arena { off, words } => t.apply_arena(*off, words)?,
                 Op::Step(ws) => t.apply_step(ws)?,
-                Op::Rebuild { grow, extra, nb } => {
-                    let justified = if *grow {
-                        t.needs_grow() || t.stash_len() == STASH
-                    } else {
-                        t.arena_used() + *extra as usize > t.arena_cap()
+                Op::Rebuild { mode, extra, nb } => {
+                    let justified = match mode {
+                        Resize::Grow => t.needs_grow() || t.stash_len() == STASH,
+                        Resize::Shrink => t.wants_shrink(),
+                        Resize::Same => t.arena_used() + *extra as usize > t.arena_cap(),
                     };
                     if !justified {
                         return Err(Error::DeltaMismatch("rebuild this table does not need".into()));
                     }
-                    let n = t.rebuild(*grow, *extra as usize)?;
+                    let n = t.rebuild(*mode, *extra as usize)?;
                     if n.p.nb != *nb {
                         return Err(Error::DeltaMismatch(format!(
                             "rebuild gave {} buckets, the writer had {nb}",

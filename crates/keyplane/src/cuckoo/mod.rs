@@ -59,7 +59,7 @@
 //! key goes to an 8-slot **stash** that lookups consult whenever it is not
 //! empty; a full stash, or a load above 95 %, triggers a **resize** (bucket
 //! count doubled). Removes move stashed keys back into buckets when room
-//! appears. (The original CuckooSwitch table has neither stash nor resize
+//! appears, and a load below 20 % after a remove halves the bucket count. (The original CuckooSwitch table has neither stash nor resize
 //! and silently drops a key when the path search fails.)
 //!
 //! # Two ways to read

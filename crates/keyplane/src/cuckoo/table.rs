@@ -120,10 +120,36 @@ pub(crate) enum Op {
     Arena { off: u64, words: Vec<u64> },
     /// Slot writes that readers observe atomically.
     Step(Vec<SlotWrite>),
-    /// Rebuild into a new table (grown, or with a compacted arena that has
-    /// room for `extra` more words); `nb` is the resulting bucket count.
-    Rebuild { grow: bool, extra: u32, nb: u32 },
+    /// Rebuild into a new table (grown, shrunk, or at the same size with a
+    /// compacted arena that has room for `extra` more words); `nb` is the
+    /// resulting bucket count.
+    Rebuild { mode: Resize, extra: u32, nb: u32 },
 }
+
+/// What a rebuild does to the bucket count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Resize {
+    /// Same size (arena compaction).
+    Same = 0,
+    /// Double (load above 95 % or a full stash).
+    Grow = 1,
+    /// Halve (load below 20 % after a remove).
+    Shrink = 2,
+}
+
+impl Resize {
+    pub fn from_code(c: u8) -> Option<Self> {
+        match c {
+            0 => Some(Resize::Same),
+            1 => Some(Resize::Grow),
+            2 => Some(Resize::Shrink),
+            _ => None,
+        }
+    }
+}
+
+/// Load (percent of bucket slots) below which a remove shrinks the table.
+pub(crate) const MIN_LOAD_PCT: u64 = 20;
 
 /// Where the writer's operations go: applied always, recorded when `on`.
 #[derive(Debug, Default)]
@@ -762,6 +788,11 @@ impl Table {
         Ok(())
     }
 
+    /// True when a remove should shrink the table (load below 20 %).
+    pub fn wants_shrink(&self) -> bool {
+        self.p.nb > 2 && (self.len() as u64) * 100 < self.p.slots() as u64 * MIN_LOAD_PCT
+    }
+
     /// True when an insert must grow the table first (load above 95 %).
     pub fn needs_grow(&self) -> bool {
         (self.len() as u64 + 1) * 100 > self.p.slots() as u64 * MAX_LOAD_PCT
@@ -771,12 +802,16 @@ impl Table {
     /// the same or doubled size whose arena is compacted with room for
     /// `extra` more words; doubles again until every key fits. Writer and
     /// replicas run the same code and obtain identical tables.
-    pub fn rebuild(&self, grow: bool, extra: usize) -> Result<Table> {
+    pub fn rebuild(&self, mode: Resize, extra: usize) -> Result<Table> {
         let next = |nb: u32| -> Result<u32> {
             let n = nb.checked_mul(2).filter(|&n| n <= MAX_BUCKETS);
             n.ok_or_else(|| Error::CapacityExceeded(format!("more than {MAX_BUCKETS} buckets needed")))
         };
-        let mut nb = if grow { next(self.p.nb)? } else { self.p.nb };
+        let mut nb = match mode {
+            Resize::Same => self.p.nb,
+            Resize::Grow => next(self.p.nb)?,
+            Resize::Shrink => (self.p.nb / 2).max(2),
+        };
         let mut buf = Vec::new();
         let mut st = WriteStats::default();
         'attempt: loop {
