@@ -3,6 +3,7 @@
 
 pub mod cfw;
 pub mod common;
+pub mod cuckoo;
 pub mod hashes;
 pub mod lb;
 pub mod othello;
@@ -20,6 +21,8 @@ pub fn run(cmd: &str, args: &Args) -> Result<Vec<Record>, String> {
         "othello" => othello::run(args),
         "cfw" => cfw::run(args),
         "bfw" => cfw::run_bfw(args),
+        "cuckoo" => cuckoo::run(args),
+        "pkcuckoo" => cuckoo::run_partial(args),
         "hash" => hashes::run(args),
         "lb" => lb::run(args),
         other => Err(format!("unknown benchmark {other}")),

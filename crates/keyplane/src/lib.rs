@@ -31,6 +31,7 @@ pub mod bfw;
 pub mod bits;
 pub mod cfw;
 pub mod conformance;
+pub mod cuckoo;
 mod error;
 pub mod hash;
 pub mod key;

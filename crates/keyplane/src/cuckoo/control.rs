@@ -1,0 +1,356 @@
+//! The cuckoo control form: the single writer of a table shared with its
+//! reader handles.
+
+use super::delta::Delta;
+use super::lookup::Lookup;
+use super::table::{MAX_ENTRY_WORDS, Op, Probe, Resize, Sink, SlotWrite, Table, VAL48, WriteStats, arena_cap_for};
+use super::{MAX_BUCKETS, MAX_KEY_LEN, Options, Params, SLOTS};
+use crate::ControlTable;
+use crate::error::{Error, Result, check_value};
+use crate::sync::Published;
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Initial fill of a bulk-loaded table (grows at 95 %).
+const BUILD_LOAD: f64 = 0.90;
+
+/// Counters describing the writer's history.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Cuckoo displacements (keys moved to their other bucket).
+    pub moves: u64,
+    /// Buckets visited by breadth-first path searches.
+    pub bfs_nodes: u64,
+    /// Inserts that found no cuckoo path and went to the stash.
+    pub stashed: u64,
+    /// Resizes that doubled the bucket count.
+    pub grows: u64,
+    /// Resizes that halved the bucket count (load below 20 % after removes).
+    pub shrinks: u64,
+    /// Arena compactions (rebuilds at the same size).
+    pub compactions: u64,
+}
+
+/// The published table plus a generation number bumped after every
+/// replacement (resize), so reader handles can cache their table.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    cur: Published<Table>,
+    generation: AtomicU64,
+}
+
+impl Shared {
+    pub fn new(t: Table) -> Self {
+        Self { cur: Published::new(t), generation: AtomicU64::new(0) }
+    }
+    #[inline(always)]
+    pub fn load(&self) -> arc_swap::Guard<Arc<Table>> {
+        self.cur.load()
+    }
+    pub fn load_full(&self) -> Arc<Table> {
+        self.cur.load_full()
+    }
+    pub fn replace(&self, t: Table) {
+        self.cur.replace(t);
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// A per-thread read handle on a table — the writer's own
+/// ([`Control::reader`]) or a replica's ([`Lookup::reader`]): lock-free
+/// lookups concurrent with the writer's updates (CuckooSwitch Algorithm 2)
+/// and batched lookups with two-round prefetching (Algorithm 3).
+///
+/// Cheap to clone; give each thread its own clone (it is `Send`, not
+/// `Sync`). It caches the current table and checks a generation counter
+/// (one plain load) on every lookup, so a lookup costs no atomic
+/// read-modify-write; after a resize the next lookup picks up the new
+/// table. An idle handle keeps the pre-resize table alive until its next
+/// lookup or until it is dropped.
+#[derive(Debug)]
+pub struct Reader {
+    shared: Arc<Shared>,
+    cache: RefCell<(u64, Arc<Table>)>,
+}
+
+impl Clone for Reader {
+    fn clone(&self) -> Self {
+        Reader::new(self.shared.clone())
+    }
+}
+
+impl Reader {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        let g = shared.generation.load(Ordering::Acquire);
+        let t = shared.load_full();
+        Reader { shared, cache: RefCell::new((g, t)) }
+    }
+
+    #[inline(always)]
+    fn with<R>(&self, f: impl FnOnce(&Table) -> R) -> R {
+        let g = self.shared.generation.load(Ordering::Acquire);
+        let mut c = self.cache.borrow_mut();
+        if c.0 != g {
+            *c = (g, self.shared.load_full());
+        }
+        f(&c.1)
+    }
+
+    /// Exact lookup: `None` for a key that is not in the table.
+    #[inline]
+    pub fn get(&self, key: &[u8]) -> Option<u64> {
+        self.with(|t| t.get(key))
+    }
+    /// Looks up `keys` (any number) into `out` (same length; extras ignored).
+    pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        self.with(|t| t.get_batch(keys, out))
+    }
+    /// Number of keys.
+    pub fn len(&self) -> usize {
+        self.with(|t| t.len())
+    }
+    /// True when the table holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Cuckoo control form: the writer. It owns the table that its
+/// [`Reader`]s read; see the [module docs](super).
+#[derive(Debug)]
+pub struct Control {
+    shared: Arc<Shared>,
+    /// The writer's own reference to the published table.
+    cur: Arc<Table>,
+    seq: u64,
+    sink: Sink,
+    st: WriteStats,
+    stats: Stats,
+}
+
+impl Control {
+    /// Empty table with explicit options.
+    pub fn with_options(value_bits: u32, opts: Options) -> Result<Self> {
+        Self::sized(value_bits, &opts, 0, 0)
+    }
+
+    fn sized(value_bits: u32, opts: &Options, n: usize, arena_words: usize) -> Result<Self> {
+        let nb = ((n as f64 / (SLOTS as f64 * BUILD_LOAD)).ceil() as u64).max(2);
+        if nb > MAX_BUCKETS as u64 {
+            return Err(Error::CapacityExceeded(format!("{n} keys need more than {MAX_BUCKETS} buckets")));
+        }
+        let p = Params::new(value_bits, opts, nb as u32)?;
+        // Bulk loads reserve 1/8 headroom for long keys; later compactions 2×.
+        let t = Table::new(p, (arena_words + arena_words / 8).max(arena_cap_for(0, 0)));
+        let shared = Arc::new(Shared::new(t));
+        Ok(Control {
+            cur: shared.load_full(),
+            shared,
+            seq: 0,
+            sink: Sink::default(),
+            st: WriteStats::default(),
+            stats: Stats::default(),
+        })
+    }
+
+    /// Bulk construction with explicit options. A repeated key: the last value wins.
+    pub fn from_items_with<I, K>(items: I, value_bits: u32, opts: Options) -> Result<Self>
+    where
+        I: IntoIterator<Item = (K, u64)>,
+        K: AsRef<[u8]>,
+    {
+        crate::check_value_bits(value_bits, 1, 64)?;
+        let items: Vec<(K, u64)> = items.into_iter().collect();
+        let mut arena = 0;
+        for (k, v) in &items {
+            check_value(*v, value_bits)?;
+            let k = k.as_ref();
+            check_key(k)?;
+            if k.len() > super::table::INLINE_MAX {
+                arena += 1 + k.len().div_ceil(8);
+            }
+        }
+        let mut c = Self::sized(value_bits, &opts, items.len(), arena)?;
+        for (k, v) in &items {
+            c.put(k.as_ref(), *v)?;
+        }
+        // Repeated long keys made the arena estimate too large: compact.
+        let t = c.cur.clone();
+        if t.arena_cap() > arena_cap_for(t.arena_used(), MAX_ENTRY_WORDS) {
+            c.shared.replace(t.rebuild(Resize::Same, 0)?);
+            c.cur = c.shared.load_full();
+        }
+        c.seq = 0;
+        Ok(c)
+    }
+
+    /// A read handle on this writer's own table (cheap; one per thread).
+    pub fn reader(&self) -> Reader {
+        Reader::new(self.shared.clone())
+    }
+    /// Sequence number of the last delta emitted.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+    /// History counters.
+    pub fn stats(&self) -> Stats {
+        Stats { moves: self.st.moves, bfs_nodes: self.st.bfs_nodes, stashed: self.st.stashed, ..self.stats }
+    }
+    /// Number of buckets.
+    pub fn buckets(&self) -> usize {
+        self.cur.p.nb as usize
+    }
+    /// Slots in buckets (the stash comes on top).
+    pub fn capacity(&self) -> usize {
+        self.cur.p.slots()
+    }
+    /// Keys currently in the stash.
+    pub fn stash_len(&self) -> usize {
+        self.cur.stash_len()
+    }
+    /// Fraction of bucket slots in use.
+    pub fn load_factor(&self) -> f64 {
+        let t = &self.cur;
+        t.len() as f64 / t.p.slots() as f64
+    }
+    /// Hash seed.
+    pub fn seed(&self) -> u64 {
+        self.cur.p.seed
+    }
+
+    fn rebuild(&mut self, t: &Table, mode: Resize, extra: usize) -> Result<()> {
+        let n = t.rebuild(mode, extra)?;
+        match mode {
+            Resize::Grow => self.stats.grows += 1,
+            Resize::Shrink => self.stats.shrinks += 1,
+            Resize::Same => self.stats.compactions += 1,
+        }
+        self.sink.push(Op::Rebuild { mode, extra: extra as u32, nb: n.p.nb });
+        self.shared.replace(n);
+        self.cur = self.shared.load_full();
+        Ok(())
+    }
+
+    /// Insert or overwrite, recording operations in the sink.
+    fn put(&mut self, key: &[u8], value: u64) -> Result<()> {
+        loop {
+            let t = self.cur.clone();
+            let pr: Probe = t.p.probe(key);
+            if let Some((slot, old)) = t.find_writer(&pr, key) {
+                if old != value {
+                    let (k, m, _) = t.raw(slot);
+                    let w = if t.p.separate {
+                        SlotWrite { slot: slot as u64, key: k, meta: m, val: value }
+                    } else {
+                        SlotWrite { slot: slot as u64, key: k, meta: (m & !VAL48) | value, val: 0 }
+                    };
+                    t.apply_step(&[w])?;
+                    self.sink.push(Op::Step(vec![w]));
+                }
+                return Ok(());
+            }
+            if t.needs_grow() {
+                self.rebuild(&t, Resize::Grow, 0)?;
+                continue;
+            }
+            let kword = if pr.ool {
+                let words = Table::arena_entry(key);
+                if t.arena_used() + words.len() > t.arena_cap() {
+                    self.rebuild(&t, Resize::Same, words.len())?;
+                    continue;
+                }
+                let off = t.arena_used() as u64;
+                t.apply_arena(off, &words)?;
+                self.sink.push(Op::Arena { off, words });
+                pr.kw | off
+            } else {
+                pr.kw
+            };
+            if t.insert_absent(&pr, kword, value, &mut self.sink, &mut self.st)? {
+                return Ok(());
+            }
+            // No cuckoo path and a full stash: grow and retry.
+            self.rebuild(&t, Resize::Grow, 0)?;
+        }
+    }
+
+    fn delta(&mut self) -> Delta {
+        self.seq += 1;
+        let ops = std::mem::take(&mut self.sink.ops);
+        Delta { seq: self.seq, seed: self.seed(), ops }
+    }
+}
+
+fn check_key(key: &[u8]) -> Result<()> {
+    if key.len() > MAX_KEY_LEN {
+        return Err(Error::InvalidParameter(format!("key of {} bytes; at most {MAX_KEY_LEN}", key.len())));
+    }
+    Ok(())
+}
+
+impl ControlTable for Control {
+    type Delta = Delta;
+    type Lookup = Lookup;
+
+    fn with_value_bits(value_bits: u32) -> Result<Self> {
+        Self::with_options(value_bits, Options::default())
+    }
+
+    fn from_items<I, K>(items: I, value_bits: u32) -> Result<Self>
+    where
+        I: IntoIterator<Item = (K, u64)>,
+        K: AsRef<[u8]>,
+    {
+        Self::from_items_with(items, value_bits, Options::default())
+    }
+
+    fn insert(&mut self, key: &[u8], value: u64) -> Result<Delta> {
+        check_value(value, self.value_bits())?;
+        check_key(key)?;
+        // Operations of a failed insert (e.g. a rebuild before a capacity
+        // error) stay in the sink and go out with the next delta.
+        self.sink.on = true;
+        let r = self.put(key, value);
+        self.sink.on = false;
+        r.map(|()| self.delta())
+    }
+
+    fn remove(&mut self, key: &[u8]) -> Result<Option<Delta>> {
+        let t = self.cur.clone();
+        let pr = t.p.probe(key);
+        let Some((slot, _)) = t.find_writer(&pr, key) else {
+            return Ok(None);
+        };
+        self.sink.on = true;
+        let w = SlotWrite::clear(slot);
+        t.apply_step(&[w])?;
+        self.sink.ops.push(Op::Step(vec![w]));
+        t.drain_stash(&mut self.sink)?;
+        if t.wants_shrink() {
+            self.rebuild(&t, Resize::Shrink, 0)?;
+        }
+        self.sink.on = false;
+        Ok(Some(self.delta()))
+    }
+
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        self.cur.get(key)
+    }
+
+    fn len(&self) -> usize {
+        self.cur.len()
+    }
+
+    fn value_bits(&self) -> u32 {
+        self.cur.p.vbits
+    }
+
+    fn export(&self) -> Lookup {
+        Lookup::from_table(self.cur.clone_table(), self.seq)
+    }
+
+    fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.cur.memory_bytes()
+    }
+}

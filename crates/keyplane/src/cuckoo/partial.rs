@@ -1,0 +1,673 @@
+//! Partial-key cuckoo hashing (SILT, Lim et al. SOSP 2011; MemC3, Fan et
+//! al. NSDI 2013): the (2,4) cuckoo table with an f-bit **fingerprint**
+//! instead of the key in each slot — the comparison point of thesis §4
+//! (Fig. 4.30, "Partial-key Cuckoo").
+//!
+//! A key's first bucket comes from its hash, its fingerprint from other hash
+//! bits, and its second bucket is `(H(fingerprint) − b1) mod m`, so a slot's
+//! alternate bucket is known from the slot alone (MemC3 uses
+//! `b1 XOR H(fingerprint)`, which needs a power-of-two bucket count; the
+//! subtraction is also an involution and works for any `m`, so the table
+//! can be sized for 90–95 % load instead of 48–95 %). A slot holds
+//! `occupied (1) | fingerprint (f) | value (l)` bits in a
+//! [`PackedArray`]: `(1 + f + l) / load` bits per key.
+//!
+//! **This structure cannot return the right value for every valid key.**
+//! A lookup returns the value of the first slot of `b1` then `b2` whose
+//! fingerprint matches. When another key with the same fingerprint sits in
+//! one of those buckets ahead of the key's own slot (measured ≈ `2.3 · 2^-f`
+//! per key at 90 % load), the key reads that other key's value:
+//! a *valid-key collision*. [`Control::collides`] tells, exactly, which keys
+//! currently collide, and [`Control::collision_count`] how many; the
+//! benchmark measures the rate as a function of `f` (thesis Fig. 4.30).
+//! Alien keys give `None` unless a fingerprint matches (false positive rate
+//! ≈ `7 · 2^-f` at 90 % load).
+//!
+//! Updates are in place: inserts may displace fingerprints along a BFS
+//! cuckoo path, each displacement one step under the striped seqlock
+//! ([`crate::sync`]); growth (load above 95 % or no path) rebuilds the table
+//! at twice the size and the delta carries the new lookup form.
+
+use crate::bits::PackedArray;
+use crate::error::{Error, Result, check_value, check_value_bits, mask};
+use crate::hash::{hash64, hi, lo, mix64, reduce};
+use crate::mem::prefetch;
+use crate::store::{Inserted, KeyStore};
+use crate::sync::{Published, StripeSet, StripedSeqLock};
+use crate::wire::{Frame, Kind, Reader, Wire, Writer};
+use crate::{ControlTable, LookupTable};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+const SLOTS: usize = 4;
+const NONE: u32 = u32::MAX;
+const MAX_BFS_NODES: usize = 1024;
+const MAX_LOAD_PCT: u64 = 95;
+const BUILD_LOAD: f64 = 0.90;
+const MAX_STRIPES: usize = 4096;
+const MAX_NB: u32 = 1 << 30;
+
+/// Construction options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// Fingerprint bits per slot (1..=32).
+    pub fingerprint_bits: u32,
+    /// Hash seed.
+    pub seed: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { fingerprint_bits: 16, seed: 0x9a27_1a1c_c0c0 }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Params {
+    seed: u64,
+    nb: u32,
+    fbits: u32,
+    vbits: u32,
+}
+
+impl Params {
+    fn validate(&self) -> Result<()> {
+        check_value_bits(self.vbits, 1, 63)?;
+        if !(1..=32).contains(&self.fbits) || self.width() > 64 {
+            return Err(Error::InvalidParameter(format!(
+                "fingerprint_bits {} must be 1..=32 and 1 + fingerprint + value bits ({}) at most 64",
+                self.fbits,
+                self.width()
+            )));
+        }
+        if !(2..=MAX_NB).contains(&self.nb) {
+            return Err(Error::InvalidParameter(format!("bucket count {} outside 2..=2^30", self.nb)));
+        }
+        Ok(())
+    }
+    #[inline(always)]
+    fn width(&self) -> u32 {
+        1 + self.fbits + self.vbits
+    }
+    /// (first bucket, fingerprint).
+    #[inline(always)]
+    fn locate(&self, key: &[u8]) -> (usize, u64) {
+        let h = hash64(key, self.seed);
+        (reduce(lo(h), self.nb) as usize, hi(h) as u64 & mask(self.fbits))
+    }
+    /// The other bucket of a fingerprint in bucket `b`: `(x − b) mod m` with
+    /// `x = H(fp)`, an involution for any bucket count.
+    #[inline(always)]
+    fn alt(&self, b: usize, fp: u64) -> usize {
+        let x = reduce(mix64(fp ^ 0x5bd1_e995) as u32, self.nb) as usize;
+        if x >= b { x - b } else { x + self.nb as usize - b }
+    }
+    #[inline(always)]
+    fn word(&self, fp: u64, v: u64) -> u64 {
+        1 << (self.fbits + self.vbits) | fp << self.vbits | v
+    }
+    #[inline(always)]
+    fn fp_of(&self, x: u64) -> u64 {
+        (x >> self.vbits) & mask(self.fbits)
+    }
+    fn slots(&self) -> usize {
+        self.nb as usize * SLOTS
+    }
+    fn encode(&self, w: &mut Writer) {
+        w.u64(self.seed).u32(self.nb).u8(self.fbits as u8).u8(self.vbits as u8);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self> {
+        let p = Params { seed: r.u64()?, nb: r.u32()?, fbits: r.u8()? as u32, vbits: r.u8()? as u32 };
+        p.validate().map_err(|e| Error::Corrupt(e.to_string()))?;
+        Ok(p)
+    }
+    /// Scans a bucket for a fingerprint: the value of the first match.
+    #[inline(always)]
+    fn scan(&self, a: &PackedArray, b: usize, fp: u64) -> Option<u64> {
+        let want = 1 << self.fbits | fp;
+        (0..SLOTS).map(|s| a.get(b * SLOTS + s)).find(|&x| x >> self.vbits == want).map(|x| x & mask(self.vbits))
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    p: Params,
+    a: PackedArray,
+    lock: StripedSeqLock,
+    smask: usize,
+}
+
+impl Inner {
+    fn new(p: Params, a: PackedArray) -> Self {
+        let lock = StripedSeqLock::new((p.nb as usize).clamp(64, MAX_STRIPES));
+        let smask = lock.stripes() - 1;
+        Self { p, a, lock, smask }
+    }
+    #[inline(always)]
+    fn read(&self, b1: usize, fp: u64) -> Option<u64> {
+        let b2 = self.p.alt(b1, fp);
+        self.lock.read2(b1 & self.smask, b2 & self.smask, || {
+            self.p.scan(&self.a, b1, fp).or_else(|| self.p.scan(&self.a, b2, fp))
+        })
+    }
+}
+
+/// One step of slot writes (slot, word) that readers observe atomically.
+type Step = Vec<(u64, u64)>;
+
+/// An update message for [`Lookup`], numbered like every keyplane delta.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delta {
+    seq: u64,
+    body: Body,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Body {
+    /// In-place steps on a table with this seed and bucket count.
+    Steps { seed: u64, nb: u32, steps: Vec<Step> },
+    /// A rebuilt (grown) table.
+    Replace(Box<(Params, PackedArray)>),
+}
+
+impl Delta {
+    /// Sequence number.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+    /// Slot writes carried (a whole table for a rebuild).
+    pub fn slots_touched(&self) -> usize {
+        match &self.body {
+            Body::Steps { steps, .. } => steps.iter().map(Vec::len).sum(),
+            Body::Replace(b) => b.0.slots(),
+        }
+    }
+    /// True if this delta replaces the whole lookup form.
+    pub fn is_rebuild(&self) -> bool {
+        matches!(self.body, Body::Replace(_))
+    }
+}
+
+fn encode_image(p: &Params, a: &PackedArray, w: &mut Writer) {
+    p.encode(w);
+    w.u64s(&a.to_words());
+}
+
+fn decode_image(r: &mut Reader<'_>) -> Result<(Params, PackedArray)> {
+    let p = Params::decode(r)?;
+    let a = PackedArray::from_words(r.u64s()?, p.slots(), p.width())
+        .ok_or_else(|| Error::Corrupt("slot array length does not match the bucket count".into()))?;
+    Ok((p, a))
+}
+
+impl Wire for Delta {
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut w = Writer::new(Kind::PartialCuckooDelta);
+        w.u64(self.seq);
+        match &self.body {
+            Body::Steps { seed, nb, steps } => {
+                w.u8(1).u64(*seed).u32(*nb).varint(steps.len() as u64);
+                for st in steps {
+                    w.varint(st.len() as u64);
+                    for &(s, x) in st {
+                        w.varint(s).varint(x);
+                    }
+                }
+            }
+            Body::Replace(img) => {
+                w.u8(2);
+                encode_image(&img.0, &img.1, &mut w);
+            }
+        }
+        w.finish()
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let mut r = Frame::open(bytes, Kind::PartialCuckooDelta)?;
+        let seq = r.u64()?;
+        let body = match r.u8()? {
+            1 => {
+                let seed = r.u64()?;
+                let nb = r.u32()?;
+                let n = r.varint_count(1)?;
+                let mut steps = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let m = r.varint_count(2)?;
+                    let mut st = Vec::with_capacity(m);
+                    for _ in 0..m {
+                        st.push((r.varint()?, r.varint()?));
+                    }
+                    steps.push(st);
+                }
+                Body::Steps { seed, nb, steps }
+            }
+            2 => Body::Replace(Box::new(decode_image(&mut r)?)),
+            t => return Err(Error::Corrupt(format!("unknown partial-key cuckoo delta tag {t}"))),
+        };
+        r.finish()?;
+        Ok(Delta { seq, body })
+    }
+}
+
+/// Partial-key cuckoo lookup form: fingerprints and values, no keys. May
+/// return a wrong value for a valid key (see the [module docs](self)).
+#[derive(Debug)]
+pub struct Lookup {
+    cur: Published<Inner>,
+    seq: AtomicU64,
+    writer: Mutex<()>,
+}
+
+impl Lookup {
+    fn new(p: Params, a: PackedArray, seq: u64) -> Self {
+        Self { cur: Published::new(Inner::new(p, a)), seq: AtomicU64::new(seq), writer: Mutex::new(()) }
+    }
+    /// Fingerprint bits.
+    pub fn fingerprint_bits(&self) -> u32 {
+        self.cur.load().p.fbits
+    }
+    /// Number of buckets.
+    pub fn buckets(&self) -> usize {
+        self.cur.load().p.nb as usize
+    }
+    /// Sequence number of the last delta applied.
+    pub fn seq(&self) -> u64 {
+        self.seq.load(Ordering::Acquire)
+    }
+}
+
+impl LookupTable for Lookup {
+    type Delta = Delta;
+
+    #[inline]
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        let c = self.cur.load();
+        let (b1, fp) = c.p.locate(key);
+        c.read(b1, fp)
+    }
+
+    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        let c = self.cur.load();
+        let mut loc = [(0usize, 0u64); 16];
+        for (ks, os) in keys.chunks(16).zip(out.chunks_mut(16)) {
+            for (k, l) in ks.iter().zip(loc.iter_mut()) {
+                *l = c.p.locate(k);
+                prefetch(c.a.word_ptr(l.0 * SLOTS));
+                prefetch(c.a.word_ptr(c.p.alt(l.0, l.1) * SLOTS));
+            }
+            for (l, o) in loc.iter().zip(os.iter_mut()).take(ks.len()) {
+                *o = c.read(l.0, l.1);
+            }
+        }
+    }
+
+    fn apply(&self, delta: &Delta) -> Result<()> {
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let have = self.seq.load(Ordering::Relaxed);
+        if delta.seq != have.wrapping_add(1) {
+            return Err(Error::DeltaMismatch(format!(
+                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
+                have.wrapping_add(1),
+                delta.seq
+            )));
+        }
+        let c = self.cur.load_full();
+        match &delta.body {
+            Body::Steps { seed, nb, steps } => {
+                if *seed != c.p.seed || *nb != c.p.nb {
+                    return Err(Error::DeltaMismatch("delta is for another table (seed or size)".into()));
+                }
+                let wmask = mask(c.p.width());
+                for &(s, x) in steps.iter().flatten() {
+                    if s >= c.p.slots() as u64 || x & !wmask != 0 {
+                        return Err(Error::DeltaMismatch(format!("slot write ({s}, {x:#x}) outside the table")));
+                    }
+                }
+                let mut set = StripeSet::new();
+                for st in steps {
+                    set.clear();
+                    for &(s, _) in st {
+                        set.add((s as usize / SLOTS) & c.smask);
+                    }
+                    let ss = set.finish();
+                    c.lock.write_begin(ss);
+                    for &(s, x) in st {
+                        c.a.set(s as usize, x);
+                    }
+                    c.lock.write_end(ss);
+                }
+            }
+            Body::Replace(img) => {
+                if img.0.fbits != c.p.fbits || img.0.vbits != c.p.vbits {
+                    return Err(Error::DeltaMismatch("rebuild delta has a different slot layout".into()));
+                }
+                self.cur.replace(Inner::new(img.0, img.1.clone()));
+            }
+        }
+        self.seq.store(delta.seq, Ordering::Release);
+        Ok(())
+    }
+
+    fn memory_bytes(&self) -> usize {
+        let c = self.cur.load();
+        std::mem::size_of::<Self>() + std::mem::size_of::<Inner>() + c.a.memory_bytes() + c.lock.memory_bytes()
+    }
+}
+
+impl Wire for Lookup {
+    fn to_bytes(&self) -> Vec<u8> {
+        let c = self.cur.load();
+        let mut w = Writer::with_capacity(Kind::PartialCuckooLookup, c.a.memory_bytes() + 32);
+        w.u64(self.seq());
+        encode_image(&c.p, &c.a, &mut w);
+        w.finish()
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let mut r = Frame::open(bytes, Kind::PartialCuckooLookup)?;
+        let seq = r.u64()?;
+        let (p, a) = decode_image(&mut r)?;
+        r.finish()?;
+        Ok(Self::new(p, a, seq))
+    }
+}
+
+/// Partial-key cuckoo control form: keys, values, the slot of every key and
+/// a mirror of the lookup form's slot array.
+#[derive(Debug, Clone)]
+pub struct Control {
+    opts: Options,
+    p: Params,
+    store: KeyStore,
+    /// Key id in each slot.
+    owner: Vec<u32>,
+    /// Slot of each key id.
+    pos: Vec<u32>,
+    a: PackedArray,
+    seq: u64,
+    steps: Vec<Step>,
+    grows: u64,
+    moves: u64,
+}
+
+impl Control {
+    /// Empty table with explicit options.
+    pub fn with_options(value_bits: u32, opts: Options) -> Result<Self> {
+        Self::from_items_with(std::iter::empty::<(&[u8], u64)>(), value_bits, opts)
+    }
+
+    /// Bulk construction with explicit options. A repeated key: the last value wins.
+    pub fn from_items_with<I, K>(items: I, value_bits: u32, opts: Options) -> Result<Self>
+    where
+        I: IntoIterator<Item = (K, u64)>,
+        K: AsRef<[u8]>,
+    {
+        let mut store = KeyStore::new();
+        for (k, v) in items {
+            check_value(v, value_bits)?;
+            store.insert(k.as_ref(), v);
+        }
+        let nb = ((store.len() as f64 / (SLOTS as f64 * BUILD_LOAD)).ceil() as u64).max(2);
+        if nb > MAX_NB as u64 {
+            return Err(Error::CapacityExceeded(format!("{} keys need more than 2^30 buckets", store.len())));
+        }
+        let p = Params { seed: opts.seed, nb: nb as u32, fbits: opts.fingerprint_bits, vbits: value_bits };
+        p.validate()?;
+        let mut c = Control {
+            opts,
+            p,
+            store,
+            owner: Vec::new(),
+            pos: Vec::new(),
+            a: PackedArray::new(1, 1),
+            seq: 0,
+            steps: Vec::new(),
+            grows: 0,
+            moves: 0,
+        };
+        c.rebuild(p.nb)?;
+        Ok(c)
+    }
+
+    /// Options in force.
+    pub fn options(&self) -> Options {
+        self.opts
+    }
+    /// Number of buckets.
+    pub fn buckets(&self) -> usize {
+        self.p.nb as usize
+    }
+    /// Fraction of slots in use.
+    pub fn load_factor(&self) -> f64 {
+        self.store.len() as f64 / self.p.slots() as f64
+    }
+    /// Resizes so far.
+    pub fn grows(&self) -> u64 {
+        self.grows
+    }
+    /// Cuckoo displacements so far.
+    pub fn moves(&self) -> u64 {
+        self.moves
+    }
+
+    /// What the lookup form answers for `key` right now (the value of the
+    /// first slot with a matching fingerprint).
+    pub fn answer(&self, key: &[u8]) -> Option<u64> {
+        let (b1, fp) = self.p.locate(key);
+        self.p.scan(&self.a, b1, fp).or_else(|| self.p.scan(&self.a, self.p.alt(b1, fp), fp))
+    }
+
+    /// True when `key` is stored but the lookup form returns another key's
+    /// value for it (a valid-key collision).
+    pub fn collides(&self, key: &[u8]) -> bool {
+        self.store.get(key).is_some_and(|v| self.answer(key) != Some(v))
+    }
+
+    /// Number of stored keys that currently collide.
+    pub fn collision_count(&self) -> usize {
+        self.store.iter().filter(|(_, k, v)| self.answer(k) != Some(*v)).count()
+    }
+
+    /// Places every key into a fresh table of `nb` buckets (doubling until all fit).
+    fn rebuild(&mut self, mut nb: u32) -> Result<()> {
+        'attempt: loop {
+            self.p.nb = nb;
+            self.a = PackedArray::new(self.p.slots(), self.p.width());
+            self.owner = vec![NONE; self.p.slots()];
+            self.pos = vec![NONE; self.store.id_bound()];
+            let ids: Vec<u32> = self.store.ids().collect();
+            for id in ids {
+                if !self.place(id, false) {
+                    nb = nb.checked_mul(2).filter(|&n| n <= MAX_NB).ok_or_else(|| {
+                        Error::CapacityExceeded("partial-key cuckoo needs more than 2^30 buckets".into())
+                    })?;
+                    continue 'attempt;
+                }
+            }
+            return Ok(());
+        }
+    }
+
+    fn set_slot(&mut self, slot: usize, id: u32, step: &mut Step) {
+        let x = if id == NONE {
+            0
+        } else {
+            let (_, fp) = self.p.locate(self.store.key(id));
+            self.pos[id as usize] = slot as u32;
+            self.p.word(fp, self.store.value(id))
+        };
+        self.owner[slot] = id;
+        self.a.set(slot, x);
+        step.push((slot as u64, x));
+    }
+
+    fn free_in(&self, b: usize) -> Option<usize> {
+        (b * SLOTS..(b + 1) * SLOTS).find(|&s| self.owner[s] == NONE)
+    }
+
+    /// Places key `id`; records steps when `record`. False when no room.
+    fn place(&mut self, id: u32, record: bool) -> bool {
+        if self.pos.len() <= id as usize {
+            self.pos.resize(id as usize + 1, NONE);
+        }
+        let (b1, fp) = self.p.locate(self.store.key(id));
+        let b2 = self.p.alt(b1, fp);
+        let target = match self.free_in(b1).or_else(|| self.free_in(b2)) {
+            Some(s) => s,
+            None => {
+                let Some((moves, root)) = self.bfs(b1, b2) else {
+                    return false;
+                };
+                for (from, to) in moves {
+                    let mut step = Vec::with_capacity(2);
+                    let mover = self.owner[from];
+                    self.set_slot(to, mover, &mut step);
+                    self.set_slot(from, NONE, &mut step);
+                    self.moves += 1;
+                    if record {
+                        self.steps.push(step);
+                    }
+                }
+                root
+            }
+        };
+        let mut step = Vec::with_capacity(1);
+        self.set_slot(target, id, &mut step);
+        if record {
+            self.steps.push(step);
+        }
+        true
+    }
+
+    fn bfs(&self, b1: usize, b2: usize) -> Option<(Vec<(usize, usize)>, usize)> {
+        let mut nodes: Vec<(usize, u32, u8)> = vec![(b1, NONE, 0), (b2, NONE, 0)];
+        let mut head = 0;
+        while head < nodes.len() {
+            let b = nodes[head].0;
+            for s in 0..SLOTS {
+                let slot = b * SLOTS + s;
+                let alt = self.p.alt(b, self.p.fp_of(self.a.get(slot)));
+                let mut cur = head as u32;
+                let mut seen = false;
+                while cur != NONE {
+                    seen |= nodes[cur as usize].0 == alt;
+                    cur = nodes[cur as usize].1;
+                }
+                if seen {
+                    continue;
+                }
+                if let Some(free) = self.free_in(alt) {
+                    let mut moves = vec![(slot, free)];
+                    let (mut vac, mut cur) = (slot, head);
+                    while nodes[cur].1 != NONE {
+                        let par = nodes[cur].1 as usize;
+                        let from = nodes[par].0 * SLOTS + nodes[cur].2 as usize;
+                        moves.push((from, vac));
+                        vac = from;
+                        cur = par;
+                    }
+                    return Some((moves, vac));
+                }
+                if nodes.len() < MAX_BFS_NODES {
+                    nodes.push((alt, head as u32, s as u8));
+                }
+            }
+            head += 1;
+        }
+        None
+    }
+
+    fn grow(&mut self) -> Result<Delta> {
+        let nb = self.p.nb.checked_mul(2).filter(|&n| n <= MAX_NB);
+        let nb = nb.ok_or_else(|| Error::CapacityExceeded("more than 2^30 buckets".into()))?;
+        self.rebuild(nb)?;
+        self.grows += 1;
+        self.steps.clear();
+        self.seq += 1;
+        Ok(Delta { seq: self.seq, body: Body::Replace(Box::new((self.p, self.a.clone()))) })
+    }
+
+    fn steps_delta(&mut self) -> Delta {
+        self.seq += 1;
+        Delta {
+            seq: self.seq,
+            body: Body::Steps { seed: self.p.seed, nb: self.p.nb, steps: std::mem::take(&mut self.steps) },
+        }
+    }
+}
+
+impl ControlTable for Control {
+    type Delta = Delta;
+    type Lookup = Lookup;
+
+    fn with_value_bits(value_bits: u32) -> Result<Self> {
+        Self::with_options(value_bits, Options::default())
+    }
+
+    fn from_items<I, K>(items: I, value_bits: u32) -> Result<Self>
+    where
+        I: IntoIterator<Item = (K, u64)>,
+        K: AsRef<[u8]>,
+    {
+        Self::from_items_with(items, value_bits, Options::default())
+    }
+
+    fn insert(&mut self, key: &[u8], value: u64) -> Result<Delta> {
+        check_value(value, self.p.vbits)?;
+        self.steps.clear();
+        match self.store.insert(key, value) {
+            Inserted::Existing(id, old) => {
+                if old != value {
+                    let slot = self.pos[id as usize] as usize;
+                    let mut step = Vec::new();
+                    self.set_slot(slot, id, &mut step);
+                    self.steps.push(step);
+                }
+                Ok(self.steps_delta())
+            }
+            Inserted::New(id) => {
+                if (self.store.len() as u64) * 100 > self.p.slots() as u64 * MAX_LOAD_PCT {
+                    return self.grow();
+                }
+                if self.place(id, true) { Ok(self.steps_delta()) } else { self.grow() }
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &[u8]) -> Result<Option<Delta>> {
+        let Some((id, _)) = self.store.remove(key) else {
+            return Ok(None);
+        };
+        self.steps.clear();
+        let slot = self.pos[id as usize] as usize;
+        self.pos[id as usize] = NONE;
+        let mut step = Vec::new();
+        self.set_slot(slot, NONE, &mut step);
+        self.steps.push(step);
+        Ok(Some(self.steps_delta()))
+    }
+
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        self.store.get(key)
+    }
+
+    fn len(&self) -> usize {
+        self.store.len()
+    }
+
+    fn value_bits(&self) -> u32 {
+        self.p.vbits
+    }
+
+    fn export(&self) -> Lookup {
+        Lookup::new(self.p, self.a.clone(), self.seq)
+    }
+
+    fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.store.memory_bytes()
+            + self.owner.capacity() * 4
+            + self.pos.capacity() * 4
+            + self.a.memory_bytes()
+    }
+}

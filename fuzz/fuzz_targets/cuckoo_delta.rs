@@ -1,0 +1,24 @@
+#![no_main]
+//! Decoding arbitrary bytes as a cuckoo delta never panics, and applying a
+//! decoded delta to a small table either works or returns an error.
+use keyplane::{ControlTable, LookupTable, Wire, cuckoo};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|raw: &[u8]| {
+    // Also frame the input as a payload with a valid header and checksum, so
+    // the fuzzer reaches the payload decoder, not only the frame check.
+    let mut w = keyplane::wire::Writer::new(keyplane::wire::Kind::CuckooDelta);
+    w.raw(raw);
+    let framed = w.finish();
+    for data in [raw, framed.as_slice()] {
+        if let Ok(d) = cuckoo::Delta::from_bytes(data) {
+            let ctl = cuckoo::Control::from_items((0..64u64).map(|i| (i.to_le_bytes(), i & 0xff)), 8).unwrap();
+            let t = ctl.export();
+            let _ = t.apply(&d);
+            let _ = t.get(b"x");
+            let _ = t.get(b"a key longer than eight bytes");
+            let _ = cuckoo::Lookup::from_bytes(&t.to_bytes());
+            assert_eq!(cuckoo::Delta::from_bytes(&d.to_bytes()).expect("re-decode"), d);
+        }
+    }
+});
