@@ -30,9 +30,11 @@
 pub mod bits;
 pub mod conformance;
 mod error;
+pub mod fht;
 pub mod hash;
 pub mod key;
 pub mod mem;
+pub mod name;
 pub mod othello;
 pub mod store;
 pub mod sync;

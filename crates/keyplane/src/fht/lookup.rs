@@ -1,0 +1,320 @@
+//! The FHT data-plane form: fingerprint-only d-left table plus collision table.
+
+use super::ct::Ct;
+use super::delta::{Body, Delta, Image};
+use super::{Loc, LookupOrder, MAX_SUBTABLES, Params};
+use crate::LookupTable;
+use crate::bits::PackedArray;
+use crate::error::{Error, Result, check_value};
+use crate::mem::prefetch;
+use crate::sync::{Published, StripeSet, StripedSeqLock};
+use crate::wire::{Frame, Kind, Wire, Writer};
+use arc_swap::ArcSwap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+const MAX_STRIPES: usize = 4096;
+const BATCH: usize = 16;
+const D: usize = MAX_SUBTABLES as usize;
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub p: Params,
+    pub table: PackedArray,
+    pub ct: ArcSwap<Ct>,
+    pub seq: AtomicU64,
+    lock: StripedSeqLock,
+}
+
+/// Result of scanning the candidate buckets.
+enum Scan {
+    Miss,
+    Hit(u64),
+}
+
+impl Inner {
+    fn new(img: Image, seq: u64) -> Self {
+        let ct = img.build_ct();
+        let buckets = img.p.d as usize * img.p.b as usize;
+        let lock = StripedSeqLock::new((buckets / 256).clamp(64, MAX_STRIPES));
+        Self { p: img.p, table: img.table, ct: ArcSwap::from_pointee(ct), seq: AtomicU64::new(seq), lock }
+    }
+
+    #[inline(always)]
+    fn stripe(&self, slot: usize) -> usize {
+        self.lock.stripe_of((slot / self.p.e as usize) as u64)
+    }
+
+    /// Scans the d candidate buckets for the fingerprint under the seqlock.
+    #[inline(always)]
+    fn scan(&self, l: &Loc, base: &[usize; D]) -> Scan {
+        let p = &self.p;
+        let d = p.d as usize;
+        let e = p.e as usize;
+        let fm = crate::mask(p.fbits);
+        loop {
+            let mut vs = [0u64; D];
+            let mut st = [0usize; D];
+            for i in 0..d {
+                st[i] = self.stripe(base[i]);
+                vs[i] = self.lock.read_begin(st[i]);
+            }
+            let mut found = Scan::Miss;
+            'outer: for &b in &base[..d] {
+                for j in 0..e {
+                    let w = self.table.get(b + j);
+                    if (w >> p.vbits) & fm == l.f {
+                        found = Scan::Hit(w);
+                        break 'outer;
+                    }
+                }
+            }
+            if (0..d).all(|i| self.lock.read_validate(st[i], vs[i])) {
+                return found;
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn bases(&self, l: &Loc) -> [usize; D] {
+        let mut b = [0usize; D];
+        for (i, x) in b.iter_mut().enumerate().take(self.p.d as usize) {
+            *x = self.p.bucket(i as u32, l);
+        }
+        b
+    }
+
+    #[inline(always)]
+    fn answer(&self, key: &[u8], l: &Loc, base: &[usize; D]) -> Option<u64> {
+        let vm = crate::mask(self.p.vbits);
+        if !self.p.flag {
+            let ct = self.ct.load();
+            if !ct.is_empty()
+                && let Some(e) = ct.get(l.h, key)
+            {
+                return e.val;
+            }
+            match self.scan(l, base) {
+                Scan::Hit(w) => Some(w & vm),
+                Scan::Miss => None,
+            }
+        } else {
+            match self.scan(l, base) {
+                Scan::Hit(w) if w & self.p.flag_bit() == 0 => Some(w & vm),
+                _ => {
+                    let ct = self.ct.load();
+                    ct.get(l.h, key).and_then(|e| e.val)
+                }
+            }
+        }
+    }
+
+    fn image(&self) -> Image {
+        let ct = self.ct.load();
+        Image {
+            p: self.p,
+            table: self.table.clone(),
+            ct: ct.sorted().into_iter().map(|(n, v)| (n.to_vec(), v)).collect(),
+        }
+    }
+}
+
+/// FHT lookup form. See the [module docs](super).
+#[derive(Debug)]
+pub struct Lookup {
+    cur: Published<Inner>,
+    writer: Mutex<()>,
+}
+
+impl Lookup {
+    pub(crate) fn from_image(img: Image, seq: u64) -> Self {
+        Self { cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(()) }
+    }
+
+    /// Sequence number of the last delta applied (or of the export).
+    pub fn seq(&self) -> u64 {
+        self.cur.load().seq.load(Ordering::Acquire)
+    }
+    /// Fingerprint bits w.
+    pub fn fingerprint_bits(&self) -> u32 {
+        self.cur.load().p.fbits
+    }
+    /// Value bits.
+    pub fn value_bits(&self) -> u32 {
+        self.cur.load().p.vbits
+    }
+    /// `(subtables d, buckets per subtable B, entries per bucket E)`.
+    pub fn shape(&self) -> (u32, u32, u32) {
+        let c = self.cur.load();
+        (c.p.d, c.p.b, c.p.e)
+    }
+    /// Lookup order in force.
+    pub fn order(&self) -> LookupOrder {
+        if self.cur.load().p.flag { LookupOrder::MainFirst } else { LookupOrder::CollisionTableFirst }
+    }
+    /// Entries in the collision table.
+    pub fn collision_table_entries(&self) -> usize {
+        self.cur.load().ct.load().len()
+    }
+    /// Heap bytes of the main d-left table.
+    pub fn main_table_bytes(&self) -> usize {
+        self.cur.load().table.memory_bytes()
+    }
+    /// Heap bytes of the collision table (entries and names).
+    pub fn collision_table_bytes(&self) -> usize {
+        self.cur.load().ct.load().memory_bytes()
+    }
+
+    /// Lookup that skips the collision table (the paper's "w/o CT" figure:
+    /// the latency when the CT is offloaded to separate hardware). Correct
+    /// only for names that live in the main table.
+    pub fn get_main_only(&self, key: &[u8]) -> Option<u64> {
+        let c = self.cur.load();
+        let l = c.p.locate(key);
+        let base = c.bases(&l);
+        match c.scan(&l, &base) {
+            Scan::Hit(w) => Some(w & crate::mask(c.p.vbits)),
+            Scan::Miss => None,
+        }
+    }
+
+    fn apply_ops(
+        &self,
+        c: &Inner,
+        puts: &[(Vec<u8>, Option<u64>)],
+        slots: &[(u64, u64)],
+        dels: &[Vec<u8>],
+    ) -> Result<()> {
+        let wm = crate::mask(c.p.width());
+        for (_, v) in puts {
+            if let Some(v) = v {
+                check_value(*v, c.p.vbits).map_err(|e| Error::DeltaMismatch(e.to_string()))?;
+            }
+        }
+        let n = c.p.slots() as u64;
+        let mut stripes = StripeSet::new();
+        for &(s, w) in slots {
+            if s >= n {
+                return Err(Error::DeltaMismatch(format!("slot {s} outside a table of {n}")));
+            }
+            if w & !wm != 0 {
+                return Err(Error::DeltaMismatch("slot word wider than an entry".into()));
+            }
+            stripes.add(c.stripe(s as usize));
+        }
+        if !puts.is_empty() {
+            let mut ct = (**c.ct.load()).clone();
+            for (name, v) in puts {
+                ct.put(crate::hash::hash64(name, c.p.seed), name, *v);
+            }
+            c.ct.store(Arc::new(ct));
+        }
+        if !slots.is_empty() {
+            let st = stripes.finish();
+            c.lock.write_begin(st);
+            for &(s, w) in slots {
+                c.table.set(s as usize, w);
+            }
+            c.lock.write_end(st);
+        }
+        if !dels.is_empty() {
+            let mut ct = (**c.ct.load()).clone();
+            for name in dels {
+                ct.del(crate::hash::hash64(name, c.p.seed), name);
+            }
+            c.ct.store(Arc::new(ct));
+        }
+        Ok(())
+    }
+}
+
+impl LookupTable for Lookup {
+    type Delta = Delta;
+
+    #[inline]
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        let c = self.cur.load();
+        let l = c.p.locate(key);
+        let base = c.bases(&l);
+        c.answer(key, &l, &base)
+    }
+
+    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        let c = self.cur.load();
+        let mut locs = [(Loc { h: 0, b0: 0, f: 0 }, [0usize; D]); BATCH];
+        let e = c.p.e as usize;
+        for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            for (k, slot) in ks.iter().zip(locs.iter_mut()) {
+                let l = c.p.locate(k);
+                let base = c.bases(&l);
+                for &b in &base[..c.p.d as usize] {
+                    prefetch(c.table.word_ptr(b));
+                    prefetch(c.table.word_ptr(b + e - 1));
+                }
+                *slot = (l, base);
+            }
+            for ((k, (l, base)), o) in ks.iter().zip(locs.iter()).zip(os.iter_mut()) {
+                *o = c.answer(k, l, base);
+            }
+        }
+    }
+
+    fn apply(&self, delta: &Delta) -> Result<()> {
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let c = self.cur.load_full();
+        let have = c.seq.load(Ordering::Relaxed);
+        if delta.seq != have + 1 {
+            return Err(Error::DeltaMismatch(format!(
+                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
+                have + 1,
+                delta.seq
+            )));
+        }
+        match &delta.body {
+            Body::Ops { seed, buckets, puts, slots, dels } => {
+                if *seed != c.p.seed || *buckets != c.p.b {
+                    return Err(Error::DeltaMismatch(format!(
+                        "delta is for table (seed {seed:#x}, {buckets} buckets), this one is (seed {:#x}, {} buckets)",
+                        c.p.seed, c.p.b
+                    )));
+                }
+                self.apply_ops(&c, puts, slots, dels)?;
+                c.seq.store(delta.seq, Ordering::Release);
+            }
+            Body::Replace(img) => {
+                if img.p.vbits != c.p.vbits || img.p.flag != c.p.flag {
+                    return Err(Error::DeltaMismatch("rebuild delta has a different entry layout".into()));
+                }
+                self.cur.replace(Inner::new((**img).clone(), delta.seq));
+            }
+        }
+        Ok(())
+    }
+
+    fn memory_bytes(&self) -> usize {
+        let c = self.cur.load();
+        std::mem::size_of::<Self>()
+            + std::mem::size_of::<Inner>()
+            + c.table.memory_bytes()
+            + c.ct.load().memory_bytes()
+            + c.lock.memory_bytes()
+    }
+}
+
+impl Wire for Lookup {
+    fn to_bytes(&self) -> Vec<u8> {
+        let c = self.cur.load();
+        let mut w = Writer::with_capacity(Kind::FhtLookup, c.table.memory_bytes() + 64);
+        w.u64(c.seq.load(Ordering::Acquire));
+        c.image().encode(&mut w);
+        w.finish()
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let mut r = Frame::open(bytes, Kind::FhtLookup)?;
+        let seq = r.u64()?;
+        let img = Image::decode(&mut r)?;
+        r.finish()?;
+        Ok(Self::from_image(img, seq))
+    }
+}
