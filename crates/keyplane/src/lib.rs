@@ -31,6 +31,7 @@ pub mod bits;
 pub mod conformance;
 mod error;
 pub mod fht;
+pub mod fpt;
 pub mod hash;
 pub mod key;
 pub mod mem;
