@@ -76,7 +76,7 @@ pub fn prefixes(encoded: &[u8]) -> impl Iterator<Item = &[u8]> + '_ {
 
 /// The first `k` components of an encoded name (all of it if it has fewer).
 pub fn prefix(encoded: &[u8], k: usize) -> &[u8] {
-    prefixes(encoded).nth(k.saturating_sub(1)).filter(|_| k > 0).unwrap_or(&encoded[..0])
+    prefixes(encoded).take(k).last().unwrap_or(&encoded[..0])
 }
 
 /// Human-readable form (`/com/example/www`), lossy for non-UTF-8 bytes.

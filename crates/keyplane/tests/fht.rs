@@ -53,10 +53,20 @@ variant!(MainFirst, Options { order: LookupOrder::MainFirst, ..Options::default(
 variant!(Tiny1, Options::with_fingerprint_bits(1));
 variant!(Tiny3, Options { fingerprint_bits: 3, order: LookupOrder::MainFirst, ..Options::default() });
 variant!(Tiny4, Options::with_fingerprint_bits(4));
-variant!(OneSlot, Options { subtables: 1, bucket_entries: 1, fingerprint_bits: 6, max_load: 1.0, ..Options::default() });
+variant!(
+    OneSlot,
+    Options { subtables: 1, bucket_entries: 1, fingerprint_bits: 6, max_load: 1.0, ..Options::default() }
+);
 variant!(
     Full,
-    Options { subtables: 2, bucket_entries: 2, fingerprint_bits: 8, max_load: 1.0, order: LookupOrder::MainFirst, ..Options::default() }
+    Options {
+        subtables: 2,
+        bucket_entries: 2,
+        fingerprint_bits: 8,
+        max_load: 1.0,
+        order: LookupOrder::MainFirst,
+        ..Options::default()
+    }
 );
 
 #[test]
@@ -118,8 +128,8 @@ fn tiny_fingerprints_fill_the_collision_table_and_stay_exact() {
     let names: Vec<Vec<u8>> = (0..5_000).map(|i| name::generate(i, 1, 3)).collect();
     for order in [LookupOrder::CollisionTableFirst, LookupOrder::MainFirst] {
         let opts = Options { fingerprint_bits: 2, order, ..Options::default() };
-        let ctl = Control::from_items_with(names.iter().enumerate().map(|(i, n)| (n, i as u64 & 0xff)), 8, opts)
-            .unwrap();
+        let ctl =
+            Control::from_items_with(names.iter().enumerate().map(|(i, n)| (n, i as u64 & 0xff)), 8, opts).unwrap();
         // With 3 fingerprint values per bucket number, a large share collides.
         assert!(ctl.stats().collisions > 500, "{:?}", ctl.stats());
         assert!(ctl.collision_table_entries() as u64 >= ctl.stats().collisions);
@@ -187,7 +197,8 @@ fn distributed_share_recognises_every_unstored_name() {
         assert!((m - expect).abs() < expect * 0.3 + 10.0, "w={w}: {m} markers vs {expect}");
         assert_eq!(share.shape(), plain.shape());
         // Names outside R still match at the designed rate.
-        let alien = (0..40_000).filter(|&i| t.get(&name::generate(i + (1 << 40), 0, 77)).is_some()).count() as f64 / 40_000.0;
+        let alien =
+            (0..40_000).filter(|&i| t.get(&name::generate(i + (1 << 40), 0, 77)).is_some()).count() as f64 / 40_000.0;
         assert!((alien - want).abs() < want * 0.3 + 0.002, "w={w}: {alien} vs {want}");
     }
 }

@@ -93,8 +93,12 @@ fn oracle_wide_and_narrow_values_and_growth() {
 fn names_that_are_prefixes_of_each_other() {
     let names: Vec<&[u8]> = vec![b"", b"/uk", b"/uk/co", b"/uk/co/bbc", b"/uk/c", b"/u", b"\0", b"\0\0", b"/uk/co\0"];
     for f in [0, 3, 20] {
-        let ctl = Control::from_items_with(names.iter().enumerate().map(|(i, n)| (n, i as u64)), 8,
-            Options::with_fingerprint_bits(f)).unwrap();
+        let ctl = Control::from_items_with(
+            names.iter().enumerate().map(|(i, n)| (n, i as u64)),
+            8,
+            Options::with_fingerprint_bits(f),
+        )
+        .unwrap();
         let t = ctl.export();
         for (i, n) in names.iter().enumerate() {
             assert_eq!(t.get(n), Some(i as u64), "f={f} {n:?}");
@@ -232,13 +236,13 @@ fn malformed_tries_and_node_writes_are_refused() {
     assert!(Lookup::from_bytes(&blob(&[0, 0])).is_ok());
     assert!(Lookup::from_bytes(&blob(&[internal(1, 2), 0, leaf, leaf])).is_ok());
     for bad in [
-        vec![internal(1, 2), 0, internal(0, 2), leaf],  // cycle / decreasing positions
-        vec![internal(1, 4), 0, leaf, leaf],            // child pair out of bounds
-        vec![internal(1, 3), 0, leaf, leaf],            // odd pair
-        vec![internal(1, 2), 0, leaf, 0],               // empty child
-        vec![leaf | 1 << 9, 0],                         // value wider than 8 bits
-        vec![leaf, 7],                                  // reserved word
-        vec![leaf],                                     // odd length
+        vec![internal(1, 2), 0, internal(0, 2), leaf], // cycle / decreasing positions
+        vec![internal(1, 4), 0, leaf, leaf],           // child pair out of bounds
+        vec![internal(1, 3), 0, leaf, leaf],           // odd pair
+        vec![internal(1, 2), 0, leaf, 0],              // empty child
+        vec![leaf | 1 << 9, 0],                        // value wider than 8 bits
+        vec![leaf, 7],                                 // reserved word
+        vec![leaf],                                    // odd length
     ] {
         assert!(Lookup::from_bytes(&blob(&bad)).is_err(), "{bad:x?}");
     }
@@ -257,10 +261,10 @@ fn malformed_tries_and_node_writes_are_refused() {
     };
     let before = t.to_bytes();
     for bad in [
-        vec![(0u64, leaf | 1), (1, leaf)],           // reserved word
+        vec![(0u64, leaf | 1), (1, leaf)],                 // reserved word
         vec![(0, leaf | 1), (2, internal(3, cap as u64))], // child out of bounds
-        vec![(0, leaf | 1 << 8)],                    // value too wide
-        vec![(0, 1u64 << 62)],                       // unknown tag
+        vec![(0, leaf | 1 << 8)],                          // value too wide
+        vec![(0, 1u64 << 62)],                             // unknown tag
     ] {
         assert!(matches!(t.apply(&delta(&bad)), Err(Error::DeltaMismatch(_))), "{bad:x?}");
         assert_eq!(t.to_bytes(), before, "nothing applied");

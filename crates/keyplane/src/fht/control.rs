@@ -118,7 +118,7 @@ impl Control {
             loc: Vec::new(),
             ct_ids: HashMap::new(),
             markers: HashMap::new(),
-            ct: Ct::default(),
+            ct: Ct::new(p.seed),
             main_used: 0,
             seq: 0,
             stats: Stats::default(),
@@ -156,7 +156,7 @@ impl Control {
     }
     /// "Not stored" markers currently in the collision table.
     pub fn not_stored_markers(&self) -> usize {
-        self.ct.iter().filter(|e| e.val.is_none()).count()
+        self.ct.iter().filter(|e| e.val().is_none()).count()
     }
     /// Names registered as not stored (R − R_S).
     pub fn not_stored_len(&self) -> usize {
@@ -364,7 +364,7 @@ impl Control {
         self.loc = vec![NOWHERE; self.store.id_bound()];
         self.ct_ids.clear();
         self.markers.clear();
-        self.ct = Ct::default();
+        self.ct = Ct::new(self.p.seed);
         self.main_used = 0;
         let ids: Vec<u32> = self.store.ids().collect();
         for &id in &ids {

@@ -5,23 +5,39 @@ use crate::error::Result;
 use crate::wire::{Reader, Writer};
 use hashbrown::HashTable;
 
-/// One CT entry: a full name and either a value or the "not stored" marker.
+/// Value word of a "not stored" marker (FHT values are at most 63 bits wide).
+const MARKER: u64 = u64::MAX;
+
+/// One CT entry (24 bytes plus the name): a full name and either a value or
+/// the "not stored" marker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CtEntry {
-    pub h: u64,
     pub name: Box<[u8]>,
-    /// `None`: the name is known not to be stored here (default port).
-    pub val: Option<u64>,
+    raw: u64,
 }
 
-/// Collision table keyed by the structure's own name hash (one hash per lookup).
-#[derive(Debug, Clone, Default)]
+impl CtEntry {
+    /// `None`: the name is known not to be stored here (default port).
+    #[inline]
+    pub fn val(&self) -> Option<u64> {
+        (self.raw != MARKER).then_some(self.raw)
+    }
+}
+
+/// Collision table keyed by the structure's own name hash (one hash per
+/// lookup; rehashing recomputes it from the name and the seed).
+#[derive(Debug, Clone)]
 pub(crate) struct Ct {
     t: HashTable<CtEntry>,
+    seed: u64,
     name_bytes: usize,
 }
 
 impl Ct {
+    pub fn new(seed: u64) -> Self {
+        Self { t: HashTable::new(), seed, name_bytes: 0 }
+    }
+
     #[inline]
     pub fn len(&self) -> usize {
         self.t.len()
@@ -33,21 +49,23 @@ impl Ct {
 
     #[inline]
     pub fn get(&self, h: u64, name: &[u8]) -> Option<&CtEntry> {
-        self.t.find(h, |e| e.h == h && &*e.name == name)
+        self.t.find(h, |e| &*e.name == name)
     }
 
     pub fn put(&mut self, h: u64, name: &[u8], val: Option<u64>) {
-        match self.t.find_mut(h, |e| e.h == h && &*e.name == name) {
-            Some(e) => e.val = val,
+        let raw = val.unwrap_or(MARKER);
+        match self.t.find_mut(h, |e| &*e.name == name) {
+            Some(e) => e.raw = raw,
             None => {
                 self.name_bytes += name.len();
-                self.t.insert_unique(h, CtEntry { h, name: name.into(), val }, |e| e.h);
+                let seed = self.seed;
+                self.t.insert_unique(h, CtEntry { name: name.into(), raw }, |e| crate::hash::hash64(&e.name, seed));
             }
         }
     }
 
     pub fn del(&mut self, h: u64, name: &[u8]) -> bool {
-        match self.t.find_entry(h, |e| e.h == h && &*e.name == name) {
+        match self.t.find_entry(h, |e| &*e.name == name) {
             Ok(e) => {
                 let (e, _) = e.remove();
                 self.name_bytes -= e.name.len();
@@ -68,7 +86,7 @@ impl Ct {
 
     /// Entries as a sorted list (deterministic encoding).
     pub fn sorted(&self) -> Vec<(&[u8], Option<u64>)> {
-        let mut v: Vec<(&[u8], Option<u64>)> = self.t.iter().map(|e| (&*e.name, e.val)).collect();
+        let mut v: Vec<(&[u8], Option<u64>)> = self.t.iter().map(|e| (&*e.name, e.val())).collect();
         v.sort_unstable();
         v
     }

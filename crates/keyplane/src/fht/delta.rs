@@ -49,7 +49,7 @@ impl Image {
             .ok_or_else(|| Error::Corrupt("main table length does not match its parameters".into()))?;
         let n = r.count(5)?;
         let mut ct = Vec::with_capacity(n);
-        let mut seen = Ct::default();
+        let mut seen = Ct::new(p.seed);
         for _ in 0..n {
             let name = r.bytes()?.to_vec();
             let v = decode_val(r, p.vbits)?;
@@ -62,7 +62,7 @@ impl Image {
     }
 
     pub fn build_ct(&self) -> Ct {
-        let mut c = Ct::default();
+        let mut c = Ct::new(self.p.seed);
         for (n, v) in &self.ct {
             c.put(crate::hash::hash64(n, self.p.seed), n, *v);
         }

@@ -92,7 +92,7 @@ impl Inner {
             if !ct.is_empty()
                 && let Some(e) = ct.get(l.h, key)
             {
-                return e.val;
+                return e.val();
             }
             match self.scan(l, base) {
                 Scan::Hit(w) => Some(w & vm),
@@ -103,7 +103,7 @@ impl Inner {
                 Scan::Hit(w) if w & self.p.flag_bit() == 0 => Some(w & vm),
                 _ => {
                     let ct = self.ct.load();
-                    ct.get(l.h, key).and_then(|e| e.val)
+                    ct.get(l.h, key).and_then(|e| e.val())
                 }
             }
         }

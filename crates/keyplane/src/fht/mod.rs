@@ -201,11 +201,7 @@ impl Params {
     /// First slot of the candidate bucket of subtable `i`.
     #[inline(always)]
     pub fn bucket(&self, i: u32, l: &Loc) -> usize {
-        let off = if i == 0 {
-            0
-        } else {
-            reduce(mix64(l.f ^ ((i as u64) << 40) ^ self.seed) as u32, self.b) as u64
-        };
+        let off = if i == 0 { 0 } else { reduce(mix64(l.f ^ ((i as u64) << 40) ^ self.seed) as u32, self.b) as u64 };
         let mut bi = l.b0 as u64 + off;
         if bi >= self.b as u64 {
             bi -= self.b as u64;

@@ -240,11 +240,7 @@ impl Control {
                 if grew {
                     return Ok(None);
                 }
-                let ws = vec![
-                    (a as u32, self.nodes[a]),
-                    (a as u32 + 1, self.nodes[a + 1]),
-                    (i as u32, self.nodes[i]),
-                ];
+                let ws = vec![(a as u32, self.nodes[a]), (a as u32 + 1, self.nodes[a + 1]), (i as u32, self.nodes[i])];
                 Ok(Some(ws))
             }
         }
