@@ -70,6 +70,9 @@ pub fn run_fht(a: &Args) -> Result<Vec<Record>, String> {
     let n = w.n();
     let fbits = a.num("fingerprint-bits", 16) as u32;
     let mut out = Vec::new();
+    if a.flag("table2-only") {
+        return Ok(table2(&w, a));
+    }
     for (label, order) in
         [("fht_ct_first", fht::LookupOrder::CollisionTableFirst), ("fht_main_first", fht::LookupOrder::MainFirst)]
     {

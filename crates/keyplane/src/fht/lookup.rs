@@ -84,6 +84,17 @@ impl Inner {
         b
     }
 
+    /// Prefetches the d candidate buckets so their cache misses overlap
+    /// (§8.1: "all of the d subtables are fetched at the same time").
+    #[inline(always)]
+    fn prefetch(&self, base: &[usize; D]) {
+        let e = self.p.e as usize;
+        for &b in &base[..self.p.d as usize] {
+            prefetch(self.table.word_ptr(b));
+            prefetch(self.table.word_ptr(b + e - 1));
+        }
+    }
+
     #[inline(always)]
     fn answer(&self, key: &[u8], l: &Loc, base: &[usize; D]) -> Option<u64> {
         let vm = crate::mask(self.p.vbits);
@@ -172,6 +183,7 @@ impl Lookup {
         let c = self.cur.load();
         let l = c.p.locate(key);
         let base = c.bases(&l);
+        c.prefetch(&base);
         match c.scan(&l, &base) {
             Scan::Hit(w) => Some(w & crate::mask(c.p.vbits)),
             Scan::Miss => None,
@@ -236,21 +248,18 @@ impl LookupTable for Lookup {
         let c = self.cur.load();
         let l = c.p.locate(key);
         let base = c.bases(&l);
+        c.prefetch(&base);
         c.answer(key, &l, &base)
     }
 
     fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
         let c = self.cur.load();
         let mut locs = [(Loc { h: 0, b0: 0, f: 0 }, [0usize; D]); BATCH];
-        let e = c.p.e as usize;
         for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
             for (k, slot) in ks.iter().zip(locs.iter_mut()) {
                 let l = c.p.locate(k);
                 let base = c.bases(&l);
-                for &b in &base[..c.p.d as usize] {
-                    prefetch(c.table.word_ptr(b));
-                    prefetch(c.table.word_ptr(b + e - 1));
-                }
+                c.prefetch(&base);
                 *slot = (l, base);
             }
             for ((k, (l, base)), o) in ks.iter().zip(locs.iter()).zip(os.iter_mut()) {
