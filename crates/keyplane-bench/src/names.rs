@@ -190,8 +190,24 @@ fn table3(a: &Args) -> Vec<Record> {
 
 type NameLists = (Vec<Vec<u8>>, Vec<Vec<u8>>, String);
 
+/// Where the full Public Suffix List is found on this machine, if the
+/// `publicsuffixlist` Python package (PyPI, ships `public_suffix_list.dat`)
+/// is installed: asks `python3` for the package directory. `None` otherwise.
+fn find_installed_psl() -> Option<std::path::PathBuf> {
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import publicsuffixlist, os; print(os.path.dirname(publicsuffixlist.__file__))"])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let dir = std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let p = dir.join("public_suffix_list.dat");
+    p.exists().then_some(p)
+}
+
 fn psl_names() -> Result<NameLists, String> {
-    let path = name::find_installed_psl()
+    let path = find_installed_psl()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../keyplane/data/psl_sample.dat").to_string());
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;

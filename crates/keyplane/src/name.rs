@@ -18,7 +18,8 @@
 //!   `//` comments, `*.` wildcards and `!` exceptions), reversing each domain
 //!   into components. A sample cut from the list ships in the repository
 //!   (`crates/keyplane/data/psl_sample.dat`, MPL-2.0); the full list comes with
-//!   the `publicsuffixlist` Python package (see `docs/structures/fpt.md`).
+//!   the `publicsuffixlist` Python package (`pip install publicsuffixlist`;
+//!   `keyplane-bench fpt` finds it; see `docs/structures/fpt.md`).
 
 use crate::key::name_key;
 
@@ -109,22 +110,6 @@ pub fn load_domain_list(text: &str) -> Vec<Vec<u8>> {
         }
     }
     out
-}
-
-/// Where the full Public Suffix List is found on this machine, if the
-/// `publicsuffixlist` Python package (PyPI, ships `public_suffix_list.dat`)
-/// is installed: asks `python3` for the package directory. `None` otherwise.
-pub fn find_installed_psl() -> Option<std::path::PathBuf> {
-    let out = std::process::Command::new("python3")
-        .args(["-c", "import publicsuffixlist, os; print(os.path.dirname(publicsuffixlist.__file__))"])
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let dir = std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    let p = dir.join("public_suffix_list.dat");
-    p.exists().then_some(p)
 }
 
 const TLDS: [&str; 16] =
