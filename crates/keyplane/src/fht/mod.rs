@@ -20,7 +20,7 @@
 //! fixed subtable this is a bijection of `(b, f)`, so an entry with
 //! fingerprint `f` in a name's candidate bucket always belongs to a name with
 //! the **same** `(b, f)` — the "true fingerprint" `t` of the d-left
-//! constructions of Bonomi et al. (the paper's ref. [20]). Collisions are
+//! constructions of Bonomi et al. (the paper's ref. 20). Collisions are
 //! therefore exactly the names sharing `t`, and a name that collides with
 //! one bucket entry has the same d candidates, so one scan of the candidates
 //! finds every conflict (no other name can later be placed where it would
