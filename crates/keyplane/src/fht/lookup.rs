@@ -45,34 +45,37 @@ impl Inner {
         self.lock.stripe_of((slot / self.p.e as usize) as u64)
     }
 
-    /// Scans the d candidate buckets for the fingerprint under the seqlock.
+    /// Scans the d candidate buckets for the fingerprint, each bucket under
+    /// its seqlock stripe, stopping at the first match. Validating bucket by
+    /// bucket is enough: a name's entry never moves while the name stays
+    /// stored (deltas rewrite a group's entry in place, and promotion keeps
+    /// the slot), so a consistent read of the one bucket holding it finds it.
     #[inline(always)]
     fn scan(&self, l: &Loc, base: &[usize; D]) -> Scan {
         let p = &self.p;
-        let d = p.d as usize;
         let e = p.e as usize;
         let fm = crate::mask(p.fbits);
-        loop {
-            let mut vs = [0u64; D];
-            let mut st = [0usize; D];
-            for i in 0..d {
-                st[i] = self.stripe(base[i]);
-                vs[i] = self.lock.read_begin(st[i]);
-            }
-            let mut found = Scan::Miss;
-            'outer: for &b in &base[..d] {
+        for &b in &base[..p.d as usize] {
+            let s = self.stripe(b);
+            loop {
+                let v = self.lock.read_begin(s);
+                let mut found = None;
                 for j in 0..e {
                     let w = self.table.get(b + j);
                     if (w >> p.vbits) & fm == l.f {
-                        found = Scan::Hit(w);
-                        break 'outer;
+                        found = Some(w);
+                        break;
                     }
                 }
-            }
-            if (0..d).all(|i| self.lock.read_validate(st[i], vs[i])) {
-                return found;
+                if self.lock.read_validate(s, v) {
+                    if let Some(w) = found {
+                        return Scan::Hit(w);
+                    }
+                    break;
+                }
             }
         }
+        Scan::Miss
     }
 
     #[inline(always)]
