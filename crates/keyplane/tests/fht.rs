@@ -141,6 +141,16 @@ fn tiny_fingerprints_fill_the_collision_table_and_stay_exact() {
         // Main-only lookups (CT offloaded) are right for main-table names only.
         let wrong = names.iter().enumerate().filter(|(i, n)| t.get_main_only(n) != Some(*i as u64 & 0xff)).count();
         assert!(wrong > 0 && wrong <= ctl.collision_table_entries());
+        // Alien names that hit a flagged (main-first) group read None: the
+        // group's names are all in the CT.
+        let aliens: Vec<Vec<u8>> = (0..2_000).map(|i| name::generate(i + (1 << 40), 1, 3)).collect();
+        let none = aliens.iter().filter(|a| t.get(a).is_none()).count();
+        let mut out = vec![None; aliens.len()];
+        t.get_batch(&aliens.iter().map(|a| a.as_slice()).collect::<Vec<_>>(), &mut out);
+        assert_eq!(out.iter().filter(|o| o.is_none()).count(), none);
+        if order == LookupOrder::MainFirst {
+            assert!(none > 1_000, "{none} of 2000 aliens rejected");
+        }
     }
 }
 

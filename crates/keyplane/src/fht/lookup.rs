@@ -9,7 +9,6 @@ use crate::error::{Error, Result, check_value};
 use crate::mem::prefetch;
 use crate::sync::{Published, StripeSet, StripedSeqLock};
 use crate::wire::{Frame, Kind, Wire, Writer};
-use arc_swap::ArcSwap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -20,10 +19,20 @@ const D: usize = MAX_SUBTABLES as usize;
 #[derive(Debug)]
 pub(crate) struct Inner {
     pub p: Params,
-    pub table: PackedArray,
-    pub ct: ArcSwap<Ct>,
-    pub seq: AtomicU64,
-    lock: StripedSeqLock,
+    pub table: Arc<PackedArray>,
+    /// The collision table, immutable: a CT change publishes a new `Inner`
+    /// that shares the main table, lock and sequence number with the old
+    /// one, so a lookup needs one snapshot load (each `ArcSwap` load ends
+    /// in a locked instruction, which would stop lookups from overlapping).
+    pub ct: Arc<Ct>,
+    pub seq: Arc<AtomicU64>,
+    lock: Arc<StripedSeqLock>,
+}
+
+/// An answer from one snapshot, or word that the snapshot is stale.
+enum Ans {
+    Done(Option<u64>),
+    Stale,
 }
 
 /// Result of scanning the candidate buckets.
@@ -37,7 +46,18 @@ impl Inner {
         let ct = img.build_ct();
         let buckets = img.p.d as usize * img.p.b as usize;
         let lock = StripedSeqLock::new((buckets / 256).clamp(64, MAX_STRIPES));
-        Self { p: img.p, table: img.table, ct: ArcSwap::from_pointee(ct), seq: AtomicU64::new(seq), lock }
+        Self {
+            p: img.p,
+            table: Arc::new(img.table),
+            ct: Arc::new(ct),
+            seq: Arc::new(AtomicU64::new(seq)),
+            lock: Arc::new(lock),
+        }
+    }
+
+    /// The same main table with another collision table.
+    fn with_ct(&self, ct: Ct) -> Self {
+        Self { p: self.p, table: self.table.clone(), ct: Arc::new(ct), seq: self.seq.clone(), lock: self.lock.clone() }
     }
 
     #[inline(always)]
@@ -98,37 +118,40 @@ impl Inner {
         }
     }
 
+    /// The answer from this snapshot. `Stale` (main-first only): a
+    /// flagged entry whose name the snapshot's CT lacks — the flag is newer
+    /// than the snapshot (its CT entries were published first), so the
+    /// caller retries on the current snapshot.
     #[inline(always)]
-    fn answer(&self, key: &[u8], l: &Loc, base: &[usize; D]) -> Option<u64> {
+    fn answer(&self, key: &[u8], l: &Loc, base: &[usize; D]) -> Ans {
         let vm = crate::mask(self.p.vbits);
         if !self.p.flag {
-            let ct = self.ct.load();
-            if !ct.is_empty()
-                && let Some(e) = ct.get(l.h, key)
+            if !self.ct.is_empty()
+                && let Some(e) = self.ct.get(l.h, key)
             {
-                return e.val();
+                return Ans::Done(e.val());
             }
-            match self.scan(l, base) {
+            Ans::Done(match self.scan(l, base) {
                 Scan::Hit(w) => Some(w & vm),
                 Scan::Miss => None,
-            }
+            })
         } else {
             match self.scan(l, base) {
-                Scan::Hit(w) if w & self.p.flag_bit() == 0 => Some(w & vm),
-                _ => {
-                    let ct = self.ct.load();
-                    ct.get(l.h, key).and_then(|e| e.val())
-                }
+                Scan::Hit(w) if w & self.p.flag_bit() == 0 => Ans::Done(Some(w & vm)),
+                Scan::Hit(_) => match self.ct.get(l.h, key) {
+                    Some(e) => Ans::Done(e.val()),
+                    None => Ans::Stale,
+                },
+                Scan::Miss => Ans::Done(self.ct.get(l.h, key).and_then(|e| e.val())),
             }
         }
     }
 
     fn image(&self) -> Image {
-        let ct = self.ct.load();
         Image {
             p: self.p,
-            table: self.table.clone(),
-            ct: ct.sorted().into_iter().map(|(n, v)| (n.to_vec(), v)).collect(),
+            table: (*self.table).clone(),
+            ct: self.ct.sorted().into_iter().map(|(n, v)| (n.to_vec(), v)).collect(),
         }
     }
 }
@@ -143,6 +166,28 @@ pub struct Lookup {
 impl Lookup {
     pub(crate) fn from_image(img: Image, seq: u64) -> Self {
         Self { cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(()) }
+    }
+
+    /// Main-first lookup that met a flagged entry its snapshot's CT does not
+    /// know. Either the flag is newer than the snapshot (its CT entries were
+    /// published just before it, so a newer snapshot exists and the lookup
+    /// starts over on it), or the snapshot is current and the name is not in
+    /// the group (an alien name with the group's fingerprint): `None`.
+    #[cold]
+    fn get_fresh(&self, key: &[u8], stale: Arc<Inner>) -> Option<u64> {
+        let mut prev = stale;
+        loop {
+            let c = self.cur.load_full();
+            if Arc::ptr_eq(&c, &prev) {
+                return None;
+            }
+            let l = c.p.locate(key);
+            let base = c.bases(&l);
+            if let Ans::Done(v) = c.answer(key, &l, &base) {
+                return v;
+            }
+            prev = c;
+        }
     }
 
     /// Sequence number of the last delta applied (or of the export).
@@ -168,7 +213,7 @@ impl Lookup {
     }
     /// Entries in the collision table.
     pub fn collision_table_entries(&self) -> usize {
-        self.cur.load().ct.load().len()
+        self.cur.load().ct.len()
     }
     /// Heap bytes of the main d-left table.
     pub fn main_table_bytes(&self) -> usize {
@@ -176,7 +221,7 @@ impl Lookup {
     }
     /// Heap bytes of the collision table (entries and names).
     pub fn collision_table_bytes(&self) -> usize {
-        self.cur.load().ct.load().memory_bytes()
+        self.cur.load().ct.memory_bytes()
     }
 
     /// Lookup that skips the collision table (the paper's "w/o CT" figure:
@@ -218,11 +263,11 @@ impl Lookup {
             stripes.add(c.stripe(s as usize));
         }
         if !puts.is_empty() {
-            let mut ct = (**c.ct.load()).clone();
+            let mut ct = (*c.ct).clone();
             for (name, v) in puts {
                 ct.put(crate::hash::hash64(name, c.p.seed), name, *v);
             }
-            c.ct.store(Arc::new(ct));
+            self.cur.replace(c.with_ct(ct));
         }
         if !slots.is_empty() {
             let st = stripes.finish();
@@ -233,11 +278,12 @@ impl Lookup {
             c.lock.write_end(st);
         }
         if !dels.is_empty() {
-            let mut ct = (**c.ct.load()).clone();
+            let cur = self.cur.load_full();
+            let mut ct = (*cur.ct).clone();
             for name in dels {
                 ct.del(crate::hash::hash64(name, c.p.seed), name);
             }
-            c.ct.store(Arc::new(ct));
+            self.cur.replace(cur.with_ct(ct));
         }
         Ok(())
     }
@@ -252,7 +298,10 @@ impl LookupTable for Lookup {
         let l = c.p.locate(key);
         let base = c.bases(&l);
         c.prefetch(&base);
-        c.answer(key, &l, &base)
+        match c.answer(key, &l, &base) {
+            Ans::Done(v) => v,
+            Ans::Stale => self.get_fresh(key, Arc::clone(&c)),
+        }
     }
 
     fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
@@ -266,7 +315,10 @@ impl LookupTable for Lookup {
                 *slot = (l, base);
             }
             for ((k, (l, base)), o) in ks.iter().zip(locs.iter()).zip(os.iter_mut()) {
-                *o = c.answer(k, l, base);
+                *o = match c.answer(k, l, base) {
+                    Ans::Done(v) => v,
+                    Ans::Stale => self.get_fresh(k, Arc::clone(&c)),
+                };
             }
         }
     }
@@ -308,7 +360,7 @@ impl LookupTable for Lookup {
         std::mem::size_of::<Self>()
             + std::mem::size_of::<Inner>()
             + c.table.memory_bytes()
-            + c.ct.load().memory_bytes()
+            + c.ct.memory_bytes()
             + c.lock.memory_bytes()
     }
 }
