@@ -6,6 +6,7 @@ pub mod common;
 pub mod cuckoo;
 pub mod hashes;
 pub mod lb;
+pub mod names;
 pub mod othello;
 
 use common::{Args, Record};
@@ -14,6 +15,8 @@ use common::{Args, Record};
 pub const USAGE: &str = "usage: keyplane-bench <othello|ludo|cuckoo|pkcuckoo|cfw|bfw|setsep|fht|fpt|lb|hash> \
 [--keys N] [--value-bits L] [--key-type u64|mac|ipv4|ipv6|fivetuple|name] [--threads T] [--updates N] \
 [--dist uniform|zipf] [--zipf-s S] [--json]";
+pub const USAGE: &str = "usage: keyplane-bench <othello|hash|fht|fpt> [--keys N] [--value-bits L] \
+[--key-type u64|mac|ipv4|ipv6|fivetuple|name] [--threads T] [--updates N] [--json]";
 
 /// Runs one benchmark by name.
 pub fn run(cmd: &str, args: &Args) -> Result<Vec<Record>, String> {
@@ -25,6 +28,8 @@ pub fn run(cmd: &str, args: &Args) -> Result<Vec<Record>, String> {
         "pkcuckoo" => cuckoo::run_partial(args),
         "hash" => hashes::run(args),
         "lb" => lb::run(args),
+        "fht" => names::run_fht(args),
+        "fpt" => names::run_fpt(args),
         other => Err(format!("unknown benchmark {other}")),
     }
 }

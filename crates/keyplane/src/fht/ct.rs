@@ -1,0 +1,116 @@
+//! The collision table: full names for fingerprint collisions, bucket
+//! overflows and "not stored" markers (§5.1, §6.2).
+
+use crate::error::Result;
+use crate::wire::{Reader, Writer};
+use hashbrown::HashTable;
+
+/// Value word of a "not stored" marker (FHT values are at most 63 bits wide).
+const MARKER: u64 = u64::MAX;
+
+/// One CT entry (24 bytes plus the name): a full name and either a value or
+/// the "not stored" marker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CtEntry {
+    pub name: Box<[u8]>,
+    raw: u64,
+}
+
+impl CtEntry {
+    /// `None`: the name is known not to be stored here (default port).
+    #[inline]
+    pub fn val(&self) -> Option<u64> {
+        (self.raw != MARKER).then_some(self.raw)
+    }
+}
+
+/// Collision table keyed by the structure's own name hash (one hash per
+/// lookup; rehashing recomputes it from the name and the seed).
+#[derive(Debug, Clone)]
+pub(crate) struct Ct {
+    t: HashTable<CtEntry>,
+    seed: u64,
+    name_bytes: usize,
+}
+
+impl Ct {
+    pub fn new(seed: u64) -> Self {
+        Self { t: HashTable::new(), seed, name_bytes: 0 }
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.t.len()
+    }
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.t.is_empty()
+    }
+
+    #[inline]
+    pub fn get(&self, h: u64, name: &[u8]) -> Option<&CtEntry> {
+        self.t.find(h, |e| &*e.name == name)
+    }
+
+    pub fn put(&mut self, h: u64, name: &[u8], val: Option<u64>) {
+        let raw = val.unwrap_or(MARKER);
+        match self.t.find_mut(h, |e| &*e.name == name) {
+            Some(e) => e.raw = raw,
+            None => {
+                self.name_bytes += name.len();
+                let seed = self.seed;
+                self.t.insert_unique(h, CtEntry { name: name.into(), raw }, |e| crate::hash::hash64(&e.name, seed));
+            }
+        }
+    }
+
+    pub fn del(&mut self, h: u64, name: &[u8]) -> bool {
+        match self.t.find_entry(h, |e| &*e.name == name) {
+            Ok(e) => {
+                let (e, _) = e.remove();
+                self.name_bytes -= e.name.len();
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &CtEntry> + '_ {
+        self.t.iter()
+    }
+
+    /// Heap bytes: table slots, control bytes and the names.
+    pub fn memory_bytes(&self) -> usize {
+        self.t.capacity() * (std::mem::size_of::<CtEntry>() + 1) + self.name_bytes
+    }
+
+    /// Entries as a sorted list (deterministic encoding).
+    pub fn sorted(&self) -> Vec<(&[u8], Option<u64>)> {
+        let mut v: Vec<(&[u8], Option<u64>)> = self.t.iter().map(|e| (&*e.name, e.val())).collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+pub(crate) fn encode_val(w: &mut Writer, v: Option<u64>) {
+    match v {
+        None => {
+            w.u8(0);
+        }
+        Some(v) => {
+            w.u8(1).varint(v);
+        }
+    }
+}
+
+pub(crate) fn decode_val(r: &mut Reader<'_>, vbits: u32) -> Result<Option<u64>> {
+    match r.u8()? {
+        0 => Ok(None),
+        1 => {
+            let v = r.varint()?;
+            Reader::ensure(v & !crate::mask(vbits) == 0, || format!("CT value {v:#x} wider than {vbits} bits"))?;
+            Ok(Some(v))
+        }
+        t => Err(crate::Error::Corrupt(format!("CT value tag {t}"))),
+    }
+}

@@ -1,0 +1,384 @@
+//! The FHT data-plane form: fingerprint-only d-left table plus collision table.
+
+use super::ct::Ct;
+use super::delta::{Body, Delta, Image};
+use super::{Loc, LookupOrder, MAX_SUBTABLES, Params};
+use crate::LookupTable;
+use crate::bits::PackedArray;
+use crate::error::{Error, Result, check_value};
+use crate::mem::prefetch;
+use crate::sync::{Published, StripeSet, StripedSeqLock};
+use crate::wire::{Frame, Kind, Wire, Writer};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+const MAX_STRIPES: usize = 4096;
+const BATCH: usize = 16;
+const D: usize = MAX_SUBTABLES as usize;
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub p: Params,
+    pub table: Arc<PackedArray>,
+    /// The collision table, immutable: a CT change publishes a new `Inner`
+    /// that shares the main table, lock and sequence number with the old
+    /// one, so a lookup needs one snapshot load (each `ArcSwap` load ends
+    /// in a locked instruction, which would stop lookups from overlapping).
+    pub ct: Arc<Ct>,
+    pub seq: Arc<AtomicU64>,
+    lock: Arc<StripedSeqLock>,
+}
+
+/// An answer from one snapshot, or word that the snapshot is stale.
+enum Ans {
+    Done(Option<u64>),
+    Stale,
+}
+
+/// Result of scanning the candidate buckets.
+enum Scan {
+    Miss,
+    Hit(u64),
+}
+
+impl Inner {
+    fn new(img: Image, seq: u64) -> Self {
+        let ct = img.build_ct();
+        let buckets = img.p.d as usize * img.p.b as usize;
+        let lock = StripedSeqLock::new((buckets / 256).clamp(64, MAX_STRIPES));
+        Self {
+            p: img.p,
+            table: Arc::new(img.table),
+            ct: Arc::new(ct),
+            seq: Arc::new(AtomicU64::new(seq)),
+            lock: Arc::new(lock),
+        }
+    }
+
+    /// The same main table with another collision table.
+    fn with_ct(&self, ct: Ct) -> Self {
+        Self { p: self.p, table: self.table.clone(), ct: Arc::new(ct), seq: self.seq.clone(), lock: self.lock.clone() }
+    }
+
+    #[inline(always)]
+    fn stripe(&self, slot: usize) -> usize {
+        self.lock.stripe_of((slot / self.p.e as usize) as u64)
+    }
+
+    /// Scans the d candidate buckets for the fingerprint, each bucket under
+    /// its seqlock stripe, stopping at the first match. Validating bucket by
+    /// bucket is enough: a name's entry never moves while the name stays
+    /// stored (deltas rewrite a group's entry in place, and promotion keeps
+    /// the slot), so a consistent read of the one bucket holding it finds it.
+    #[inline(always)]
+    fn scan(&self, l: &Loc, base: &[usize; D]) -> Scan {
+        let p = &self.p;
+        let e = p.e as usize;
+        let fm = crate::mask(p.fbits);
+        for &b in &base[..p.d as usize] {
+            let s = self.stripe(b);
+            loop {
+                let v = self.lock.read_begin(s);
+                let mut found = None;
+                for j in 0..e {
+                    let w = self.table.get(b + j);
+                    if (w >> p.vbits) & fm == l.f {
+                        found = Some(w);
+                        break;
+                    }
+                }
+                if self.lock.read_validate(s, v) {
+                    if let Some(w) = found {
+                        return Scan::Hit(w);
+                    }
+                    break;
+                }
+            }
+        }
+        Scan::Miss
+    }
+
+    #[inline(always)]
+    fn bases(&self, l: &Loc) -> [usize; D] {
+        let mut b = [0usize; D];
+        for (i, x) in b.iter_mut().enumerate().take(self.p.d as usize) {
+            *x = self.p.bucket(i as u32, l);
+        }
+        b
+    }
+
+    /// Prefetches the d candidate buckets so their cache misses overlap
+    /// (§8.1: "all of the d subtables are fetched at the same time").
+    #[inline(always)]
+    fn prefetch(&self, base: &[usize; D]) {
+        let e = self.p.e as usize;
+        for &b in &base[..self.p.d as usize] {
+            prefetch(self.table.word_ptr(b));
+            prefetch(self.table.word_ptr(b + e - 1));
+        }
+    }
+
+    /// The answer from this snapshot. `Stale` (main-first only): a
+    /// flagged entry whose name the snapshot's CT lacks — the flag is newer
+    /// than the snapshot (its CT entries were published first), so the
+    /// caller retries on the current snapshot.
+    #[inline(always)]
+    fn answer(&self, key: &[u8], l: &Loc, base: &[usize; D]) -> Ans {
+        let vm = crate::mask(self.p.vbits);
+        if !self.p.flag {
+            if !self.ct.is_empty()
+                && let Some(e) = self.ct.get(l.h, key)
+            {
+                return Ans::Done(e.val());
+            }
+            Ans::Done(match self.scan(l, base) {
+                Scan::Hit(w) => Some(w & vm),
+                Scan::Miss => None,
+            })
+        } else {
+            match self.scan(l, base) {
+                Scan::Hit(w) if w & self.p.flag_bit() == 0 => Ans::Done(Some(w & vm)),
+                Scan::Hit(_) => match self.ct.get(l.h, key) {
+                    Some(e) => Ans::Done(e.val()),
+                    None => Ans::Stale,
+                },
+                Scan::Miss => Ans::Done(self.ct.get(l.h, key).and_then(|e| e.val())),
+            }
+        }
+    }
+
+    fn image(&self) -> Image {
+        Image {
+            p: self.p,
+            table: (*self.table).clone(),
+            ct: self.ct.sorted().into_iter().map(|(n, v)| (n.to_vec(), v)).collect(),
+        }
+    }
+}
+
+/// FHT lookup form. See the [module docs](super).
+#[derive(Debug)]
+pub struct Lookup {
+    cur: Published<Inner>,
+    writer: Mutex<()>,
+}
+
+impl Lookup {
+    pub(crate) fn from_image(img: Image, seq: u64) -> Self {
+        Self { cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(()) }
+    }
+
+    /// Main-first lookup that met a flagged entry its snapshot's CT does not
+    /// know. Either the flag is newer than the snapshot (its CT entries were
+    /// published just before it, so a newer snapshot exists and the lookup
+    /// starts over on it), or the snapshot is current and the name is not in
+    /// the group (an alien name with the group's fingerprint): `None`.
+    #[cold]
+    fn get_fresh(&self, key: &[u8], stale: Arc<Inner>) -> Option<u64> {
+        let mut prev = stale;
+        loop {
+            let c = self.cur.load_full();
+            if Arc::ptr_eq(&c, &prev) {
+                return None;
+            }
+            let l = c.p.locate(key);
+            let base = c.bases(&l);
+            if let Ans::Done(v) = c.answer(key, &l, &base) {
+                return v;
+            }
+            prev = c;
+        }
+    }
+
+    /// Sequence number of the last delta applied (or of the export).
+    pub fn seq(&self) -> u64 {
+        self.cur.load().seq.load(Ordering::Acquire)
+    }
+    /// Fingerprint bits w.
+    pub fn fingerprint_bits(&self) -> u32 {
+        self.cur.load().p.fbits
+    }
+    /// Value bits.
+    pub fn value_bits(&self) -> u32 {
+        self.cur.load().p.vbits
+    }
+    /// `(subtables d, buckets per subtable B, entries per bucket E)`.
+    pub fn shape(&self) -> (u32, u32, u32) {
+        let c = self.cur.load();
+        (c.p.d, c.p.b, c.p.e)
+    }
+    /// Lookup order in force.
+    pub fn order(&self) -> LookupOrder {
+        if self.cur.load().p.flag { LookupOrder::MainFirst } else { LookupOrder::CollisionTableFirst }
+    }
+    /// Entries in the collision table.
+    pub fn collision_table_entries(&self) -> usize {
+        self.cur.load().ct.len()
+    }
+    /// Heap bytes of the main d-left table.
+    pub fn main_table_bytes(&self) -> usize {
+        self.cur.load().table.memory_bytes()
+    }
+    /// Heap bytes of the collision table (entries and names).
+    pub fn collision_table_bytes(&self) -> usize {
+        self.cur.load().ct.memory_bytes()
+    }
+
+    /// Lookup that skips the collision table (the paper's "w/o CT" figure:
+    /// the latency when the CT is offloaded to separate hardware). Correct
+    /// only for names that live in the main table.
+    pub fn get_main_only(&self, key: &[u8]) -> Option<u64> {
+        let c = self.cur.load();
+        let l = c.p.locate(key);
+        let base = c.bases(&l);
+        c.prefetch(&base);
+        match c.scan(&l, &base) {
+            Scan::Hit(w) => Some(w & crate::mask(c.p.vbits)),
+            Scan::Miss => None,
+        }
+    }
+
+    fn apply_ops(
+        &self,
+        c: &Inner,
+        puts: &[(Vec<u8>, Option<u64>)],
+        slots: &[(u64, u64)],
+        dels: &[Vec<u8>],
+    ) -> Result<()> {
+        let wm = crate::mask(c.p.width());
+        for (_, v) in puts {
+            if let Some(v) = v {
+                check_value(*v, c.p.vbits).map_err(|e| Error::DeltaMismatch(e.to_string()))?;
+            }
+        }
+        let n = c.p.slots() as u64;
+        let mut stripes = StripeSet::new();
+        for &(s, w) in slots {
+            if s >= n {
+                return Err(Error::DeltaMismatch(format!("slot {s} outside a table of {n}")));
+            }
+            if w & !wm != 0 {
+                return Err(Error::DeltaMismatch("slot word wider than an entry".into()));
+            }
+            stripes.add(c.stripe(s as usize));
+        }
+        if !puts.is_empty() {
+            let mut ct = (*c.ct).clone();
+            for (name, v) in puts {
+                ct.put(crate::hash::hash64(name, c.p.seed), name, *v);
+            }
+            self.cur.replace(c.with_ct(ct));
+        }
+        if !slots.is_empty() {
+            let st = stripes.finish();
+            c.lock.write_begin(st);
+            for &(s, w) in slots {
+                c.table.set(s as usize, w);
+            }
+            c.lock.write_end(st);
+        }
+        if !dels.is_empty() {
+            let cur = self.cur.load_full();
+            let mut ct = (*cur.ct).clone();
+            for name in dels {
+                ct.del(crate::hash::hash64(name, c.p.seed), name);
+            }
+            self.cur.replace(cur.with_ct(ct));
+        }
+        Ok(())
+    }
+}
+
+impl LookupTable for Lookup {
+    type Delta = Delta;
+
+    #[inline]
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        let c = self.cur.load();
+        let l = c.p.locate(key);
+        let base = c.bases(&l);
+        c.prefetch(&base);
+        match c.answer(key, &l, &base) {
+            Ans::Done(v) => v,
+            Ans::Stale => self.get_fresh(key, Arc::clone(&c)),
+        }
+    }
+
+    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        let c = self.cur.load();
+        let mut locs = [(Loc { h: 0, b0: 0, f: 0 }, [0usize; D]); BATCH];
+        for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            for (k, slot) in ks.iter().zip(locs.iter_mut()) {
+                let l = c.p.locate(k);
+                let base = c.bases(&l);
+                c.prefetch(&base);
+                *slot = (l, base);
+            }
+            for ((k, (l, base)), o) in ks.iter().zip(locs.iter()).zip(os.iter_mut()) {
+                *o = match c.answer(k, l, base) {
+                    Ans::Done(v) => v,
+                    Ans::Stale => self.get_fresh(k, Arc::clone(&c)),
+                };
+            }
+        }
+    }
+
+    fn apply(&self, delta: &Delta) -> Result<()> {
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let c = self.cur.load_full();
+        let have = c.seq.load(Ordering::Relaxed);
+        if delta.seq != have + 1 {
+            return Err(Error::DeltaMismatch(format!(
+                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
+                have + 1,
+                delta.seq
+            )));
+        }
+        match &delta.body {
+            Body::Ops { seed, buckets, puts, slots, dels } => {
+                if *seed != c.p.seed || *buckets != c.p.b {
+                    return Err(Error::DeltaMismatch(format!(
+                        "delta is for table (seed {seed:#x}, {buckets} buckets), this one is (seed {:#x}, {} buckets)",
+                        c.p.seed, c.p.b
+                    )));
+                }
+                self.apply_ops(&c, puts, slots, dels)?;
+                c.seq.store(delta.seq, Ordering::Release);
+            }
+            Body::Replace(img) => {
+                if img.p.vbits != c.p.vbits || img.p.flag != c.p.flag {
+                    return Err(Error::DeltaMismatch("rebuild delta has a different entry layout".into()));
+                }
+                self.cur.replace(Inner::new((**img).clone(), delta.seq));
+            }
+        }
+        Ok(())
+    }
+
+    fn memory_bytes(&self) -> usize {
+        let c = self.cur.load();
+        std::mem::size_of::<Self>()
+            + std::mem::size_of::<Inner>()
+            + c.table.memory_bytes()
+            + c.ct.memory_bytes()
+            + c.lock.memory_bytes()
+    }
+}
+
+impl Wire for Lookup {
+    fn to_bytes(&self) -> Vec<u8> {
+        let c = self.cur.load();
+        let mut w = Writer::with_capacity(Kind::FhtLookup, c.table.memory_bytes() + 64);
+        w.u64(c.seq.load(Ordering::Acquire));
+        c.image().encode(&mut w);
+        w.finish()
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let mut r = Frame::open(bytes, Kind::FhtLookup)?;
+        let seq = r.u64()?;
+        let img = Image::decode(&mut r)?;
+        r.finish()?;
+        Ok(Self::from_image(img, seq))
+    }
+}

@@ -1,0 +1,264 @@
+//! Fingerprint-based hash table (FHT) with a collision table (Yuan, Crowley,
+//! Song, "Enhancing Scalable Name-Based Forwarding", ANCS 2017, §5, §6.2, §7.2).
+//!
+//! The main table is a d-left hash table (default d = 4 subtables of B
+//! buckets, E = 8 entries per bucket, filled up to 93 %, §5.1) whose entries
+//! hold only a w-bit **fingerprint** and the value (the outgoing port): no
+//! name is stored. Names whose fingerprint collides within their candidate
+//! buckets, and names whose d candidate buckets are all full, go to the
+//! **collision table** (CT), which stores full names. Lookups are exact for
+//! every stored name ("collision-free FHT"); a name that was never stored
+//! either reads `None` or, with probability about `load·d·E / 2^w`, the value
+//! of a stored name with the same fingerprint (the speculative-forwarding
+//! false positive that edge routers eliminate, §5.1).
+//!
+//! # Fingerprints and candidate buckets
+//!
+//! One 64-bit hash gives a bucket number `b < B` and a fingerprint
+//! `f ∈ 1..2^w` (0 marks an empty entry). The candidate bucket in subtable
+//! `i` is `(b + g_i(f)) mod B` with `g_0 = 0` and `g_i` a hash of `f`: for a
+//! fixed subtable this is a bijection of `(b, f)`, so an entry with
+//! fingerprint `f` in a name's candidate bucket always belongs to a name with
+//! the **same** `(b, f)` — the "true fingerprint" `t` of the d-left
+//! constructions of Bonomi et al. (the paper's ref. 20). Collisions are
+//! therefore exactly the names sharing `t`, and a name that collides with
+//! one bucket entry has the same d candidates, so one scan of the candidates
+//! finds every conflict (no other name can later be placed where it would
+//! confuse an existing one).
+//!
+//! # Lookup order (§5.1)
+//!
+//! * [`LookupOrder::CollisionTableFirst`] (the paper's choice): query the CT,
+//!   then the main table. The first name of a collision group keeps the main
+//!   entry; the others live in the CT.
+//! * [`LookupOrder::MainFirst`] (the paper's "additional bit" variant,
+//!   measured as an option): every entry has a collision flag; a hit on an
+//!   unflagged entry answers without touching the CT, a flagged entry or a
+//!   miss consults the CT, which then holds **all** names of a collision
+//!   group (the first one too).
+//!
+//! # Updates (§7.2)
+//!
+//! [`Control`] keeps the full names of occupied slots (slot → name id), the
+//! collision groups and a mirror of the lookup form; every insert, delete and
+//! value change becomes a numbered [`Delta`] of CT puts, slot writes and CT
+//! deletions, applied in that order by [`Lookup::apply`](crate::LookupTable::apply)
+//! so a concurrent reader never sees a stored name without its value: slot
+//! writes happen under a striped seqlock, CT changes are published
+//! copy-on-write (the CT is small: 3.2·10^5 entries per 10^9 names at w = 16).
+//! Growth past the load limit rebuilds the table at twice the size and the
+//! delta carries the whole new lookup form.
+//!
+//! # Distributed forwarding (§6.2)
+//!
+//! A router storing only its share R_S of a rule set R builds its FHT from
+//! R_S and marks every name of R − R_S whose fingerprint matches in the main
+//! table with a "not stored" CT entry ([`Control::for_share`],
+//! [`Control::mark_not_stored`]): such names then read `None` (the default
+//! port) exactly, while the table size stays proportional to |R_S| (Table 3).
+//! Longer fingerprints (the "extra fingerprint bits") shrink the number of
+//! markers: about `|R − R_S| · load·d·E / 2^w`.
+//!
+//! Memory of the lookup form: `d·B·E·(w + l [+1])` bits for the main table
+//! (≈ `(w + l)/load` bits per name) plus the CT (full names).
+
+mod control;
+mod ct;
+mod delta;
+mod lookup;
+
+pub use control::{Control, Stats};
+pub use delta::Delta;
+pub use lookup::Lookup;
+
+use crate::error::{Error, Result, mask};
+use crate::hash::{hash64, hi, lo, mix64, reduce};
+
+/// Largest number of subtables.
+pub const MAX_SUBTABLES: u32 = 8;
+
+/// Which table a lookup consults first (§5.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LookupOrder {
+    /// Query the collision table, then the main table (the paper's design).
+    #[default]
+    CollisionTableFirst,
+    /// Query the main table first; a one-bit collision flag per entry says
+    /// when the collision table must be consulted.
+    MainFirst,
+}
+
+/// Construction options.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Options {
+    /// Subtables d (1..=8, default 4).
+    pub subtables: u32,
+    /// Entries per bucket E (1..=64, default 8).
+    pub bucket_entries: u32,
+    /// Fingerprint bits w (1..=32, default 16).
+    pub fingerprint_bits: u32,
+    /// Load factor at which the table grows (0.05..=1.0, default 0.93).
+    pub max_load: f64,
+    /// Lookup order.
+    pub order: LookupOrder,
+    /// Initial capacity in names (0: sized for the bulk load, at least 64).
+    pub capacity: usize,
+    /// Hash seed.
+    pub seed: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            subtables: 4,
+            bucket_entries: 8,
+            fingerprint_bits: 16,
+            max_load: 0.93,
+            order: LookupOrder::CollisionTableFirst,
+            capacity: 0,
+            seed: 0xf147_0000_5eed,
+        }
+    }
+}
+
+impl Options {
+    /// Default options with `w` fingerprint bits.
+    pub fn with_fingerprint_bits(w: u32) -> Self {
+        Self { fingerprint_bits: w, ..Self::default() }
+    }
+}
+
+/// Parameters every lookup form carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Params {
+    pub seed: u64,
+    pub d: u32,
+    pub e: u32,
+    pub b: u32,
+    pub fbits: u32,
+    pub vbits: u32,
+    pub flag: bool,
+}
+
+/// Where a name hashes to: bucket number and fingerprint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Loc {
+    pub h: u64,
+    pub b0: u32,
+    pub f: u64,
+}
+
+impl Loc {
+    /// The "true fingerprint" identifying a collision group.
+    #[inline]
+    pub fn t(&self) -> u64 {
+        (self.b0 as u64) << 32 | self.f
+    }
+}
+
+/// Most slots a table may have (2^36).
+const MAX_SLOTS: u64 = 1 << 36;
+
+impl Params {
+    pub fn validate(&self) -> Result<()> {
+        if !(1..=MAX_SUBTABLES).contains(&self.d) {
+            return Err(Error::InvalidParameter(format!("subtables {} not in 1..=8", self.d)));
+        }
+        if !(1..=64).contains(&self.e) {
+            return Err(Error::InvalidParameter(format!("bucket entries {} not in 1..=64", self.e)));
+        }
+        if !(1..=32).contains(&self.fbits) {
+            return Err(Error::InvalidParameter(format!("fingerprint_bits {} not in 1..=32", self.fbits)));
+        }
+        let maxv = 64 - self.fbits - self.flag as u32;
+        if !(1..=maxv).contains(&self.vbits) {
+            return Err(Error::InvalidValueBits { got: self.vbits, min: 1, max: maxv });
+        }
+        if self.b == 0 || self.slots() as u64 > MAX_SLOTS {
+            return Err(Error::InvalidParameter(format!("bucket count {} out of range", self.b)));
+        }
+        Ok(())
+    }
+
+    #[inline(always)]
+    pub fn width(&self) -> u32 {
+        self.vbits + self.fbits + self.flag as u32
+    }
+
+    #[inline(always)]
+    pub fn slots(&self) -> usize {
+        self.d as usize * self.b as usize * self.e as usize
+    }
+
+    #[inline(always)]
+    pub fn locate(&self, key: &[u8]) -> Loc {
+        let h = hash64(key, self.seed);
+        let fmax = (mask(self.fbits) as u32).max(1);
+        let f = if self.fbits == 1 { 1 } else { 1 + reduce(lo(h), fmax) as u64 };
+        Loc { h, b0: reduce(hi(h), self.b), f }
+    }
+
+    /// First slot of the candidate bucket of subtable `i`.
+    #[inline(always)]
+    pub fn bucket(&self, i: u32, l: &Loc) -> usize {
+        let off = if i == 0 { 0 } else { reduce(mix64(l.f ^ ((i as u64) << 40) ^ self.seed) as u32, self.b) as u64 };
+        let mut bi = l.b0 as u64 + off;
+        if bi >= self.b as u64 {
+            bi -= self.b as u64;
+        }
+        (i as usize * self.b as usize + bi as usize) * self.e as usize
+    }
+
+    #[inline(always)]
+    pub fn fp_of(&self, word: u64) -> u64 {
+        (word >> self.vbits) & mask(self.fbits)
+    }
+
+    #[inline(always)]
+    pub fn flag_bit(&self) -> u64 {
+        if self.flag { 1u64 << (self.vbits + self.fbits) } else { 0 }
+    }
+
+    #[inline(always)]
+    pub fn word(&self, f: u64, v: u64, flagged: bool) -> u64 {
+        v | f << self.vbits | if flagged { self.flag_bit() } else { 0 }
+    }
+
+    pub fn buckets_for(cap: usize, d: u32, e: u32, load: f64) -> Result<u32> {
+        let b = ((cap.max(64) as f64) / (load * d as f64 * e as f64)).ceil() as u64;
+        if b > u32::MAX as u64 || b * d as u64 * e as u64 > MAX_SLOTS {
+            return Err(Error::CapacityExceeded(format!("{cap} names need more than 2^36 slots")));
+        }
+        Ok(b.max(1) as u32)
+    }
+
+    pub fn encode(&self, w: &mut crate::wire::Writer) {
+        w.u64(self.seed).u8(self.d as u8).u8(self.e as u8).u32(self.b).u8(self.fbits as u8).u8(self.vbits as u8);
+        w.u8(self.flag as u8);
+    }
+
+    pub fn decode(r: &mut crate::wire::Reader<'_>) -> Result<Self> {
+        let p = Params {
+            seed: r.u64()?,
+            d: r.u8()? as u32,
+            e: r.u8()? as u32,
+            b: r.u32()?,
+            fbits: r.u8()? as u32,
+            vbits: r.u8()? as u32,
+            flag: match r.u8()? {
+                0 => false,
+                1 => true,
+                x => return Err(Error::Corrupt(format!("collision flag mode {x}"))),
+            },
+        };
+        p.validate().map_err(|e| Error::Corrupt(e.to_string()))?;
+        Ok(p)
+    }
+}
+
+/// Expected fraction of names outside the table that match a fingerprint
+/// (the alien false-positive rate, and the fraction of R − R_S that needs a
+/// "not stored" marker, §6.2): `main_entries / (B · (2^w − 1))`.
+pub fn expected_alien_match_rate(main_entries: usize, buckets_per_subtable: u32, fingerprint_bits: u32) -> f64 {
+    main_entries as f64 / (buckets_per_subtable as f64 * (mask(fingerprint_bits) as f64).max(1.0))
+}
