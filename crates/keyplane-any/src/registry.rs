@@ -255,6 +255,8 @@ registry! {
     custom Othello;
     plain Cuckoo        = keyplane::cuckoo,         "cuckoo",         CuckooLookup,        "Concurrent (2,4) cuckoo hash with full keys: exact, one writer and lock-free readers (CuckooSwitch)";
     plain PartialCuckoo = keyplane::cuckoo::partial, "cuckoo-partial", PartialCuckooLookup, "Partial-key cuckoo: fingerprints + values, may mis-answer colliding valid keys (SILT/MemC3)";
+    plain Fht           = keyplane::fht,            "fht",            FhtLookup,           "Fingerprint d-left hash table for names with a collision table: exact for stored names (FHT §5)";
+    plain Fpt           = keyplane::fpt,            "fpt",            FptLookup,           "Fingerprint Patricia trie for names: speculative, bit positions only (FPT §4)";
     plain Cfw           = keyplane::cfw,            "cfw",            CfwLookup,           "Cuckoo Filtable forwarder: fingerprints + values, colliding keys in level 2, exact for valid keys (thesis §3.4.2)";
     plain Bfw           = keyplane::bfw,            "bfw",            BfwLookup,           "Bloom-filter forwarder baseline: one Bloom filter per value, may mis-answer valid keys (thesis §3.4.1)";
 }

@@ -15,8 +15,6 @@ use common::{Args, Record};
 pub const USAGE: &str = "usage: keyplane-bench <othello|ludo|cuckoo|pkcuckoo|cfw|bfw|setsep|fht|fpt|lb|hash> \
 [--keys N] [--value-bits L] [--key-type u64|mac|ipv4|ipv6|fivetuple|name] [--threads T] [--updates N] \
 [--dist uniform|zipf] [--zipf-s S] [--json]";
-pub const USAGE: &str = "usage: keyplane-bench <othello|hash|fht|fpt> [--keys N] [--value-bits L] \
-[--key-type u64|mac|ipv4|ipv6|fivetuple|name] [--threads T] [--updates N] [--json]";
 
 /// Runs one benchmark by name.
 pub fn run(cmd: &str, args: &Args) -> Result<Vec<Record>, String> {
