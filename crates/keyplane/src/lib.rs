@@ -32,6 +32,7 @@ pub mod conformance;
 mod error;
 pub mod hash;
 pub mod key;
+pub mod ludo;
 pub mod mem;
 pub mod othello;
 pub mod store;
