@@ -46,9 +46,9 @@ pub struct Control {
     p: Params,
     seeds: SeedSeq,
     store: KeyStore,
-    hashes: Vec<u64>,
-    /// Source (2,4)-cuckoo table: 4 key ids per bucket, in lookup-slot order.
-    slots: Vec<u32>,
+    /// Source (2,4)-cuckoo table: 4 key ids (and their hashes) per bucket,
+    /// in lookup-slot order; one cache line per bucket.
+    cells: Vec<Cell>,
     bseed: Vec<u8>,
     /// Bit-exact shadow of the lookup form's buckets and overflow table.
     img: Table,
@@ -61,6 +61,23 @@ pub struct Control {
     epoch: u32,
     queue: Vec<(u32, u32, u8, u8)>,
     path: Vec<(u32, u8)>,
+}
+
+/// One bucket of the source cuckoo table.
+#[derive(Debug, Clone, Copy)]
+#[repr(C, align(64))]
+struct Cell {
+    h: [u64; 4],
+    id: [u32; 4],
+}
+
+const EMPTY: Cell = Cell { h: [0; 4], id: [NONE; 4] };
+
+impl Cell {
+    #[inline(always)]
+    fn free(&self) -> Option<usize> {
+        self.id.iter().position(|&k| k == NONE)
+    }
 }
 
 fn buckets_for(n: usize, permille: u32) -> usize {
@@ -103,8 +120,7 @@ impl Control {
             p,
             seeds,
             store,
-            hashes: Vec::new(),
-            slots: Vec::new(),
+            cells: Vec::new(),
             bseed: Vec::new(),
             img: Table::new(p, 8),
             oth: othello::Control::with_value_bits(1)?,
@@ -178,9 +194,9 @@ impl Control {
         self.store.iter().map(|(_, k, v)| (k, v))
     }
 
-    #[inline]
-    fn other(&self, id: u32, b: u32) -> u32 {
-        let (b0, b1) = self.p.buckets(self.hashes[id as usize]);
+    #[inline(always)]
+    fn other(&self, h: u64, b: u32) -> u32 {
+        let (b0, b1) = self.p.buckets(h);
         if b == b0 { b1 } else { b0 }
     }
 
@@ -191,43 +207,57 @@ impl Control {
     /// BFS for a cuckoo path (Ludo §4.4.8 step 1). On success `self.path`
     /// holds `(bucket, slot)` from a bucket of the new key to a free slot:
     /// the key in `path[j]` moves to `path[j+1]`; the last slot is free.
+    /// Buckets are checked for a free slot when discovered, and the four
+    /// alternates of a bucket are prefetched together.
     fn find_path(&mut self, h: u64) -> bool {
+        let (b0, b1) = self.p.buckets(h);
+        self.path.clear();
+        for b in [b0, b1] {
+            if let Some(f) = self.cells[b as usize].free() {
+                self.path.push((b, f as u8));
+                return true;
+            }
+        }
+        if self.opts.max_cuckoo_path == 0 {
+            return false;
+        }
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
             self.visit.iter_mut().for_each(|v| *v = 0);
             self.epoch = 1;
         }
-        let (b0, b1) = self.p.buckets(h);
         self.queue.clear();
         for b in [b0, b1] {
             self.visit[b as usize] = self.epoch;
             self.queue.push((b, NONE, 0, 0));
         }
         let mut head = 0;
-        while head < self.queue.len() {
+        while head < self.queue.len() && self.queue.len() < MAX_BFS {
             let (b, _, _, depth) = self.queue[head];
-            let base = b as usize * 4;
-            if let Some(f) = (0..4).find(|&t| self.slots[base + t] == NONE) {
-                // Reconstruct: walk parents back to the root.
-                self.path.clear();
-                self.path.push((b, f as u8));
-                let mut i = head;
-                while self.queue[i].1 != NONE {
-                    let (_, parent, slot, _) = self.queue[i];
-                    self.path.push((self.queue[parent as usize].0, slot));
-                    i = parent as usize;
-                }
-                self.path.reverse();
-                return true;
+            let cell = self.cells[b as usize];
+            let alts = [0, 1, 2, 3].map(|t| self.other(cell.h[t], b));
+            for &a in &alts {
+                crate::mem::prefetch(&self.cells[a as usize] as *const Cell);
             }
-            if (depth as u32) < self.opts.max_cuckoo_path && self.queue.len() < MAX_BFS {
-                for t in 0..4 {
-                    let k = self.slots[base + t];
-                    let alt = self.other(k, b);
-                    if self.visit[alt as usize] != self.epoch {
-                        self.visit[alt as usize] = self.epoch;
-                        self.queue.push((alt, head as u32, t as u8, depth + 1));
+            for (t, &alt) in alts.iter().enumerate() {
+                if self.visit[alt as usize] == self.epoch {
+                    continue;
+                }
+                self.visit[alt as usize] = self.epoch;
+                if let Some(f) = self.cells[alt as usize].free() {
+                    self.path.push((alt, f as u8));
+                    self.path.push((b, t as u8));
+                    let mut i = head;
+                    while self.queue[i].1 != NONE {
+                        let (_, parent, slot, _) = self.queue[i];
+                        self.path.push((self.queue[parent as usize].0, slot));
+                        i = parent as usize;
                     }
+                    self.path.reverse();
+                    return true;
+                }
+                if (depth as u32) + 1 < self.opts.max_cuckoo_path {
+                    self.queue.push((alt, head as u32, t as u8, depth + 1));
                 }
             }
             head += 1;
@@ -240,7 +270,6 @@ impl Control {
     /// seed, and enlarges when too many keys would need the fallback table.
     fn rebuild(&mut self, mut nb: usize, mut ov_cap: usize, mut new_seed: bool) -> Result<()> {
         let ids: Vec<u32> = self.store.ids().collect();
-        let bound = self.store.id_bound();
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -259,13 +288,8 @@ impl Control {
             new_seed = true;
             self.p.nb = nb as u32;
             let p = self.p;
-            self.hashes.clear();
-            self.hashes.resize(bound, 0);
-            for &id in &ids {
-                self.hashes[id as usize] = p.hash(self.store.key(id));
-            }
-            self.slots.clear();
-            self.slots.resize(nb * 4, NONE);
+            self.cells.clear();
+            self.cells.resize(nb, EMPTY);
             self.visit.clear();
             self.visit.resize(nb, 0);
             self.epoch = 0;
@@ -273,23 +297,33 @@ impl Control {
             let mut max_path = 0u32;
             // Step 1: cuckoo insertion, less loaded bucket first, BFS when both are full.
             for &id in &ids {
-                let (b0, b1) = p.buckets(self.hashes[id as usize]);
-                let free = |b: u32| self.slots[b as usize * 4..b as usize * 4 + 4].iter().filter(|&&x| x == NONE).count();
-                let (f0, f1) = (free(b0), free(b1));
-                if f0 > 0 || f1 > 0 {
+                let h = p.hash(self.store.key(id));
+                let (b0, b1) = p.buckets(h);
+                let nfree = |c: &Cell| c.id.iter().filter(|&&x| x == NONE).count();
+                let (f0, f1) = (nfree(&self.cells[b0 as usize]), nfree(&self.cells[b1 as usize]));
+                let path_ok = if f0 > 0 || f1 > 0 {
                     let b = if f0 >= f1 { b0 } else { b1 };
-                    let base = b as usize * 4;
-                    let t = (0..4).find(|&t| self.slots[base + t] == NONE).unwrap_or(0);
-                    self.slots[base + t] = id;
-                } else if self.find_path(self.hashes[id as usize]) {
+                    let t = self.cells[b as usize].free().unwrap_or(0);
+                    self.path.clear();
+                    self.path.push((b, t as u8));
+                    true
+                } else {
+                    self.find_path(h)
+                };
+                if path_ok {
                     max_path = max_path.max(self.path.len() as u32 - 1);
                     for j in (1..self.path.len()).rev() {
                         let (bj, tj) = self.path[j];
                         let (bp, tp) = self.path[j - 1];
-                        self.slots[bj as usize * 4 + tj as usize] = self.slots[bp as usize * 4 + tp as usize];
+                        let src = self.cells[bp as usize];
+                        let dst = &mut self.cells[bj as usize];
+                        dst.id[tj as usize] = src.id[tp as usize];
+                        dst.h[tj as usize] = src.h[tp as usize];
                     }
                     let (b, t) = self.path[0];
-                    self.slots[b as usize * 4 + t as usize] = id;
+                    let c = &mut self.cells[b as usize];
+                    c.id[t as usize] = id;
+                    c.h[t as usize] = h;
                 } else {
                     self.fallback.insert(id);
                 }
@@ -304,14 +338,13 @@ impl Control {
             let mut ok = true;
             let mut hs = [0u64; 4];
             for b in 0..nb {
-                let base = b * 4;
+                let cell = self.cells[b];
                 let mut ks = [NONE; 4];
                 let mut n = 0;
                 for t in 0..4 {
-                    let k = self.slots[base + t];
-                    if k != NONE {
-                        ks[n] = k;
-                        hs[n] = self.hashes[k as usize];
+                    if cell.id[t] != NONE {
+                        ks[n] = cell.id[t];
+                        hs[n] = cell.h[t];
                         n += 1;
                     }
                 }
@@ -321,11 +354,13 @@ impl Control {
                 };
                 self.bseed[b] = s as u8;
                 self.stats.max_seed = self.stats.max_seed.max(s);
-                let mut new = [NONE; 4];
+                let mut new = EMPTY;
                 for i in 0..n {
-                    new[slot_of(hs[i], s)] = ks[i];
+                    let t = slot_of(hs[i], s);
+                    new.id[t] = ks[i];
+                    new.h[t] = hs[i];
                 }
-                self.slots[base..base + 4].copy_from_slice(&new);
+                self.cells[b] = new;
             }
             if !ok {
                 self.stats.reseed_rebuilds += 1;
@@ -336,12 +371,12 @@ impl Control {
                 let mut img = Table::new(p, ov_cap);
                 let mut fits = true;
                 for b in 0..nb {
-                    let base = b * 4;
+                    let cell = &self.cells[b];
                     let mut c = [0u64; 4];
                     for (t, x) in c.iter_mut().enumerate() {
-                        let k = self.slots[base + t];
+                        let k = cell.id[t];
                         if k != NONE {
-                            *x = p.content(self.hashes[k as usize], self.store.value(k));
+                            *x = p.content(cell.h[t], self.store.value(k));
                         }
                     }
                     let s = self.bseed[b] as u32;
@@ -357,11 +392,16 @@ impl Control {
             };
             // Steps 3-4: the bucket locator, one bit per key.
             let oopts = othello::Options { seed: self.seeds.next(), ..othello::Options::default() };
-            let items = ids.iter().filter(|id| !self.fallback.contains(*id)).map(|&id| {
-                let (_, b1) = p.buckets(self.hashes[id as usize]);
-                let base = b1 as usize * 4;
-                (self.store.key(id), self.slots[base..base + 4].contains(&id) as u64)
-            });
+            // Bit = 1 when the key sits in its bucket h1.
+            let mut bits: Vec<(u32, bool)> = Vec::with_capacity(ids.len() - self.fallback.len());
+            for (b, cell) in self.cells.iter().enumerate() {
+                for t in 0..4 {
+                    if cell.id[t] != NONE {
+                        bits.push((cell.id[t], p.buckets(cell.h[t]).1 == b as u32));
+                    }
+                }
+            }
+            let items = bits.iter().map(|&(id, bit)| (self.store.key(id), bit as u64));
             self.oth = othello::Control::from_items_with(items, 1, oopts)?;
             self.img = img;
             self.cap = nb * 4 * self.opts.max_load_permille as usize / 1000;
@@ -375,7 +415,10 @@ impl Control {
         let mut fallback: Vec<(Vec<u8>, u64)> = self
             .fallback
             .iter()
-            .map(|&id| (self.store.key(id).to_vec(), self.p.content(self.hashes[id as usize], self.store.value(id))))
+            .map(|&id| {
+                let k = self.store.key(id);
+                (k.to_vec(), self.p.content(self.p.hash(k), self.store.value(id)))
+            })
             .collect();
         fallback.sort_unstable();
         Image { table: self.img.clone(), oth: self.oth.export(), fallback }
@@ -410,11 +453,10 @@ impl Control {
     }
 
     /// Position `(bucket, slot)` of a key in the cuckoo table.
-    fn position(&self, id: u32) -> Option<(u32, usize)> {
-        let (b0, b1) = self.p.buckets(self.hashes[id as usize]);
+    fn position(&self, id: u32, h: u64) -> Option<(u32, usize)> {
+        let (b0, b1) = self.p.buckets(h);
         for b in [b0, b1] {
-            let base = b as usize * 4;
-            if let Some(t) = (0..4).find(|&t| self.slots[base + t] == id) {
+            if let Some(t) = self.cells[b as usize].id.iter().position(|&k| k == id) {
                 return Some((b, t));
             }
         }
@@ -422,11 +464,7 @@ impl Control {
     }
 
     fn insert_new(&mut self, id: u32, key: &[u8], value: u64) -> Result<Delta> {
-        if self.hashes.len() < self.store.id_bound() {
-            self.hashes.resize(self.store.id_bound(), 0);
-        }
         let h = self.p.hash(key);
-        self.hashes[id as usize] = h;
         if self.store.len() - self.fallback.len() > self.cap {
             return self.rebuild_delta(0);
         }
@@ -463,46 +501,52 @@ impl Control {
         let mut ks = [NONE; 4];
         for j in (0..=m).rev() {
             let (bj, tj) = path[j];
-            let base = bj as usize * 4;
-            let (inc, from) = if j == 0 {
-                (id, None)
+            let ((inc, inc_h), from) = if j == 0 {
+                ((id, h), None)
             } else {
                 let (bp, tp) = path[j - 1];
-                (self.slots[bp as usize * 4 + tp as usize], Some((bp, tp)))
+                let c = &self.cells[bp as usize];
+                ((c.id[tp as usize], c.h[tp as usize]), Some((bp, tp)))
             };
-            let mut old = [NONE; 4];
-            old.copy_from_slice(&self.slots[base..base + 4]);
-            old[tj as usize] = NONE;
+            let mut old = self.cells[bj as usize];
+            old.id[tj as usize] = NONE;
             let mut n = 0;
-            for &k in old.iter().filter(|&&k| k != NONE).chain(std::iter::once(&inc)) {
-                ks[n] = k;
-                hs[n] = self.hashes[k as usize];
-                n += 1;
+            for t in 0..4 {
+                if old.id[t] != NONE {
+                    ks[n] = old.id[t];
+                    hs[n] = old.h[t];
+                    n += 1;
+                }
             }
+            ks[n] = inc;
+            hs[n] = inc_h;
+            n += 1;
             let Some(seed) = find_seed(&hs[..n], self.opts.max_seed) else { return Ok(Err(1)) };
             if seed >= OVERFLOW_SEED && (self.bseed[bj as usize] as u32) < OVERFLOW_SEED && !self.img.ov_has_room() {
                 return Ok(Err(2));
             }
             self.stats.max_seed = self.stats.max_seed.max(seed);
-            let mut new = [NONE; 4];
+            let mut new = EMPTY;
             for i in 0..n {
-                new[slot_of(hs[i], seed)] = ks[i];
+                let t = slot_of(hs[i], seed);
+                new.id[t] = ks[i];
+                new.h[t] = hs[i];
             }
             let mut order = [5u8; 4];
             for (t, o) in order.iter_mut().enumerate() {
-                if new[t] == inc {
+                if new.id[t] == inc {
                     *o = 4;
-                } else if new[t] != NONE {
-                    *o = old.iter().position(|&k| k == new[t]).unwrap_or(5) as u8;
+                } else if new.id[t] != NONE {
+                    *o = old.id.iter().position(|&k| k == new.id[t]).unwrap_or(5) as u8;
                 }
             }
             let contents = self.img.node_slots(bj, &order, from, first);
             if !self.img.set_bucket(bj, seed, &contents) {
                 return Ok(Err(2));
             }
-            self.slots[base..base + 4].copy_from_slice(&new);
+            self.cells[bj as usize] = new;
             self.bseed[bj as usize] = seed as u8;
-            let (_, b1) = self.p.buckets(self.hashes[inc as usize]);
+            let (_, b1) = self.p.buckets(inc_h);
             let od = self.oth.insert(self.store.key(inc), (bj == b1) as u64)?;
             if od.is_rebuild() {
                 self.stats.locator_rebuilds += 1;
@@ -539,11 +583,12 @@ impl ControlTable for Control {
                 if old == value {
                     return Ok(self.delta(Body::Nop));
                 }
-                let content = self.p.content(self.hashes[id as usize], value);
+                let h = self.p.hash(key);
+                let content = self.p.content(h, value);
                 if self.fallback.contains(&id) {
                     return Ok(self.delta(Body::Fallback { key: key.to_vec(), content: Some(content) }));
                 }
-                match self.position(id) {
+                match self.position(id, h) {
                     Some((b, t)) => {
                         self.img.write_slot(b, t, content);
                         Ok(self.delta(Body::Set { bucket: b, slot: t as u8, content }))
@@ -573,8 +618,8 @@ impl ControlTable for Control {
         if self.fallback.remove(&id) {
             return Ok(Some(self.delta(Body::Fallback { key: key.to_vec(), content: None })));
         }
-        if let Some((b, t)) = self.position(id) {
-            self.slots[b as usize * 4 + t] = NONE;
+        if let Some((b, t)) = self.position(id, self.p.hash(key)) {
+            self.cells[b as usize].id[t] = NONE;
         }
         match self.oth.remove(key)? {
             Some(oth) => Ok(Some(self.delta(Body::Remove { oth }))),
@@ -600,8 +645,7 @@ impl ControlTable for Control {
 
     fn memory_bytes(&self) -> usize {
         self.store.memory_bytes()
-            + 8 * self.hashes.capacity()
-            + 4 * self.slots.capacity()
+            + std::mem::size_of::<Cell>() * self.cells.capacity()
             + self.bseed.capacity()
             + self.img.memory_bytes()
             + self.oth.memory_bytes()
