@@ -147,8 +147,8 @@ fn crate_mask(l: u32) -> u64 {
 fn fingerprints_reject_most_alien_keys() {
     let n = 50_000u64;
     for f in [4u32, 8] {
-        let ctl = Control::from_items_with((0..n).map(|i| (i.to_le_bytes(), i & 0xff)), 8, Options::filtered(f))
-            .unwrap();
+        let ctl =
+            Control::from_items_with((0..n).map(|i| (i.to_le_bytes(), i & 0xff)), 8, Options::filtered(f)).unwrap();
         let t = ctl.export();
         for i in 0..n {
             assert_eq!(t.get(&i.to_le_bytes()), Some(i & 0xff));

@@ -491,7 +491,13 @@ impl Control {
 
     /// Executes a cuckoo path from its free end (Ludo §4.4.8 steps 2-3),
     /// producing the update sequence. `Ok(Err(kind))` asks for a rebuild.
-    fn run_path(&mut self, id: u32, h: u64, value: u64, path: &[(u32, u8)]) -> Result<std::result::Result<Vec<Node>, u8>> {
+    fn run_path(
+        &mut self,
+        id: u32,
+        h: u64,
+        value: u64,
+        path: &[(u32, u8)],
+    ) -> Result<std::result::Result<Vec<Node>, u8>> {
         let m = path.len() - 1;
         self.stats.max_cuckoo_path = self.stats.max_cuckoo_path.max(m as u32);
         self.stats.cuckoo_moves += m as u64;

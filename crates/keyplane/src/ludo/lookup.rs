@@ -9,8 +9,8 @@ use crate::mem::prefetch;
 use crate::othello;
 use crate::sync::{Published, StripeSet, StripedSeqLock};
 use crate::wire::{Frame, Kind, Wire, Writer};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 /// Version stripes: one per 256 buckets, between 64 and 8192 (the thesis'
 /// constant, §4.4.8 "Consistency under concurrent read/write").
@@ -29,6 +29,10 @@ pub(crate) struct Inner {
     seq: AtomicU64,
     lock: StripedSeqLock,
     smask: usize,
+    /// Bucket-locator generation: odd while an Othello rebuild delta is being
+    /// swapped in, incremented around it. Lets `get_batch` keep one Othello
+    /// snapshot for a whole batch and still notice a replacement.
+    ogen: AtomicU64,
     /// One version counter for the overflow table (its linear-probing
     /// deletions move entries of other buckets; it is read by ~4% of lookups).
     ovlock: StripedSeqLock,
@@ -49,6 +53,7 @@ impl Inner {
             lock,
             smask,
             ovlock: StripedSeqLock::new(1),
+            ogen: AtomicU64::new(0),
         }
     }
 
@@ -58,20 +63,17 @@ impl Inner {
     }
 
     /// Algorithm 4: optimistic read of the key's slot under the versions of
-    /// both alternate buckets. `pre` carries Othello slot indices computed
-    /// from the snapshot at address `.2`.
+    /// both alternate buckets (the bucket-locator snapshot is re-loaded inside
+    /// the window, so a locator replacement cannot go unnoticed).
     #[inline(always)]
-    fn read(&self, key: &[u8], h: u64, pre: Option<(usize, usize, *const ())>) -> Option<u64> {
+    fn read(&self, key: &[u8], h: u64) -> Option<u64> {
         let (b0, b1) = self.p.buckets(h);
         let (s0, s1) = (self.stripe(b0), self.stripe(b1));
         loop {
             let v0 = self.lock.read_begin(s0);
             let v1 = self.lock.read_begin(s1);
             let o = self.oth.snapshot();
-            let (ia, ib) = match pre {
-                Some((ia, ib, ptr)) if std::ptr::eq(Arc::as_ptr(&o) as *const (), ptr) => (ia, ib),
-                _ => o.locate(key),
-            };
+            let (ia, ib) = o.locate(key);
             let b = if o.raw(ia, ib) & 1 == 0 { b0 } else { b1 };
             let mut seed = self.t.inline_seed(b);
             let mut ok = true;
@@ -90,6 +92,52 @@ impl Inner {
             let x = self.t.slot(b, slot_of(h, seed));
             if self.lock.read_validate(s0, v0) && self.lock.read_validate(s1, v1) {
                 return if ok { self.p.answer(h, x) } else { None };
+            }
+        }
+    }
+
+    /// Bucket-locator generation (even), waiting out a swap in progress.
+    #[inline(always)]
+    fn ogen_begin(&self) -> u64 {
+        loop {
+            let g = self.ogen.load(Ordering::Acquire);
+            if g & 1 == 0 {
+                return g;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Algorithm 4 with a bucket-locator snapshot `o` taken at generation
+    /// `g`: `None` when the locator was replaced since (the caller re-reads).
+    #[inline(always)]
+    fn read_with(&self, o: &othello::Snapshot, g: u64, h: u64, ia: usize, ib: usize) -> Option<Option<u64>> {
+        let (b0, b1) = self.p.buckets(h);
+        let (s0, s1) = (self.stripe(b0), self.stripe(b1));
+        loop {
+            let v0 = self.lock.read_begin(s0);
+            let v1 = self.lock.read_begin(s1);
+            let b = if o.raw(ia, ib) & 1 == 0 { b0 } else { b1 };
+            let mut seed = self.t.inline_seed(b);
+            let mut ok = true;
+            if seed == OVERFLOW_SEED {
+                seed = loop {
+                    let v = self.ovlock.read_begin(0);
+                    let s = self.t.ov_seed(b);
+                    if self.ovlock.read_validate(0, v) {
+                        break s.unwrap_or_else(|| {
+                            ok = false;
+                            0
+                        });
+                    }
+                };
+            }
+            let x = self.t.slot(b, slot_of(h, seed));
+            if self.lock.read_validate(s0, v0) && self.lock.read_validate(s1, v1) {
+                if self.ogen.load(Ordering::Relaxed) != g {
+                    return None;
+                }
+                return Some(if ok { self.p.answer(h, x) } else { None });
             }
         }
     }
@@ -202,7 +250,15 @@ impl Lookup {
                 }
                 c.t.write_slots(n.bucket, &new);
                 if let Some(d) = &n.oth {
-                    c.oth.apply(d)?;
+                    if d.is_rebuild() {
+                        c.ogen.fetch_add(1, Ordering::Relaxed);
+                        std::sync::atomic::fence(Ordering::Release);
+                        let r = c.oth.apply(d);
+                        c.ogen.fetch_add(1, Ordering::Release);
+                        r?;
+                    } else {
+                        c.oth.apply(d)?;
+                    }
                 }
                 Ok(())
             })();
@@ -223,7 +279,7 @@ impl LookupTable for Lookup {
         if let Some(r) = c.fallback(key, h) {
             return r;
         }
-        c.read(key, h, None)
+        c.read(key, h)
     }
 
     fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
@@ -234,11 +290,15 @@ impl LookupTable for Lookup {
             }
             return;
         }
-        let o = c.oth.snapshot();
-        let optr = Arc::as_ptr(&o) as *const ();
+        let mut g = c.ogen_begin();
+        let mut o = c.oth.snapshot();
         let mut loc = [(0u64, 0usize, 0usize); BATCH];
         let sw = c.p.sw() as usize;
         for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            if c.ogen.load(Ordering::Acquire) != g {
+                g = c.ogen_begin();
+                o = c.oth.snapshot();
+            }
             for (k, l) in ks.iter().zip(loc.iter_mut()) {
                 let (ia, ib) = o.locate(k);
                 o.prefetch(ia, ib);
@@ -252,7 +312,10 @@ impl LookupTable for Lookup {
                 prefetch(p.wrapping_add((5 + 4 * sw) / 8));
             }
             for ((k, l), out) in ks.iter().zip(loc.iter()).zip(os.iter_mut()) {
-                *out = c.read(k, l.0, Some((l.1, l.2, optr)));
+                *out = match c.read_with(&o, g, l.0, l.1, l.2) {
+                    Some(r) => r,
+                    None => c.read(k, l.0),
+                };
             }
         }
     }

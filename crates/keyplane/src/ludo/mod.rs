@@ -113,7 +113,13 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Self { fingerprint_bits: 0, seed: 0x1ad0_0000_5eed, max_load_permille: 950, max_cuckoo_path: 8, max_seed: MAX_SEED }
+        Self {
+            fingerprint_bits: 0,
+            seed: 0x1ad0_0000_5eed,
+            max_load_permille: 950,
+            max_cuckoo_path: 8,
+            max_seed: MAX_SEED,
+        }
     }
 }
 
