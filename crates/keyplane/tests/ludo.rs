@@ -44,7 +44,8 @@ fn oracle_crosses_growth() {
 /// Oracle run driven by hand with explicit options. After every check point
 /// the delta-fed replica must be bit-for-bit the fresh export, and both must
 /// return every live key's value.
-fn oracle_with(opts: Options, seed: u64, ops: usize, key_space: u64) -> ludo::Stats {
+fn oracle_with(opts: Options, seed: u64, ops: usize, key_space: u64) -> (ludo::Stats, u64) {
+    let mut cycles = 0;
     let mut rng = conformance::Rng::new(seed);
     let mut ctl = Control::with_options(8, opts).unwrap();
     let replica = Lookup::from_bytes(&ctl.export().to_bytes()).unwrap();
@@ -72,14 +73,16 @@ fn oracle_with(opts: Options, seed: u64, ops: usize, key_space: u64) -> ludo::St
             }
             assert_eq!(replica.to_bytes(), fresh.to_bytes(), "step {step}: replica differs from export");
         }
+        cycles = cycles.max(ctl.locator_stats().cycle_rebuilds);
     }
-    ctl.stats()
+    (ctl.stats(), cycles)
 }
 
 #[test]
 fn replica_is_bitwise_the_export_default_options() {
-    let s = oracle_with(Options::default(), 1, 30_000, 6_000);
+    let (s, cycles) = oracle_with(Options::default(), 1, 30_000, 6_000);
     assert!(s.grow_rebuilds >= 2, "growth must have happened: {s:?}");
+    assert!(cycles > 0, "the bucket locator must have closed a cycle and re-seeded");
     assert!(s.cuckoo_moves > 0, "cuckoo paths must have happened: {s:?}");
     assert!(s.locator_rebuilds > 0, "bucket-locator rebuilds must travel inside path nodes: {s:?}");
 }
@@ -94,7 +97,7 @@ fn replica_is_bitwise_the_export_with_fingerprints() {
 fn fallback_table_path_is_exercised_and_correct() {
     // Without cuckoo paths, inserts into two full buckets must use the
     // fallback table (and, when it is full, grow).
-    let s = oracle_with(Options { max_cuckoo_path: 0, ..Options::default() }, 4, 20_000, 4_000);
+    let (s, _) = oracle_with(Options { max_cuckoo_path: 0, ..Options::default() }, 4, 20_000, 4_000);
     assert!(s.fallback_inserts > 0, "{s:?}");
 }
 
@@ -102,7 +105,7 @@ fn fallback_table_path_is_exercised_and_correct() {
 fn reseed_path_is_exercised_and_correct() {
     // With max_seed 31 every full bucket whose seeds 0..=31 all collide
     // (~4% of them) forces a hash re-seed.
-    let s = oracle_with(Options { max_seed: 31, ..Options::default() }, 5, 6_000, 200);
+    let (s, _) = oracle_with(Options { max_seed: 31, ..Options::default() }, 5, 6_000, 200);
     assert!(s.reseed_rebuilds > 0, "{s:?}");
 }
 
@@ -425,4 +428,70 @@ fn delete_heavy_sequences_keep_replica_and_export_in_step() {
         }
         assert_eq!(t.to_bytes(), ctl.export().to_bytes());
     }
+}
+
+#[test]
+fn readers_of_moved_keys_never_see_wrong_values_in_a_tiny_full_table() {
+    // 53 buckets at ~94% load: every insert takes a cuckoo path through
+    // buckets the readers are reading, displacing stable keys, re-seeding
+    // buckets, flipping locator bits and (at this size) re-seeding the
+    // locator itself. Readers check every stable key, singly and batched.
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let stable: Vec<(u64, u64)> = (0..190u64).map(|i| (i, keyplane::hash::mix64(i) & 0xff)).collect();
+    let churn = |i: u64| (1u64 << 40) + i;
+    let items = stable.iter().map(|&(k, v)| (k.to_le_bytes(), v)).chain((0..10).map(|i| (churn(i).to_le_bytes(), 1)));
+    let mut ctl = Control::from_items(items, 8).unwrap();
+    let nb = ctl.buckets();
+    let table = Arc::new(ctl.export());
+    let stop = Arc::new(AtomicBool::new(false));
+    let stable = Arc::new(stable);
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (table, stop, stable) = (table.clone(), stop.clone(), stable.clone());
+            std::thread::spawn(move || -> Result<u64, String> {
+                let keys: Vec<[u8; 8]> = stable.iter().map(|(k, _)| k.to_le_bytes()).collect();
+                let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+                let mut out = vec![None; refs.len()];
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    if r == 0 {
+                        for (k, v) in stable.iter() {
+                            let got = table.get(&k.to_le_bytes());
+                            if got != Some(*v) {
+                                return Err(format!("key {k}: got {got:?}, want {v}"));
+                            }
+                        }
+                    } else {
+                        table.get_batch(&refs, &mut out);
+                        for ((k, v), got) in stable.iter().zip(&out) {
+                            if *got != Some(*v) {
+                                return Err(format!("batch: key {k}: got {got:?}, want {v}"));
+                            }
+                        }
+                    }
+                    n += stable.len() as u64;
+                }
+                Ok(n)
+            })
+        })
+        .collect();
+    let mut moves = 0;
+    for i in 0..150_000u64 {
+        let d = ctl.remove(&churn(i).to_le_bytes()).unwrap().unwrap();
+        table.apply(&d).unwrap();
+        let d = ctl.insert(&churn(i + 10).to_le_bytes(), i & 0xff).unwrap();
+        moves += d.cuckoo_moves();
+        table.apply(&d).unwrap();
+        if readers.iter().any(|h| h.is_finished()) {
+            break;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for h in readers {
+        let n = h.join().unwrap().unwrap();
+        assert!(n > 0);
+    }
+    assert_eq!(ctl.buckets(), nb, "the table must not have grown");
+    assert!(moves > 10_000, "only {moves} cuckoo moves");
 }

@@ -145,6 +145,11 @@ impl Control {
     pub fn stats(&self) -> Stats {
         self.stats
     }
+    /// History counters of the bucket locator (Othello): cycle re-seeds and
+    /// growth rebuilds since the last Ludo rebuild.
+    pub fn locator_stats(&self) -> othello::Stats {
+        self.oth.stats()
+    }
     /// Number of buckets.
     pub fn buckets(&self) -> u32 {
         self.p.nb
