@@ -11,6 +11,96 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+/// On-CPU time of the calling thread in nanoseconds
+/// (`CLOCK_THREAD_CPUTIME_ID`). On a machine shared with other jobs,
+/// wall-clock figures are inflated by whatever else runs; the thread's CPU
+/// time (which includes its memory stalls) is not.
+#[cfg(target_os = "linux")]
+pub fn thread_cpu_ns() -> u64 {
+    #[repr(C)]
+    struct Timespec {
+        sec: i64,
+        nsec: i64,
+    }
+    unsafe extern "C" {
+        fn clock_gettime(clk: i32, tp: *mut Timespec) -> i32;
+    }
+    let mut t = Timespec { sec: 0, nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec into the valid, exclusively
+    // borrowed `t`; clock id 3 is CLOCK_THREAD_CPUTIME_ID on Linux.
+    let rc = unsafe { clock_gettime(3, &mut t) };
+    if rc != 0 {
+        return 0;
+    }
+    t.sec as u64 * 1_000_000_000 + t.nsec as u64
+}
+
+/// Wall-clock fallback where thread CPU time is unavailable.
+#[cfg(not(target_os = "linux"))]
+pub fn thread_cpu_ns() -> u64 {
+    use std::sync::OnceLock;
+    static T0: OnceLock<Instant> = OnceLock::new();
+    T0.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// Best-of-`reps` thread-CPU nanoseconds per operation.
+pub fn cpu_best_ns(reps: usize, ops: usize, mut f: impl FnMut()) -> f64 {
+    let mut best = f64::MAX;
+    for _ in 0..reps {
+        let t = thread_cpu_ns();
+        f();
+        best = best.min((thread_cpu_ns() - t) as f64 / ops as f64);
+    }
+    best
+}
+
+/// CPU-time lookup figures for any lookup form: (single ns, batched ns).
+fn cpu_lookups<L: LookupTable>(t: &L, q: &KeySet) -> (f64, f64) {
+    let refs: Vec<&[u8]> = q.iter().collect();
+    let single = cpu_best_ns(3, refs.len(), || {
+        let mut acc = 0u64;
+        for k in &refs {
+            acc = acc.wrapping_add(t.get(k).unwrap_or(1));
+        }
+        black_box(acc);
+    });
+    let mut out = vec![None; 16];
+    let batch = cpu_best_ns(3, refs.len(), || {
+        let mut acc = 0u64;
+        for ch in refs.chunks(16) {
+            t.get_batch(ch, &mut out[..ch.len()]);
+            acc = acc.wrapping_add(out[0].unwrap_or(1));
+        }
+        black_box(acc);
+    });
+    (single, batch)
+}
+
+/// `dram_floor_ns` in thread CPU time: `reads` independent random 8-byte
+/// reads per key into a buffer of `bytes`, 16 keys' reads prefetched at once.
+fn cpu_dram_floor_ns(bytes: usize, reads: usize) -> f64 {
+    let words = (bytes / 8).max(1 << 16);
+    let mut v: Vec<u64> = vec![0; words];
+    keyplane::mem::advise_hugepages(&v);
+    v.iter_mut().for_each(|x| *x = 1);
+    let keys = 1 << 21;
+    cpu_best_ns(3, keys, || {
+        let mut acc = 0u64;
+        let mut idx = [0usize; 16 * 4];
+        for b in 0..keys / 16 {
+            for (j, slot) in idx[..16 * reads].iter_mut().enumerate() {
+                let i = keyplane::hash::reduce64(mix((b * 64 + j) as u64), words as u64) as usize;
+                *slot = i;
+                keyplane::mem::prefetch(&v[i] as *const u64);
+            }
+            for &i in &idx[..16 * reads] {
+                acc = acc.wrapping_add(v[i]);
+            }
+        }
+        black_box(acc);
+    })
+}
+
 /// Runs the Ludo benchmark. `--memory-only`: build, memory and seed
 /// statistics only (for extra value widths on a busy machine).
 pub fn run(a: &Args) -> Result<Vec<Record>, String> {
@@ -28,10 +118,18 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
         variants.push(("ludo_fp", Options::filtered(fp_bits)));
     }
     for (name, opts) in variants {
-        let (mut r, mut ctl, table) =
-            measure::<Control>(name, &w, |w| Control::from_items_with(w.items(), w.value_bits, opts));
+        let build_cpu = std::cell::Cell::new(0u64);
+        let (mut r, mut ctl, table) = measure::<Control>(name, &w, |w| {
+            let c0 = thread_cpu_ns();
+            let c = Control::from_items_with(w.items(), w.value_bits, opts);
+            build_cpu.set(thread_cpu_ns() - c0);
+            c
+        });
         let build_s = r.num("build_ns_per_key").unwrap_or(0.0) * n as f64 / 1e9;
         r.set("build_s", build_s);
+        r.set("build_cpu_s", build_cpu.get() as f64 / 1e9);
+        let (cs, cb) = cpu_lookups(&table, &w.queries);
+        r.set("lookup_cpu_ns", cs).set("batch_lookup_cpu_ns", cb);
         r.set("load_factor", ctl.load());
         r.set("buckets", ctl.buckets());
         r.set("paper_bits_per_key", 3.76 + 1.05 * l as f64);
@@ -51,14 +149,16 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
         // Lookups under concurrent updates (taken before the update timing so
         // the table is at its built load).
         let (quiet, busy, achieved) = batch_under_updates(&mut ctl, &table, &w, rate);
-        r.set("batch_lookup_ns_quiet", quiet);
-        r.set("batch_lookup_ns_under_updates", busy);
+        r.set("batch_lookup_cpu_ns_quiet", quiet);
+        r.set("batch_lookup_cpu_ns_under_updates", busy);
         r.set("concurrent_updates_per_s", achieved);
         r.set("lookup_slowdown_under_updates", busy / quiet - 1.0);
         r.set("load_factor_during_updates", ctl.load());
         let ops = w.updates.min(n.max(3)).max(3);
         let before = ctl.stats();
+        let c0 = thread_cpu_ns();
         let (e2e, ctl_only) = measure_updates(&mut ctl, &table, &w, ops);
+        r.set("update_ops_per_cpu_s", ops as f64 / ((thread_cpu_ns() - c0) as f64 / 1e9));
         let after = ctl.stats();
         r.set("update_ops_per_s", e2e);
         r.set("update_ops_per_s_control_only", ctl_only);
@@ -80,11 +180,21 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
             r.set("batch_vs_floor", b / floor);
         }
     }
+    let cfloor = cpu_dram_floor_ns(bytes, 3);
+    fr.set("batch_lookup_cpu_ns", cfloor);
+    for r in out.iter_mut() {
+        if let Some(b) = r.num("batch_lookup_cpu_ns") {
+            r.set("batch_cpu_vs_floor", b / cfloor);
+        }
+    }
     out.push(fr);
     // Baselines, same run.
-    let (mut o, _, _) = measure::<othello::Control>("othello_compact", &w, |w| {
+    let (mut o, _, ot) = measure::<othello::Control>("othello_compact", &w, |w| {
         othello::Control::from_items_with(w.items(), w.value_bits, othello::Options::default())
     });
+    let (cs, cb) = cpu_lookups(&ot, &w.queries);
+    o.set("lookup_cpu_ns", cs).set("batch_lookup_cpu_ns", cb);
+    drop(ot);
     o.set("note", "keyplane Othello, compact sizing, same keys and values");
     out.push(o);
     out.push(baseline_ptrhash(&w));
@@ -94,7 +204,9 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
 
 fn memory_only(w: &Workload) -> Record {
     let n = w.n();
+    let c0 = thread_cpu_ns();
     let (ctl, build_s) = time(|| Control::from_items(w.items(), w.value_bits).expect("build"));
+    let build_cpu_s = (thread_cpu_ns() - c0) as f64 / 1e9;
     let t = ctl.export();
     for (i, k) in w.keys.iter().enumerate() {
         assert_eq!(t.get(k), Some(w.values[i]), "key {i} wrong after build");
@@ -103,7 +215,7 @@ fn memory_only(w: &Workload) -> Record {
     let mem = t.memory_bytes();
     r.set("memory_bytes", mem).set("bits_per_key", mem as f64 * 8.0 / n as f64);
     r.set("paper_bits_per_key", 3.76 + 1.05 * w.value_bits as f64);
-    r.set("build_s", build_s).set("build_ns_per_key", build_s * 1e9 / n as f64);
+    r.set("build_s", build_s).set("build_ns_per_key", build_s * 1e9 / n as f64).set("build_cpu_s", build_cpu_s);
     r.set("load_factor", ctl.load());
     r.set("overflow_seed_fraction", ctl.overflow_seed_fraction());
     r.set("overflow_table_slots", ctl.overflow_capacity());
@@ -118,7 +230,9 @@ fn memory_only(w: &Workload) -> Record {
 /// (an equal mix of insert, value change and delete), against the quiet
 /// figure on the same table. A growth rebuild that the first inserts trigger
 /// (the built table sits at 95% load) is applied before either timing.
-/// Returns (quiet ns per key, busy ns per key, achieved updates per second).
+/// Both figures are best-of thread-CPU ns per key (so other jobs on the
+/// machine do not distort the comparison). Returns (quiet ns per key, busy
+/// ns per key, achieved updates per second).
 fn batch_under_updates(ctl: &mut Control, table: &ludo::Lookup, w: &Workload, rate: u64) -> (f64, f64, f64) {
     let secs = 3.0f64;
     let count = ((rate as f64 * secs) as usize).max(3);
@@ -141,10 +255,17 @@ fn batch_under_updates(ctl: &mut Control, table: &ludo::Lookup, w: &Workload, ra
         table.apply(d).expect("apply");
     }
     let deltas = &deltas[pre..];
-    let quiet = batch_ns(table, &w.queries, 16);
-    let stop = Arc::new(AtomicBool::new(false));
     let refs: Vec<&[u8]> = w.queries.iter().collect();
     let mut out = vec![None; 16];
+    let quiet = cpu_best_ns(5, refs.len(), || {
+        let mut acc = 0u64;
+        for ch in refs.chunks(16) {
+            table.get_batch(ch, &mut out[..ch.len()]);
+            acc = acc.wrapping_add(out[0].unwrap_or(1));
+        }
+        black_box(acc);
+    });
+    let stop = Arc::new(AtomicBool::new(false));
     let (ns, applied, took) = std::thread::scope(|s| {
         let stop2 = stop.clone();
         let h = s.spawn(move || {
@@ -166,14 +287,14 @@ fn batch_under_updates(ctl: &mut Control, table: &ludo::Lookup, w: &Workload, ra
         let t = Instant::now();
         let mut best = f64::MAX;
         while t.elapsed().as_secs_f64() < secs * 0.9 {
-            let t1 = Instant::now();
+            let t1 = thread_cpu_ns();
             let mut acc = 0u64;
             for ch in refs.chunks(16) {
                 table.get_batch(ch, &mut out[..ch.len()]);
                 acc = acc.wrapping_add(out[0].unwrap_or(1));
             }
             black_box(acc);
-            best = best.min(t1.elapsed().as_nanos() as f64 / refs.len() as f64);
+            best = best.min((thread_cpu_ns() - t1) as f64 / refs.len() as f64);
         }
         stop.store(true, Ordering::Relaxed);
         let (i, took) = h.join().expect("writer");
@@ -225,6 +346,21 @@ fn baseline_ptrhash(w: &Workload) -> Record {
         black_box(acc);
     });
     r.set("batch_lookup_ns", batch);
+    let batch_cpu = cpu_best_ns(3, refs.len(), || {
+        let mut acc = 0u64;
+        let mut idx = [0usize; 16];
+        for ch in refs.chunks(16) {
+            for (k, i) in ch.iter().zip(idx.iter_mut()) {
+                *i = mphf.index(&keyplane::hash::hash64(k, 0));
+                keyplane::mem::prefetch(vals.word_ptr(*i));
+            }
+            for &i in &idx[..ch.len()] {
+                acc = acc.wrapping_add(vals.get(i));
+            }
+        }
+        black_box(acc);
+    });
+    r.set("batch_lookup_cpu_ns", batch_cpu);
     r.set("note", "static: PtrHash DefaultPtrHash over hash64 + l-bit PackedArray; no updates");
     r
 }

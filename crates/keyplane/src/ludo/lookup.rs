@@ -108,37 +108,32 @@ impl Inner {
         }
     }
 
-    /// Algorithm 4 with a bucket-locator snapshot `o` taken at generation
-    /// `g`: `None` when the locator was replaced since (the caller re-reads).
+    /// Second half of Algorithm 4 for `get_batch`: the window on stripes
+    /// `(s0, v0)`, `(s1, v1)` and locator generation `g` was opened (and the
+    /// locator read) before the bucket was prefetched; read the bucket and
+    /// validate. `None`: something changed, re-read with [`Inner::read`].
     #[inline(always)]
-    fn read_with(&self, o: &othello::Snapshot, g: u64, h: u64, ia: usize, ib: usize) -> Option<Option<u64>> {
-        let (b0, b1) = self.p.buckets(h);
-        let (s0, s1) = (self.stripe(b0), self.stripe(b1));
-        loop {
-            let v0 = self.lock.read_begin(s0);
-            let v1 = self.lock.read_begin(s1);
-            let b = if o.raw(ia, ib) & 1 == 0 { b0 } else { b1 };
-            let mut seed = self.t.inline_seed(b);
-            let mut ok = true;
-            if seed == OVERFLOW_SEED {
-                seed = loop {
-                    let v = self.ovlock.read_begin(0);
-                    let s = self.t.ov_seed(b);
-                    if self.ovlock.read_validate(0, v) {
-                        break s.unwrap_or_else(|| {
-                            ok = false;
-                            0
-                        });
-                    }
-                };
-            }
-            let x = self.t.slot(b, slot_of(h, seed));
-            if self.lock.read_validate(s0, v0) && self.lock.read_validate(s1, v1) {
-                if self.ogen.load(Ordering::Relaxed) != g {
-                    return None;
+    fn finish_read(&self, h: u64, b: u32, w: (usize, u64, usize, u64), g: u64) -> Option<Option<u64>> {
+        let mut seed = self.t.inline_seed(b);
+        let mut ok = true;
+        if seed == OVERFLOW_SEED {
+            seed = loop {
+                let v = self.ovlock.read_begin(0);
+                let s = self.t.ov_seed(b);
+                if self.ovlock.read_validate(0, v) {
+                    break s.unwrap_or_else(|| {
+                        ok = false;
+                        0
+                    });
                 }
-                return Some(if ok { self.p.answer(h, x) } else { None });
-            }
+            };
+        }
+        let x = self.t.slot(b, slot_of(h, seed));
+        if self.lock.read_validate(w.0, w.1) && self.lock.read_validate(w.2, w.3) && self.ogen.load(Ordering::Relaxed) == g
+        {
+            Some(if ok { self.p.answer(h, x) } else { None })
+        } else {
+            None
         }
     }
 
@@ -292,27 +287,35 @@ impl LookupTable for Lookup {
         }
         let mut g = c.ogen_begin();
         let mut o = c.oth.snapshot();
-        let mut loc = [(0u64, 0usize, 0usize); BATCH];
         let sw = c.p.sw() as usize;
+        let mut loc = [(0u64, 0usize, 0usize); BATCH];
+        let mut win = [(0u32, (0usize, 0u64, 0usize, 0u64)); BATCH];
         for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
             if c.ogen.load(Ordering::Acquire) != g {
                 g = c.ogen_begin();
                 o = c.oth.snapshot();
             }
+            // 1: hash, prefetch the locator slots.
             for (k, l) in ks.iter().zip(loc.iter_mut()) {
                 let (ia, ib) = o.locate(k);
                 o.prefetch(ia, ib);
                 *l = (c.p.hash(k), ia, ib);
             }
-            for l in loc.iter().take(ks.len()) {
+            // 2: open each key's read window, read the locator, prefetch the bucket.
+            for (l, wn) in loc.iter().zip(win.iter_mut()).take(ks.len()) {
                 let (b0, b1) = c.p.buckets(l.0);
+                let (s0, s1) = (c.stripe(b0), c.stripe(b1));
+                let v0 = c.lock.read_begin(s0);
+                let v1 = c.lock.read_begin(s1);
                 let b = if o.raw(l.1, l.2) & 1 == 0 { b0 } else { b1 };
                 let p = c.t.bucket_ptr(b);
                 prefetch(p);
                 prefetch(p.wrapping_add((5 + 4 * sw) / 8));
+                *wn = (b, (s0, v0, s1, v1));
             }
-            for ((k, l), out) in ks.iter().zip(loc.iter()).zip(os.iter_mut()) {
-                *out = match c.read_with(&o, g, l.0, l.1, l.2) {
+            // 3: read the buckets and validate; re-read the rare raced key.
+            for (((k, l), wn), out) in ks.iter().zip(loc.iter()).zip(win.iter()).zip(os.iter_mut()) {
+                *out = match c.finish_read(l.0, wn.0, wn.1, g) {
                     Some(r) => r,
                     None => c.read(k, l.0),
                 };

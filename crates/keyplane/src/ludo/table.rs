@@ -18,7 +18,13 @@ pub(crate) struct BitVec {
 
 impl Clone for BitVec {
     fn clone(&self) -> Self {
-        Self { words: self.words.iter().map(|w| AtomicU64::new(w.load(Relaxed))).collect() }
+        // Huge-page advice before the copy touches the pages (exports are clones).
+        let words = zeroed_atomics(self.words.len());
+        crate::mem::advise_hugepages(&words);
+        for (d, s) in words.iter().zip(self.words.iter()) {
+            d.store(s.load(Relaxed), Relaxed);
+        }
+        Self { words }
     }
 }
 
@@ -34,9 +40,12 @@ impl BitVec {
     }
 
     pub fn from_words(words: Vec<u64>) -> Self {
-        let v: Vec<AtomicU64> = words.into_iter().map(AtomicU64::new).collect();
+        let v = zeroed_atomics(words.len());
         crate::mem::advise_hugepages(&v);
-        Self { words: v.into_boxed_slice() }
+        for (d, s) in v.iter().zip(words) {
+            d.store(s, Relaxed);
+        }
+        Self { words: v }
     }
 
     pub fn to_words(&self) -> Vec<u64> {

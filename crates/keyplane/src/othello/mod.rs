@@ -33,9 +33,6 @@ pub use control::{Control, Stats};
 pub use delta::Delta;
 pub use lookup::Lookup;
 
-/// Crate-internal: a held snapshot of an Othello lookup form's arrays.
-pub(crate) type Snapshot = arc_swap::Guard<std::sync::Arc<lookup::Inner>>;
-
 use crate::error::{Error, Result, mask};
 use crate::hash::{hash64, hi, lo, mix64, reduce};
 
