@@ -29,12 +29,7 @@ impl Clone for PackedArray {
         for (d, s) in words.iter().zip(self.words.iter()) {
             d.store(s.load(Relaxed), Relaxed);
         }
-        Self {
-            words,
-            len: self.len,
-            bits: self.bits,
-            mask: self.mask,
-        }
+        Self { words, len: self.len, bits: self.bits, mask: self.mask }
     }
 }
 

@@ -129,7 +129,9 @@ impl Inner {
             };
         }
         let x = self.t.slot(b, slot_of(h, seed));
-        if self.lock.read_validate(w.0, w.1) && self.lock.read_validate(w.2, w.3) && self.ogen.load(Ordering::Relaxed) == g
+        if self.lock.read_validate(w.0, w.1)
+            && self.lock.read_validate(w.2, w.3)
+            && self.ogen.load(Ordering::Relaxed) == g
         {
             Some(if ok { self.p.answer(h, x) } else { None })
         } else {
