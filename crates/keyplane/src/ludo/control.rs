@@ -407,9 +407,12 @@ impl Control {
                 }
             }
             let items = bits.iter().map(|&(id, bit)| (self.store.key(id), bit as u64));
-            self.oth = othello::Control::from_items_with(items, 1, oopts)?;
+            // The locator is sized for this table's capacity, so it grows only
+            // when the table does.
+            let cap = nb * 4 * self.opts.max_load_permille as usize / 1000;
+            self.oth = othello::Control::from_items_with_capacity(items, 1, oopts, cap)?;
             self.img = img;
-            self.cap = nb * 4 * self.opts.max_load_permille as usize / 1000;
+            self.cap = cap;
             self.stats.rebuilds += 1;
             self.stats.max_cuckoo_path = self.stats.max_cuckoo_path.max(max_path);
             return Ok(());
