@@ -495,3 +495,37 @@ fn readers_of_moved_keys_never_see_wrong_values_in_a_tiny_full_table() {
     assert_eq!(ctl.buckets(), nb, "the table must not have grown");
     assert!(moves > 10_000, "only {moves} cuckoo moves");
 }
+
+#[test]
+fn failed_rebuilds_are_errors_never_panics() {
+    // With max_seed 31, about 4% of full buckets have no valid seed, so a
+    // table of thousands of buckets cannot be built: construction must fail
+    // with an error, and a table that grows into that regime must refuse
+    // updates with errors while still answering lookups.
+    let opts = Options { max_seed: 31, ..Options::default() };
+    let r = Control::from_items_with((0..20_000u64).map(|i| (i.to_le_bytes(), 1)), 8, opts);
+    assert!(matches!(r, Err(Error::BuildFailed(_))), "{r:?}");
+    let mut ctl = Control::from_items_with((0..20u64).map(|i| (i.to_le_bytes(), i)), 8, opts).unwrap();
+    let t = ctl.export();
+    let mut failed = None;
+    for i in 20..20_000u64 {
+        match ctl.insert(&i.to_le_bytes(), i & 0xff) {
+            Ok(d) => t.apply(&d).unwrap(),
+            Err(e) => {
+                failed = Some(i);
+                assert!(matches!(e, Error::BuildFailed(_)), "{e:?}");
+                break;
+            }
+        }
+    }
+    let f = failed.expect("growth into thousands of buckets must fail with max_seed 31");
+    assert_eq!(ctl.get(&f.to_le_bytes()), None, "the failed key is not inserted");
+    assert!(ctl.insert(b"more", 1).is_err());
+    assert!(ctl.remove(&3u64.to_le_bytes()).is_err());
+    assert_eq!(ctl.get(&3u64.to_le_bytes()), Some(3));
+    let _ = ctl.export().get(b"x");
+    // Lookup forms kept by deltas still answer every key inserted before the failure.
+    for i in 0..f {
+        assert_eq!(t.get(&i.to_le_bytes()), Some(if i < 20 { i } else { i & 0xff }));
+    }
+}

@@ -57,6 +57,7 @@ pub struct Control {
     cap: usize,
     seq: u64,
     stats: Stats,
+    poisoned: bool,
     visit: Vec<u32>,
     epoch: u32,
     queue: Vec<(u32, u32, u8, u8)>,
@@ -128,6 +129,7 @@ impl Control {
             cap: 0,
             seq: 0,
             stats: Stats::default(),
+            poisoned: false,
             visit: Vec::new(),
             epoch: 0,
             queue: Vec::new(),
@@ -205,6 +207,15 @@ impl Control {
         if b == b0 { b1 } else { b0 }
     }
 
+    fn check_poisoned(&self) -> Result<()> {
+        if self.poisoned {
+            return Err(Error::BuildFailed(
+                "an earlier rebuild failed; rebuild the table from its keys (Control::iter)".into(),
+            ));
+        }
+        Ok(())
+    }
+
     fn fb_limit(&self) -> usize {
         4 + self.store.len() / 4096
     }
@@ -273,7 +284,15 @@ impl Control {
     /// Rebuilds everything from the key store (Ludo §4.4.7) with `nb`
     /// buckets; re-seeds the hash when `new_seed`, when a bucket has no valid
     /// seed, and enlarges when too many keys would need the fallback table.
-    fn rebuild(&mut self, mut nb: usize, mut ov_cap: usize, mut new_seed: bool) -> Result<()> {
+    fn rebuild(&mut self, nb: usize, ov_cap: usize, new_seed: bool) -> Result<()> {
+        let r = self.rebuild_inner(nb, ov_cap, new_seed);
+        // A failed rebuild leaves the cuckoo cells out of step with the
+        // shadow image: refuse further updates instead of risking them.
+        self.poisoned = r.is_err();
+        r
+    }
+
+    fn rebuild_inner(&mut self, mut nb: usize, mut ov_cap: usize, mut new_seed: bool) -> Result<()> {
         let ids: Vec<u32> = self.store.ids().collect();
         let mut attempts = 0;
         loop {
@@ -443,9 +462,17 @@ impl Control {
         let ov = self.img.ov_cap();
         match kind {
             0 => {
-                self.stats.grow_rebuilds += 1;
                 let want = buckets_for(self.store.len() + 1, self.opts.max_load_permille) + 1;
-                self.rebuild((nb * 3 / 2).max(want), default_ov_cap((nb * 3 / 2).max(want) as u32), false)?;
+                let nb = (nb * 3 / 2).max(want);
+                // Refuse before touching any state.
+                if nb > 1 << 30 {
+                    return Err(Error::CapacityExceeded(format!(
+                        "{} keys need more than 2^30 buckets",
+                        self.store.len()
+                    )));
+                }
+                self.stats.grow_rebuilds += 1;
+                self.rebuild(nb, default_ov_cap(nb as u32), false)?;
             }
             1 => {
                 self.stats.reseed_rebuilds += 1;
@@ -588,6 +615,7 @@ impl ControlTable for Control {
     }
 
     fn insert(&mut self, key: &[u8], value: u64) -> Result<Delta> {
+        self.check_poisoned()?;
         check_value(value, self.p.vbits)?;
         if key.len() >= u32::MAX as usize {
             return Err(Error::InvalidParameter("key longer than 4 GiB".into()));
@@ -617,10 +645,19 @@ impl ControlTable for Control {
                     // Nothing may be half-done: drop the key and restore a consistent state.
                     self.store.remove(key);
                     self.fallback.remove(&id);
+                    // Refused before any state changed (growth beyond 2^30 buckets).
+                    if matches!(e, Error::CapacityExceeded(_))
+                        && self.cells.len() == self.p.nb as usize
+                        && self.img.p.nb == self.p.nb
+                    {
+                        return Err(e);
+                    }
                     let nb = self.p.nb as usize;
                     let ov = self.img.ov_cap();
-                    self.rebuild(nb, ov, true)?;
+                    let r = self.rebuild(nb, ov, true);
+                    // Replicas must reload a blob rather than apply later deltas.
                     self.seq += 1;
+                    r?;
                     Err(e)
                 }
             },
@@ -628,6 +665,7 @@ impl ControlTable for Control {
     }
 
     fn remove(&mut self, key: &[u8]) -> Result<Option<Delta>> {
+        self.check_poisoned()?;
         let Some((id, _)) = self.store.remove(key) else { return Ok(None) };
         if self.fallback.remove(&id) {
             return Ok(Some(self.delta(Body::Fallback { key: key.to_vec(), content: None })));
