@@ -27,7 +27,7 @@
 //! source (2,4)-cuckoo table (4 key ids per bucket, in lookup-slot order),
 //! per-bucket seeds, the Othello maintenance structure of the bucket bits,
 //! and a bit-exact shadow of the lookup form's bucket array and overflow
-//! table, so [`ControlTable::export`] is a copy and deltas reproduce it bit
+//! table, so [`crate::ControlTable::export`] is a copy and deltas reproduce it bit
 //! for bit.
 //!
 //! # Updates (Ludo §4.4.8)
