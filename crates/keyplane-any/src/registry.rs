@@ -253,6 +253,7 @@ fn not_a_lookup(kind: Kind) -> Error {
 // `plain T = keyplane::module, "name", LookupKind, "summary";`.
 registry! {
     custom Othello;
+    plain Ludo          = keyplane::ludo,           "ludo",           LudoLookup,          "Ludo hashing: (3.76 + 1.05·l) bits/key, dynamic, values only (thesis ch. 4)";
     plain Cuckoo        = keyplane::cuckoo,         "cuckoo",         CuckooLookup,        "Concurrent (2,4) cuckoo hash with full keys: exact, one writer and lock-free readers (CuckooSwitch)";
     plain PartialCuckoo = keyplane::cuckoo::partial, "cuckoo-partial", PartialCuckooLookup, "Partial-key cuckoo: fingerprints + values, may mis-answer colliding valid keys (SILT/MemC3)";
     plain Fht           = keyplane::fht,            "fht",            FhtLookup,           "Fingerprint d-left hash table for names with a collision table: exact for stored names (FHT §5)";

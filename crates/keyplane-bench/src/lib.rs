@@ -6,6 +6,7 @@ pub mod common;
 pub mod cuckoo;
 pub mod hashes;
 pub mod lb;
+pub mod ludo;
 pub mod names;
 pub mod othello;
 
@@ -24,6 +25,7 @@ pub fn run(cmd: &str, args: &Args) -> Result<Vec<Record>, String> {
         "bfw" => cfw::run_bfw(args),
         "cuckoo" => cuckoo::run(args),
         "pkcuckoo" => cuckoo::run_partial(args),
+        "ludo" => ludo::run(args),
         "hash" => hashes::run(args),
         "lb" => lb::run(args),
         "fht" => names::run_fht(args),

@@ -22,12 +22,14 @@ pub struct PackedArray {
 
 impl Clone for PackedArray {
     fn clone(&self) -> Self {
-        Self {
-            words: self.words.iter().map(|w| AtomicU64::new(w.load(Relaxed))).collect(),
-            len: self.len,
-            bits: self.bits,
-            mask: self.mask,
+        // Advise huge pages before the copy touches the pages: exported
+        // lookup forms are clones, and large ones need the advice.
+        let words = zeroed_atomics(self.words.len());
+        crate::mem::advise_hugepages(&words);
+        for (d, s) in words.iter().zip(self.words.iter()) {
+            d.store(s.load(Relaxed), Relaxed);
         }
+        Self { words, len: self.len, bits: self.bits, mask: self.mask }
     }
 }
 

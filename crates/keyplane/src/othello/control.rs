@@ -69,7 +69,7 @@ enum Walk {
 impl Control {
     /// Empty table with explicit options.
     pub fn with_options(value_bits: u32, opts: Options) -> Result<Self> {
-        Self::build(KeyStore::new(), value_bits, opts)
+        Self::build(KeyStore::new(), value_bits, opts, 0)
     }
 
     /// Bulk construction with explicit options. A repeated key: the last value wins.
@@ -85,10 +85,28 @@ impl Control {
             check_value(v, value_bits)?;
             store.insert(k.as_ref(), v);
         }
-        Self::build(store, value_bits, opts)
+        Self::build(store, value_bits, opts, 0)
     }
 
-    fn build(store: KeyStore, value_bits: u32, opts: Options) -> Result<Self> {
+    /// Crate-internal hook (Ludo's bucket locator): bulk construction sized
+    /// for at least `cap` keys, so a structure that knows its own capacity
+    /// does not trigger a growth rebuild on its next insert.
+    pub(crate) fn from_items_with_capacity<I, K>(items: I, value_bits: u32, opts: Options, cap: usize) -> Result<Self>
+    where
+        I: IntoIterator<Item = (K, u64)>,
+        K: AsRef<[u8]>,
+    {
+        check_value_bits(value_bits, 1, 64)?;
+        let it = items.into_iter();
+        let mut store = KeyStore::with_capacity(it.size_hint().0, 16);
+        for (k, v) in it {
+            check_value(v, value_bits)?;
+            store.insert(k.as_ref(), v);
+        }
+        Self::build(store, value_bits, opts, cap)
+    }
+
+    fn build(store: KeyStore, value_bits: u32, opts: Options, min_cap: usize) -> Result<Self> {
         check_value_bits(value_bits, 1, 64)?;
         let mut seeds = SeedSeq::new(opts.seed);
         let seed = seeds.next();
@@ -110,7 +128,7 @@ impl Control {
             q: [Vec::new(), Vec::new()],
         };
         let n = c.store.len();
-        c.rebuild(c.with_headroom(n), false)?;
+        c.rebuild(c.with_headroom(n).max(min_cap), false)?;
         Ok(c)
     }
 

@@ -43,6 +43,28 @@ impl Inner {
         (i.wrapping_mul(0x9e37_79b9) >> 7) & self.smask
     }
 
+    /// Crate-internal hook: slot indices of a key.
+    #[inline(always)]
+    pub(crate) fn locate(&self, key: &[u8]) -> (usize, usize) {
+        let (_, ia, ib) = self.p.locate(key);
+        (ia, ib)
+    }
+
+    /// Crate-internal hook: prefetches both slots of a key.
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, ia: usize, ib: usize) {
+        prefetch(self.a.word_ptr(ia));
+        prefetch(self.b.word_ptr(ib));
+    }
+
+    /// Crate-internal hook: the value bits of `A[ia] XOR B[ib]`, read
+    /// consistently under this form's seqlock (no fingerprint check).
+    #[inline(always)]
+    pub(crate) fn raw(&self, ia: usize, ib: usize) -> u64 {
+        let (x, y) = self.lock.read2(self.stripe_a(ia), self.stripe_b(ib), || (self.a.get(ia), self.b.get(ib)));
+        (x ^ y) & crate::mask(self.p.vbits)
+    }
+
     #[inline(always)]
     fn read(&self, h: u64, ia: usize, ib: usize) -> Option<u64> {
         let (x, y) = self.lock.read2(self.stripe_a(ia), self.stripe_b(ib), || (self.a.get(ia), self.b.get(ib)));
@@ -103,6 +125,19 @@ impl Lookup {
         let (_, ia, ib) = c.p.locate(key);
         let (x, y) = c.lock.read2(c.stripe_a(ia), c.stripe_b(ib), || (c.a.get(ia), c.b.get(ib)));
         (x ^ y) & crate::mask(c.p.vbits)
+    }
+
+    /// Crate-internal hook (Ludo's bucket locator): the current snapshot.
+    #[inline(always)]
+    pub(crate) fn snapshot(&self) -> arc_swap::Guard<std::sync::Arc<Inner>> {
+        self.cur.load()
+    }
+
+    /// Crate-internal hook: an independent copy of this lookup form (same
+    /// arrays and sequence number).
+    pub(crate) fn duplicate(&self) -> Lookup {
+        let c = self.cur.load();
+        Lookup::from_image(Image { p: c.p, a: c.a.clone(), b: c.b.clone() }, c.seq.load(Ordering::Acquire))
     }
 
     fn apply_slots(

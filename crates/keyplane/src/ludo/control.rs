@@ -1,0 +1,707 @@
+//! The Ludo maintenance structure (thesis §4.4.2, §4.4.7, §4.4.8).
+
+use super::delta::{Body, Delta, Image, Node};
+use super::table::{Table, default_ov_cap};
+use super::{Lookup, OVERFLOW_SEED, Options, Params, find_seed, slot_of};
+use crate::ControlTable;
+use crate::error::{Error, Result, check_value};
+use crate::hash::SeedSeq;
+use crate::othello;
+use crate::store::{Inserted, KeyStore};
+
+const NONE: u32 = u32::MAX;
+/// BFS gives up after visiting this many buckets (far beyond what paths of
+/// `max_cuckoo_path` ≤ 8 need at 95% load).
+const MAX_BFS: usize = 1 << 16;
+/// Rebuild attempts (re-seeds, enlargements) before construction reports failure.
+const MAX_ATTEMPTS: u32 = 64;
+
+/// Counters describing the maintenance structure's history.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Full rebuilds (construction, growth, re-seeds, overflow growth).
+    pub rebuilds: u64,
+    /// Rebuilds caused by growth (load limit or full fallback table).
+    pub grow_rebuilds: u64,
+    /// Rebuilds caused by a bucket without a valid seed ≤ `max_seed`.
+    pub reseed_rebuilds: u64,
+    /// Rebuilds caused by a full overflow table.
+    pub overflow_rebuilds: u64,
+    /// Longest cuckoo path (displaced keys) of any insert, construction included.
+    pub max_cuckoo_path: u32,
+    /// Keys displaced by inserts after construction.
+    pub cuckoo_moves: u64,
+    /// Largest slot-locator seed ever chosen.
+    pub max_seed: u32,
+    /// Keys that went to the fallback table.
+    pub fallback_inserts: u64,
+    /// Bucket-locator (Othello) rebuild deltas carried inside path nodes.
+    pub locator_rebuilds: u64,
+}
+
+/// Ludo maintenance structure. See the [module docs](super).
+#[derive(Debug, Clone)]
+pub struct Control {
+    opts: Options,
+    p: Params,
+    seeds: SeedSeq,
+    store: KeyStore,
+    /// Source (2,4)-cuckoo table: 4 key ids (and their hashes) per bucket,
+    /// in lookup-slot order; one cache line per bucket.
+    cells: Vec<Cell>,
+    bseed: Vec<u8>,
+    /// Bit-exact shadow of the lookup form's buckets and overflow table.
+    img: Table,
+    oth: othello::Control,
+    fallback: hashbrown::HashSet<u32>,
+    cap: usize,
+    seq: u64,
+    stats: Stats,
+    poisoned: bool,
+    visit: Vec<u32>,
+    epoch: u32,
+    queue: Vec<(u32, u32, u8, u8)>,
+    path: Vec<(u32, u8)>,
+}
+
+/// One bucket of the source cuckoo table.
+#[derive(Debug, Clone, Copy)]
+#[repr(C, align(64))]
+struct Cell {
+    h: [u64; 4],
+    id: [u32; 4],
+}
+
+const EMPTY: Cell = Cell { h: [0; 4], id: [NONE; 4] };
+
+impl Cell {
+    #[inline(always)]
+    fn free(&self) -> Option<usize> {
+        self.id.iter().position(|&k| k == NONE)
+    }
+}
+
+fn buckets_for(n: usize, permille: u32) -> usize {
+    (n * 1000).div_ceil(4 * permille as usize).max(2)
+}
+
+impl Control {
+    /// Empty table with explicit options.
+    pub fn with_options(value_bits: u32, opts: Options) -> Result<Self> {
+        Self::build(KeyStore::new(), value_bits, opts)
+    }
+
+    /// Bulk construction with explicit options (Ludo §4.4.7). A repeated
+    /// key: the last value wins.
+    pub fn from_items_with<I, K>(items: I, value_bits: u32, opts: Options) -> Result<Self>
+    where
+        I: IntoIterator<Item = (K, u64)>,
+        K: AsRef<[u8]>,
+    {
+        opts.validate(value_bits)?;
+        let it = items.into_iter();
+        let mut store = KeyStore::with_capacity(it.size_hint().0, 16);
+        for (k, v) in it {
+            check_value(v, value_bits)?;
+            if k.as_ref().len() >= u32::MAX as usize {
+                return Err(Error::InvalidParameter("key longer than 4 GiB".into()));
+            }
+            store.insert(k.as_ref(), v);
+        }
+        Self::build(store, value_bits, opts)
+    }
+
+    fn build(store: KeyStore, value_bits: u32, opts: Options) -> Result<Self> {
+        opts.validate(value_bits)?;
+        let mut seeds = SeedSeq::new(opts.seed);
+        let p = Params { seed: seeds.next(), nb: 2, vbits: value_bits, fbits: opts.fingerprint_bits };
+        let nb = buckets_for(store.len(), opts.max_load_permille);
+        let mut c = Control {
+            opts,
+            p,
+            seeds,
+            store,
+            cells: Vec::new(),
+            bseed: Vec::new(),
+            img: Table::new(p, 8),
+            oth: othello::Control::with_value_bits(1)?,
+            fallback: hashbrown::HashSet::new(),
+            cap: 0,
+            seq: 0,
+            stats: Stats::default(),
+            poisoned: false,
+            visit: Vec::new(),
+            epoch: 0,
+            queue: Vec::new(),
+            path: Vec::new(),
+        };
+        c.rebuild(nb, default_ov_cap(nb as u32), false)?;
+        Ok(c)
+    }
+
+    /// Options in force.
+    pub fn options(&self) -> Options {
+        self.opts
+    }
+    /// History counters.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+    /// History counters of the bucket locator (Othello): cycle re-seeds and
+    /// growth rebuilds since the last Ludo rebuild.
+    pub fn locator_stats(&self) -> othello::Stats {
+        self.oth.stats()
+    }
+    /// Number of buckets.
+    pub fn buckets(&self) -> u32 {
+        self.p.nb
+    }
+    /// Keys the table holds before the next growth.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+    /// Current hash seed.
+    pub fn seed(&self) -> u64 {
+        self.p.seed
+    }
+    /// Sequence number of the last delta emitted.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+    /// Load factor: keys in the cuckoo table / slots.
+    pub fn load(&self) -> f64 {
+        (self.store.len() - self.fallback.len()) as f64 / (4.0 * self.p.nb as f64)
+    }
+    /// Buckets whose seed needs the overflow table (seed ≥ 31).
+    pub fn overflow_buckets(&self) -> usize {
+        self.img.ov_count()
+    }
+    /// Fraction of buckets with an overflow seed.
+    pub fn overflow_seed_fraction(&self) -> f64 {
+        self.img.ov_count() as f64 / self.p.nb as f64
+    }
+    /// Slots of the overflow table.
+    pub fn overflow_capacity(&self) -> usize {
+        self.img.ov_cap()
+    }
+    /// Keys in the fallback table.
+    pub fn fallback_len(&self) -> usize {
+        self.fallback.len()
+    }
+    /// Histogram of the seeds in use: `h[s]` buckets have seed `s` (0..=255).
+    pub fn seed_histogram(&self) -> Vec<u64> {
+        let mut h = vec![0u64; 256];
+        for &s in &self.bseed {
+            h[s as usize] += 1;
+        }
+        h
+    }
+    /// Iterates over `(key, value)` pairs.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], u64)> + '_ {
+        self.store.iter().map(|(_, k, v)| (k, v))
+    }
+
+    #[inline(always)]
+    fn other(&self, h: u64, b: u32) -> u32 {
+        let (b0, b1) = self.p.buckets(h);
+        if b == b0 { b1 } else { b0 }
+    }
+
+    fn check_poisoned(&self) -> Result<()> {
+        if self.poisoned {
+            return Err(Error::BuildFailed(
+                "an earlier rebuild failed; rebuild the table from its keys (Control::iter)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn fb_limit(&self) -> usize {
+        4 + self.store.len() / 4096
+    }
+
+    /// BFS for a cuckoo path (Ludo §4.4.8 step 1). On success `self.path`
+    /// holds `(bucket, slot)` from a bucket of the new key to a free slot:
+    /// the key in `path[j]` moves to `path[j+1]`; the last slot is free.
+    /// Buckets are checked for a free slot when discovered, and the four
+    /// alternates of a bucket are prefetched together.
+    fn find_path(&mut self, h: u64) -> bool {
+        let (b0, b1) = self.p.buckets(h);
+        self.path.clear();
+        for b in [b0, b1] {
+            if let Some(f) = self.cells[b as usize].free() {
+                self.path.push((b, f as u8));
+                return true;
+            }
+        }
+        if self.opts.max_cuckoo_path == 0 {
+            return false;
+        }
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.visit.iter_mut().for_each(|v| *v = 0);
+            self.epoch = 1;
+        }
+        self.queue.clear();
+        for b in [b0, b1] {
+            self.visit[b as usize] = self.epoch;
+            self.queue.push((b, NONE, 0, 0));
+        }
+        let mut head = 0;
+        while head < self.queue.len() && self.queue.len() < MAX_BFS {
+            let (b, _, _, depth) = self.queue[head];
+            let cell = self.cells[b as usize];
+            let alts = [0, 1, 2, 3].map(|t| self.other(cell.h[t], b));
+            for &a in &alts {
+                crate::mem::prefetch(&self.cells[a as usize] as *const Cell);
+            }
+            for (t, &alt) in alts.iter().enumerate() {
+                if self.visit[alt as usize] == self.epoch {
+                    continue;
+                }
+                self.visit[alt as usize] = self.epoch;
+                if let Some(f) = self.cells[alt as usize].free() {
+                    self.path.push((alt, f as u8));
+                    self.path.push((b, t as u8));
+                    let mut i = head;
+                    while self.queue[i].1 != NONE {
+                        let (_, parent, slot, _) = self.queue[i];
+                        self.path.push((self.queue[parent as usize].0, slot));
+                        i = parent as usize;
+                    }
+                    self.path.reverse();
+                    return true;
+                }
+                if (depth as u32) + 1 < self.opts.max_cuckoo_path {
+                    self.queue.push((alt, head as u32, t as u8, depth + 1));
+                }
+            }
+            head += 1;
+        }
+        false
+    }
+
+    /// Rebuilds everything from the key store (Ludo §4.4.7) with `nb`
+    /// buckets; re-seeds the hash when `new_seed`, when a bucket has no valid
+    /// seed, and enlarges when too many keys would need the fallback table.
+    fn rebuild(&mut self, nb: usize, ov_cap: usize, new_seed: bool) -> Result<()> {
+        let r = self.rebuild_inner(nb, ov_cap, new_seed);
+        // A failed rebuild leaves the cuckoo cells out of step with the
+        // shadow image: refuse further updates instead of risking them.
+        self.poisoned = r.is_err();
+        r
+    }
+
+    fn rebuild_inner(&mut self, mut nb: usize, mut ov_cap: usize, mut new_seed: bool) -> Result<()> {
+        let ids: Vec<u32> = self.store.ids().collect();
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            if attempts > MAX_ATTEMPTS {
+                return Err(Error::BuildFailed(format!(
+                    "{MAX_ATTEMPTS} attempts failed to place {} keys; only identical 64-bit hashes cause this",
+                    ids.len()
+                )));
+            }
+            if nb > 1 << 30 {
+                return Err(Error::CapacityExceeded(format!("{} keys need more than 2^30 buckets", ids.len())));
+            }
+            if new_seed {
+                self.p.seed = self.seeds.next();
+            }
+            new_seed = true;
+            self.p.nb = nb as u32;
+            let p = self.p;
+            self.cells.clear();
+            self.cells.resize(nb, EMPTY);
+            self.visit.clear();
+            self.visit.resize(nb, 0);
+            self.epoch = 0;
+            self.fallback.clear();
+            let mut max_path = 0u32;
+            // Step 1: cuckoo insertion, less loaded bucket first, BFS when both are full.
+            for &id in &ids {
+                let h = p.hash(self.store.key(id));
+                let (b0, b1) = p.buckets(h);
+                let nfree = |c: &Cell| c.id.iter().filter(|&&x| x == NONE).count();
+                let (f0, f1) = (nfree(&self.cells[b0 as usize]), nfree(&self.cells[b1 as usize]));
+                let path_ok = if f0 > 0 || f1 > 0 {
+                    let b = if f0 >= f1 { b0 } else { b1 };
+                    let t = self.cells[b as usize].free().unwrap_or(0);
+                    self.path.clear();
+                    self.path.push((b, t as u8));
+                    true
+                } else {
+                    self.find_path(h)
+                };
+                if path_ok {
+                    max_path = max_path.max(self.path.len() as u32 - 1);
+                    for j in (1..self.path.len()).rev() {
+                        let (bj, tj) = self.path[j];
+                        let (bp, tp) = self.path[j - 1];
+                        let src = self.cells[bp as usize];
+                        let dst = &mut self.cells[bj as usize];
+                        dst.id[tj as usize] = src.id[tp as usize];
+                        dst.h[tj as usize] = src.h[tp as usize];
+                    }
+                    let (b, t) = self.path[0];
+                    let c = &mut self.cells[b as usize];
+                    c.id[t as usize] = id;
+                    c.h[t as usize] = h;
+                } else {
+                    self.fallback.insert(id);
+                }
+            }
+            if self.fallback.len() > self.fb_limit() {
+                nb = nb * 3 / 2 + 1;
+                continue;
+            }
+            // Step 2: seeds, slots in lookup order.
+            self.bseed.clear();
+            self.bseed.resize(nb, 0);
+            let mut ok = true;
+            let mut hs = [0u64; 4];
+            for b in 0..nb {
+                let cell = self.cells[b];
+                let mut ks = [NONE; 4];
+                let mut n = 0;
+                for t in 0..4 {
+                    if cell.id[t] != NONE {
+                        ks[n] = cell.id[t];
+                        hs[n] = cell.h[t];
+                        n += 1;
+                    }
+                }
+                let Some(s) = find_seed(&hs[..n], self.opts.max_seed) else {
+                    ok = false;
+                    break;
+                };
+                self.bseed[b] = s as u8;
+                self.stats.max_seed = self.stats.max_seed.max(s);
+                let mut new = EMPTY;
+                for i in 0..n {
+                    let t = slot_of(hs[i], s);
+                    new.id[t] = ks[i];
+                    new.h[t] = hs[i];
+                }
+                self.cells[b] = new;
+            }
+            if !ok {
+                self.stats.reseed_rebuilds += 1;
+                continue;
+            }
+            // Step 5: the lookup table (buckets + overflow seeds).
+            let img = loop {
+                let mut img = Table::new(p, ov_cap);
+                let mut fits = true;
+                for b in 0..nb {
+                    let cell = &self.cells[b];
+                    let mut c = [0u64; 4];
+                    for (t, x) in c.iter_mut().enumerate() {
+                        let k = cell.id[t];
+                        if k != NONE {
+                            *x = p.content(cell.h[t], self.store.value(k));
+                        }
+                    }
+                    let s = self.bseed[b] as u32;
+                    if (s >= OVERFLOW_SEED && !img.ov_has_room()) || !img.set_bucket(b as u32, s, &c) {
+                        fits = false;
+                        break;
+                    }
+                }
+                if fits {
+                    break img;
+                }
+                ov_cap *= 2;
+            };
+            // Steps 3-4: the bucket locator, one bit per key.
+            let oopts = othello::Options { seed: self.seeds.next(), ..othello::Options::default() };
+            // Bit = 1 when the key sits in its bucket h1.
+            let mut bits: Vec<(u32, bool)> = Vec::with_capacity(ids.len() - self.fallback.len());
+            for (b, cell) in self.cells.iter().enumerate() {
+                for t in 0..4 {
+                    if cell.id[t] != NONE {
+                        bits.push((cell.id[t], p.buckets(cell.h[t]).1 == b as u32));
+                    }
+                }
+            }
+            let items = bits.iter().map(|&(id, bit)| (self.store.key(id), bit as u64));
+            // The locator is sized for this table's capacity, so it grows only
+            // when the table does.
+            let cap = nb * 4 * self.opts.max_load_permille as usize / 1000;
+            self.oth = othello::Control::from_items_with_capacity(items, 1, oopts, cap)?;
+            self.img = img;
+            self.cap = cap;
+            self.stats.rebuilds += 1;
+            self.stats.max_cuckoo_path = self.stats.max_cuckoo_path.max(max_path);
+            return Ok(());
+        }
+    }
+
+    fn image(&self) -> Image {
+        let mut fallback: Vec<(Vec<u8>, u64)> = self
+            .fallback
+            .iter()
+            .map(|&id| {
+                let k = self.store.key(id);
+                (k.to_vec(), self.p.content(self.p.hash(k), self.store.value(id)))
+            })
+            .collect();
+        fallback.sort_unstable();
+        Image { table: self.img.clone(), oth: self.oth.export(), fallback }
+    }
+
+    fn delta(&mut self, body: Body) -> Delta {
+        self.seq += 1;
+        Delta { seq: self.seq, body }
+    }
+
+    /// Rebuild (`kind`: 0 grow, 1 re-seed, 2 overflow) and the Replace delta.
+    fn rebuild_delta(&mut self, kind: u8) -> Result<Delta> {
+        let nb = self.p.nb as usize;
+        let ov = self.img.ov_cap();
+        match kind {
+            0 => {
+                let want = buckets_for(self.store.len() + 1, self.opts.max_load_permille) + 1;
+                let nb = (nb * 3 / 2).max(want);
+                // Refuse before touching any state.
+                if nb > 1 << 30 {
+                    return Err(Error::CapacityExceeded(format!(
+                        "{} keys need more than 2^30 buckets",
+                        self.store.len()
+                    )));
+                }
+                self.stats.grow_rebuilds += 1;
+                self.rebuild(nb, default_ov_cap(nb as u32), false)?;
+            }
+            1 => {
+                self.stats.reseed_rebuilds += 1;
+                self.rebuild(nb, ov, true)?;
+            }
+            _ => {
+                self.stats.overflow_rebuilds += 1;
+                self.rebuild(nb, ov * 2, false)?;
+            }
+        }
+        let img = self.image();
+        Ok(self.delta(Body::Replace(Box::new(img))))
+    }
+
+    /// Position `(bucket, slot)` of a key in the cuckoo table.
+    fn position(&self, id: u32, h: u64) -> Option<(u32, usize)> {
+        let (b0, b1) = self.p.buckets(h);
+        for b in [b0, b1] {
+            if let Some(t) = self.cells[b as usize].id.iter().position(|&k| k == id) {
+                return Some((b, t));
+            }
+        }
+        None
+    }
+
+    fn insert_new(&mut self, id: u32, key: &[u8], value: u64) -> Result<Delta> {
+        let h = self.p.hash(key);
+        if self.store.len() - self.fallback.len() > self.cap {
+            return self.rebuild_delta(0);
+        }
+        if !self.find_path(h) {
+            if self.fallback.len() < self.fb_limit() {
+                self.fallback.insert(id);
+                self.stats.fallback_inserts += 1;
+                let content = Some(self.p.content(h, value));
+                return Ok(self.delta(Body::Fallback { key: key.to_vec(), content }));
+            }
+            return self.rebuild_delta(0);
+        }
+        let path = std::mem::take(&mut self.path);
+        let r = self.run_path(id, h, value, &path);
+        self.path = path;
+        match r {
+            Ok(Ok(nodes)) => Ok(self.delta(Body::Path { content: self.p.content(h, value), nodes })),
+            Ok(Err(kind)) => self.rebuild_delta(kind),
+            // The bucket locator could not be updated (it gave up re-seeding):
+            // rebuild everything with a fresh seed.
+            Err(_) => self.rebuild_delta(1),
+        }
+    }
+
+    /// Executes a cuckoo path from its free end (Ludo §4.4.8 steps 2-3),
+    /// producing the update sequence. `Ok(Err(kind))` asks for a rebuild.
+    fn run_path(
+        &mut self,
+        id: u32,
+        h: u64,
+        value: u64,
+        path: &[(u32, u8)],
+    ) -> Result<std::result::Result<Vec<Node>, u8>> {
+        let m = path.len() - 1;
+        self.stats.max_cuckoo_path = self.stats.max_cuckoo_path.max(m as u32);
+        self.stats.cuckoo_moves += m as u64;
+        let first = self.p.content(h, value);
+        let mut nodes = Vec::with_capacity(path.len());
+        let mut hs = [0u64; 4];
+        let mut ks = [NONE; 4];
+        for j in (0..=m).rev() {
+            let (bj, tj) = path[j];
+            let ((inc, inc_h), from) = if j == 0 {
+                ((id, h), None)
+            } else {
+                let (bp, tp) = path[j - 1];
+                let c = &self.cells[bp as usize];
+                ((c.id[tp as usize], c.h[tp as usize]), Some((bp, tp)))
+            };
+            let mut old = self.cells[bj as usize];
+            old.id[tj as usize] = NONE;
+            let mut n = 0;
+            for t in 0..4 {
+                if old.id[t] != NONE {
+                    ks[n] = old.id[t];
+                    hs[n] = old.h[t];
+                    n += 1;
+                }
+            }
+            ks[n] = inc;
+            hs[n] = inc_h;
+            n += 1;
+            let Some(seed) = find_seed(&hs[..n], self.opts.max_seed) else { return Ok(Err(1)) };
+            if seed >= OVERFLOW_SEED && (self.bseed[bj as usize] as u32) < OVERFLOW_SEED && !self.img.ov_has_room() {
+                return Ok(Err(2));
+            }
+            self.stats.max_seed = self.stats.max_seed.max(seed);
+            let mut new = EMPTY;
+            for i in 0..n {
+                let t = slot_of(hs[i], seed);
+                new.id[t] = ks[i];
+                new.h[t] = hs[i];
+            }
+            let mut order = [5u8; 4];
+            for (t, o) in order.iter_mut().enumerate() {
+                if new.id[t] == inc {
+                    *o = 4;
+                } else if new.id[t] != NONE {
+                    *o = old.id.iter().position(|&k| k == new.id[t]).unwrap_or(5) as u8;
+                }
+            }
+            let contents = self.img.node_slots(bj, &order, from, first);
+            if !self.img.set_bucket(bj, seed, &contents) {
+                return Ok(Err(2));
+            }
+            self.cells[bj as usize] = new;
+            self.bseed[bj as usize] = seed as u8;
+            let (_, b1) = self.p.buckets(inc_h);
+            let od = self.oth.insert(self.store.key(inc), (bj == b1) as u64)?;
+            if od.is_rebuild() {
+                self.stats.locator_rebuilds += 1;
+            }
+            nodes.push(Node { bucket: bj, seed, order, from, oth: Some(od) });
+        }
+        Ok(Ok(nodes))
+    }
+}
+
+impl ControlTable for Control {
+    type Delta = Delta;
+    type Lookup = Lookup;
+
+    fn with_value_bits(value_bits: u32) -> Result<Self> {
+        Self::with_options(value_bits, Options::default())
+    }
+
+    fn from_items<I, K>(items: I, value_bits: u32) -> Result<Self>
+    where
+        I: IntoIterator<Item = (K, u64)>,
+        K: AsRef<[u8]>,
+    {
+        Self::from_items_with(items, value_bits, Options::default())
+    }
+
+    fn insert(&mut self, key: &[u8], value: u64) -> Result<Delta> {
+        self.check_poisoned()?;
+        check_value(value, self.p.vbits)?;
+        if key.len() >= u32::MAX as usize {
+            return Err(Error::InvalidParameter("key longer than 4 GiB".into()));
+        }
+        match self.store.insert(key, value) {
+            Inserted::Existing(id, old) => {
+                if old == value {
+                    return Ok(self.delta(Body::Nop));
+                }
+                let h = self.p.hash(key);
+                let content = self.p.content(h, value);
+                if self.fallback.contains(&id) {
+                    return Ok(self.delta(Body::Fallback { key: key.to_vec(), content: Some(content) }));
+                }
+                match self.position(id, h) {
+                    Some((b, t)) => {
+                        self.img.write_slot(b, t, content);
+                        Ok(self.delta(Body::Set { bucket: b, slot: t as u8, content }))
+                    }
+                    // Unreachable by construction; recover by rebuilding rather than failing.
+                    None => self.rebuild_delta(1),
+                }
+            }
+            Inserted::New(id) => match self.insert_new(id, key, value) {
+                Ok(d) => Ok(d),
+                Err(e) => {
+                    // Nothing may be half-done: drop the key and restore a consistent state.
+                    self.store.remove(key);
+                    self.fallback.remove(&id);
+                    // Refused before any state changed (growth beyond 2^30 buckets).
+                    if matches!(e, Error::CapacityExceeded(_))
+                        && self.cells.len() == self.p.nb as usize
+                        && self.img.p.nb == self.p.nb
+                    {
+                        return Err(e);
+                    }
+                    let nb = self.p.nb as usize;
+                    let ov = self.img.ov_cap();
+                    let r = self.rebuild(nb, ov, true);
+                    // Replicas must reload a blob rather than apply later deltas.
+                    self.seq += 1;
+                    r?;
+                    Err(e)
+                }
+            },
+        }
+    }
+
+    fn remove(&mut self, key: &[u8]) -> Result<Option<Delta>> {
+        self.check_poisoned()?;
+        let Some((id, _)) = self.store.remove(key) else { return Ok(None) };
+        if self.fallback.remove(&id) {
+            return Ok(Some(self.delta(Body::Fallback { key: key.to_vec(), content: None })));
+        }
+        if let Some((b, t)) = self.position(id, self.p.hash(key)) {
+            self.cells[b as usize].id[t] = NONE;
+        }
+        match self.oth.remove(key)? {
+            Some(oth) => Ok(Some(self.delta(Body::Remove { oth }))),
+            None => Ok(Some(self.delta(Body::Nop))),
+        }
+    }
+
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        self.store.get(key)
+    }
+
+    fn len(&self) -> usize {
+        self.store.len()
+    }
+
+    fn value_bits(&self) -> u32 {
+        self.p.vbits
+    }
+
+    fn export(&self) -> Lookup {
+        Lookup::from_image(self.image(), self.seq)
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.store.memory_bytes()
+            + std::mem::size_of::<Cell>() * self.cells.capacity()
+            + self.bseed.capacity()
+            + self.img.memory_bytes()
+            + self.oth.memory_bytes()
+            + 4 * self.visit.capacity()
+            + self.fallback.capacity() * 5
+    }
+}

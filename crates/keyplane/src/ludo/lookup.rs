@@ -1,0 +1,419 @@
+//! The Ludo lookup structure (thesis §4.4.3, Algorithms 1, 3 and 4).
+
+use super::delta::{Body, Delta, Image};
+use super::table::Table;
+use super::{OVERFLOW_SEED, Params, slot_of};
+use crate::LookupTable;
+use crate::error::{Error, Result};
+use crate::mem::prefetch;
+use crate::othello;
+use crate::sync::{Published, StripeSet, StripedSeqLock};
+use crate::wire::{Frame, Kind, Wire, Writer};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Version stripes: one per 256 buckets, between 64 and 8192 (the thesis'
+/// constant, §4.4.8 "Consistency under concurrent read/write").
+const MAX_STRIPES: usize = 8192;
+const BATCH: usize = 16;
+
+type Fallback = hashbrown::HashMap<Box<[u8]>, u64>;
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    p: Params,
+    t: Table,
+    oth: othello::Lookup,
+    fb: Published<Fallback>,
+    fb_on: AtomicBool,
+    seq: AtomicU64,
+    lock: StripedSeqLock,
+    smask: usize,
+    /// Bucket-locator generation: odd while an Othello rebuild delta is being
+    /// swapped in, incremented around it. Lets `get_batch` keep one Othello
+    /// snapshot for a whole batch and still notice a replacement.
+    ogen: AtomicU64,
+    /// One version counter for the overflow table (its linear-probing
+    /// deletions move entries of other buckets; it is read by ~4% of lookups).
+    ovlock: StripedSeqLock,
+}
+
+impl Inner {
+    fn new(img: Image, seq: u64) -> Self {
+        let lock = StripedSeqLock::new((img.table.p.nb as usize / 256).clamp(64, MAX_STRIPES));
+        let smask = lock.stripes() - 1;
+        let fb: Fallback = img.fallback.into_iter().map(|(k, v)| (k.into_boxed_slice(), v)).collect();
+        Self {
+            p: img.table.p,
+            t: img.table,
+            oth: img.oth,
+            fb_on: AtomicBool::new(!fb.is_empty()),
+            fb: Published::new(fb),
+            seq: AtomicU64::new(seq),
+            lock,
+            smask,
+            ovlock: StripedSeqLock::new(1),
+            ogen: AtomicU64::new(0),
+        }
+    }
+
+    #[inline(always)]
+    fn stripe(&self, b: u32) -> usize {
+        b as usize & self.smask
+    }
+
+    /// Algorithm 4: optimistic read of the key's slot under the versions of
+    /// both alternate buckets (the bucket-locator snapshot is re-loaded inside
+    /// the window, so a locator replacement cannot go unnoticed).
+    #[inline(always)]
+    fn read(&self, key: &[u8], h: u64) -> Option<u64> {
+        let (b0, b1) = self.p.buckets(h);
+        let (s0, s1) = (self.stripe(b0), self.stripe(b1));
+        loop {
+            let v0 = self.lock.read_begin(s0);
+            let v1 = self.lock.read_begin(s1);
+            let o = self.oth.snapshot();
+            let (ia, ib) = o.locate(key);
+            let b = if o.raw(ia, ib) & 1 == 0 { b0 } else { b1 };
+            let mut seed = self.t.inline_seed(b);
+            let mut ok = true;
+            if seed == OVERFLOW_SEED {
+                seed = loop {
+                    let v = self.ovlock.read_begin(0);
+                    let s = self.t.ov_seed(b);
+                    if self.ovlock.read_validate(0, v) {
+                        break s.unwrap_or_else(|| {
+                            ok = false;
+                            0
+                        });
+                    }
+                };
+            }
+            let x = self.t.slot(b, slot_of(h, seed));
+            if self.lock.read_validate(s0, v0) && self.lock.read_validate(s1, v1) {
+                return if ok { self.p.answer(h, x) } else { None };
+            }
+        }
+    }
+
+    /// Bucket-locator generation (even), waiting out a swap in progress.
+    #[inline(always)]
+    fn ogen_begin(&self) -> u64 {
+        loop {
+            let g = self.ogen.load(Ordering::Acquire);
+            if g & 1 == 0 {
+                return g;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Second half of Algorithm 4 for `get_batch`: the window on stripes
+    /// `(s0, v0)`, `(s1, v1)` and locator generation `g` was opened (and the
+    /// locator read) before the bucket was prefetched; read the bucket and
+    /// validate. `None`: something changed, re-read with [`Inner::read`].
+    #[inline(always)]
+    fn finish_read(&self, h: u64, b: u32, w: (usize, u64, usize, u64), g: u64) -> Option<Option<u64>> {
+        let mut seed = self.t.inline_seed(b);
+        let mut ok = true;
+        if seed == OVERFLOW_SEED {
+            seed = loop {
+                let v = self.ovlock.read_begin(0);
+                let s = self.t.ov_seed(b);
+                if self.ovlock.read_validate(0, v) {
+                    break s.unwrap_or_else(|| {
+                        ok = false;
+                        0
+                    });
+                }
+            };
+        }
+        let x = self.t.slot(b, slot_of(h, seed));
+        if self.lock.read_validate(w.0, w.1)
+            && self.lock.read_validate(w.2, w.3)
+            && self.ogen.load(Ordering::Relaxed) == g
+        {
+            Some(if ok { self.p.answer(h, x) } else { None })
+        } else {
+            None
+        }
+    }
+
+    #[inline(always)]
+    fn fallback(&self, key: &[u8], h: u64) -> Option<Option<u64>> {
+        if self.fb_on.load(Ordering::Acquire) {
+            if let Some(&v) = self.fb.load().get(key) {
+                return Some(self.p.answer(h, v));
+            }
+        }
+        None
+    }
+
+    fn image(&self) -> (Vec<u8>, Vec<(Vec<u8>, u64)>) {
+        let mut fb: Vec<(Vec<u8>, u64)> = self.fb.load().iter().map(|(k, v)| (k.to_vec(), *v)).collect();
+        fb.sort_unstable();
+        (self.oth.to_bytes(), fb)
+    }
+}
+
+/// Ludo lookup form: bucket locator (1-bit Othello), bucket array, overflow
+/// and fallback tables; no keys. See the [module docs](super).
+#[derive(Debug)]
+pub struct Lookup {
+    cur: Published<Inner>,
+    writer: Mutex<()>,
+}
+
+impl Lookup {
+    pub(crate) fn from_image(img: Image, seq: u64) -> Self {
+        Self { cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(()) }
+    }
+
+    /// Value bits.
+    pub fn value_bits(&self) -> u32 {
+        self.cur.load().p.vbits
+    }
+    /// Fingerprint bits per slot.
+    pub fn fingerprint_bits(&self) -> u32 {
+        self.cur.load().p.fbits
+    }
+    /// Number of buckets.
+    pub fn buckets(&self) -> u32 {
+        self.cur.load().p.nb
+    }
+    /// Hash seed (part of the skeleton).
+    pub fn seed(&self) -> u64 {
+        self.cur.load().p.seed
+    }
+    /// Sequence number of the last delta applied (or of the export).
+    pub fn seq(&self) -> u64 {
+        self.cur.load().seq.load(Ordering::Acquire)
+    }
+    /// Keys in the fallback table.
+    pub fn fallback_len(&self) -> usize {
+        self.cur.load().fb.load().len()
+    }
+    /// Buckets whose seed lives in the overflow table.
+    pub fn overflow_len(&self) -> usize {
+        let c = self.cur.load();
+        (0..c.p.nb).filter(|&b| c.t.inline_seed(b) == OVERFLOW_SEED).count()
+    }
+
+    fn apply_path(&self, c: &Inner, content: u64, nodes: &[super::delta::Node]) -> Result<()> {
+        let nb = c.p.nb;
+        let wmask = crate::mask(c.p.sw());
+        if content & !wmask != 0 {
+            return Err(Error::DeltaMismatch("inserted value wider than a slot".into()));
+        }
+        let mut oseq = c.oth.seq();
+        for n in nodes {
+            if n.bucket >= nb || n.from.is_some_and(|(b, _)| b >= nb) {
+                return Err(Error::DeltaMismatch(format!("bucket index outside the table of {nb}")));
+            }
+            if let Some(d) = &n.oth {
+                oseq += 1;
+                if d.seq() != oseq {
+                    return Err(Error::DeltaMismatch("bucket-locator deltas out of sequence".into()));
+                }
+            }
+        }
+        let mut st = StripeSet::new();
+        for n in nodes {
+            let new = c.t.node_slots(n.bucket, &n.order, n.from, content);
+            st.clear();
+            st.add(c.stripe(n.bucket));
+            if let Some((fb, _)) = n.from {
+                st.add(c.stripe(fb));
+            }
+            let stripes = st.finish();
+            c.lock.write_begin(stripes);
+            let r = (|| {
+                if n.seed >= OVERFLOW_SEED {
+                    c.ovlock.write_begin(&[0]);
+                    let ok = c.t.ov_set_shared(n.bucket, n.seed).is_some();
+                    c.ovlock.write_end(&[0]);
+                    if !ok {
+                        return Err(Error::DeltaMismatch("overflow table full".into()));
+                    }
+                    c.t.write_inline_seed(n.bucket, OVERFLOW_SEED);
+                } else {
+                    let was = c.t.inline_seed(n.bucket);
+                    c.t.write_inline_seed(n.bucket, n.seed);
+                    if was == OVERFLOW_SEED {
+                        c.ovlock.write_begin(&[0]);
+                        c.t.ov_remove_shared(n.bucket);
+                        c.ovlock.write_end(&[0]);
+                    }
+                }
+                c.t.write_slots(n.bucket, &new);
+                if let Some(d) = &n.oth {
+                    if d.is_rebuild() {
+                        c.ogen.fetch_add(1, Ordering::Relaxed);
+                        std::sync::atomic::fence(Ordering::Release);
+                        let r = c.oth.apply(d);
+                        c.ogen.fetch_add(1, Ordering::Release);
+                        r?;
+                    } else {
+                        c.oth.apply(d)?;
+                    }
+                }
+                Ok(())
+            })();
+            c.lock.write_end(stripes);
+            r?;
+        }
+        Ok(())
+    }
+}
+
+impl LookupTable for Lookup {
+    type Delta = Delta;
+
+    #[inline]
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        let c = self.cur.load();
+        let h = c.p.hash(key);
+        if let Some(r) = c.fallback(key, h) {
+            return r;
+        }
+        c.read(key, h)
+    }
+
+    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        let c = self.cur.load();
+        if c.fb_on.load(Ordering::Acquire) {
+            for (k, o) in keys.iter().zip(out.iter_mut()) {
+                *o = self.get(k);
+            }
+            return;
+        }
+        let mut g = c.ogen_begin();
+        let mut o = c.oth.snapshot();
+        let sw = c.p.sw() as usize;
+        let mut loc = [(0u64, 0usize, 0usize); BATCH];
+        let mut win = [(0u32, (0usize, 0u64, 0usize, 0u64)); BATCH];
+        for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            if c.ogen.load(Ordering::Acquire) != g {
+                g = c.ogen_begin();
+                o = c.oth.snapshot();
+            }
+            // 1: hash, prefetch the locator slots.
+            for (k, l) in ks.iter().zip(loc.iter_mut()) {
+                let (ia, ib) = o.locate(k);
+                o.prefetch(ia, ib);
+                *l = (c.p.hash(k), ia, ib);
+            }
+            // 2: open each key's read window, read the locator, prefetch the bucket.
+            for (l, wn) in loc.iter().zip(win.iter_mut()).take(ks.len()) {
+                let (b0, b1) = c.p.buckets(l.0);
+                let (s0, s1) = (c.stripe(b0), c.stripe(b1));
+                let v0 = c.lock.read_begin(s0);
+                let v1 = c.lock.read_begin(s1);
+                let b = if o.raw(l.1, l.2) & 1 == 0 { b0 } else { b1 };
+                let p = c.t.bucket_ptr(b);
+                prefetch(p);
+                prefetch(p.wrapping_add((5 + 4 * sw) / 8));
+                *wn = (b, (s0, v0, s1, v1));
+            }
+            // 3: read the buckets and validate; re-read the rare raced key.
+            for (((k, l), wn), out) in ks.iter().zip(loc.iter()).zip(win.iter()).zip(os.iter_mut()) {
+                *out = match c.finish_read(l.0, wn.0, wn.1, g) {
+                    Some(r) => r,
+                    None => c.read(k, l.0),
+                };
+            }
+        }
+    }
+
+    fn apply(&self, delta: &Delta) -> Result<()> {
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let c = self.cur.load_full();
+        let have = c.seq.load(Ordering::Relaxed);
+        if delta.seq != have.wrapping_add(1) {
+            return Err(Error::DeltaMismatch(format!(
+                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
+                have.wrapping_add(1),
+                delta.seq
+            )));
+        }
+        let wmask = crate::mask(c.p.sw());
+        match &delta.body {
+            Body::Nop => {}
+            Body::Set { bucket, slot, content } => {
+                if *bucket >= c.p.nb || *slot > 3 || content & !wmask != 0 {
+                    return Err(Error::DeltaMismatch("value change outside the table or wider than a slot".into()));
+                }
+                let s = [c.stripe(*bucket)];
+                c.lock.write_begin(&s);
+                c.t.write_slot(*bucket, *slot as usize, *content);
+                c.lock.write_end(&s);
+            }
+            Body::Remove { oth } => c.oth.apply(oth)?,
+            Body::Path { content, nodes } => self.apply_path(&c, *content, nodes)?,
+            Body::Fallback { key, content } => {
+                if content.is_some_and(|v| v & !wmask != 0) {
+                    return Err(Error::DeltaMismatch("fallback value wider than a slot".into()));
+                }
+                let mut m: Fallback = (**c.fb.load()).clone();
+                match content {
+                    Some(v) => {
+                        m.insert(key.clone().into_boxed_slice(), *v);
+                    }
+                    None => {
+                        m.remove(key.as_slice());
+                    }
+                }
+                let on = !m.is_empty();
+                c.fb.replace(m);
+                c.fb_on.store(on, Ordering::Release);
+            }
+            Body::Replace(img) => {
+                let p = img.p();
+                if p.vbits != c.p.vbits || p.fbits != c.p.fbits {
+                    return Err(Error::DeltaMismatch("rebuild delta has a different slot layout".into()));
+                }
+                self.cur.replace(Inner::new(img.duplicate(), delta.seq));
+                return Ok(());
+            }
+        }
+        c.seq.store(delta.seq, Ordering::Release);
+        Ok(())
+    }
+
+    fn memory_bytes(&self) -> usize {
+        let c = self.cur.load();
+        let fb = c.fb.load();
+        std::mem::size_of::<Self>()
+            + std::mem::size_of::<Inner>()
+            + c.t.memory_bytes()
+            + c.oth.memory_bytes()
+            + c.lock.memory_bytes()
+            + c.ovlock.memory_bytes()
+            + fb.capacity() * (std::mem::size_of::<(Box<[u8]>, u64)>() + 1)
+            + fb.keys().map(|k| k.len()).sum::<usize>()
+    }
+}
+
+impl Wire for Lookup {
+    fn to_bytes(&self) -> Vec<u8> {
+        let c = self.cur.load();
+        let (oth, fb) = c.image();
+        let mut w = Writer::with_capacity(Kind::LudoLookup, c.t.memory_bytes() + oth.len() + 64);
+        w.u64(c.seq.load(Ordering::Acquire));
+        c.t.encode(&mut w);
+        w.bytes(&oth);
+        w.u64(fb.len() as u64);
+        for (k, v) in &fb {
+            w.bytes(k).u64(*v);
+        }
+        w.finish()
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let mut r = Frame::open(bytes, Kind::LudoLookup)?;
+        let seq = r.u64()?;
+        let img = Image::decode(&mut r)?;
+        r.finish()?;
+        Ok(Self::from_image(img, seq))
+    }
+}

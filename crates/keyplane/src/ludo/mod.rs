@@ -1,0 +1,304 @@
+//! Ludo hashing (Shi, Qian, Wang; thesis chapter 4 and Appendix A.2): the
+//! most compact dynamic key→value table, split into a maintenance (control)
+//! form and a lookup form that stores no keys.
+//!
+//! # Lookup structure (Ludo §4.4.2, §4.4.3)
+//!
+//! A key `k` is hashed once (`h = hash64(k, seed)`); `h` gives its two
+//! alternate buckets `h0(k) ≠ h1(k)`. The **bucket locator** (§4.4.4), a
+//! 1-bit Othello, says which of the two holds `k`. Each bucket is
+//! `seed (5 bits) | 4 value slots`, bit-packed with no wasted bits; the
+//! **slot locator** (§4.4.5) `H_seed(h) ∈ {0,1,2,3}` picks the slot. A
+//! lookup is two Othello reads and one bucket read, plus a probe of the small
+//! **overflow table** when the bucket's inline seed is 31 (the seed needed
+//! more than 5 bits; overflow seeds are 8 bits, up to 255). A **fallback
+//! table** (§4.4.6 "Insertion fallback table") with full keys holds keys
+//! whose insertion found no cuckoo path; it is consulted first, and only when
+//! its flag says it is non-empty.
+//!
+//! Optional fingerprint bits per slot (`Options::fingerprint_bits`, f bits)
+//! make `get` answer `None` for most alien keys: a slot holds
+//! `value | fp(k) << l`, with `fp(k) ∈ 1..2^f` (never 0, so empty slots reject
+//! every alien key). Cost: 4·f/3.8 ≈ 1.05·f bits per key at 95% load.
+//!
+//! # Maintenance structure (Ludo §4.4.2, §4.4.7)
+//!
+//! [`Control`] keeps all keys and values ([`crate::store::KeyStore`]), the
+//! source (2,4)-cuckoo table (4 key ids per bucket, in lookup-slot order),
+//! per-bucket seeds, the Othello maintenance structure of the bucket bits,
+//! and a bit-exact shadow of the lookup form's bucket array and overflow
+//! table, so [`crate::ControlTable::export`] is a copy and deltas reproduce it bit
+//! for bit.
+//!
+//! # Updates (Ludo §4.4.8)
+//!
+//! * **Insert** runs a BFS over cuckoo paths (at most
+//!   `Options::max_cuckoo_path` displacements), then moves the keys of the
+//!   path from its free end backwards. Each path node becomes one message
+//!   node: bucket index, new seed, new value order (per new slot: which old
+//!   slot, the incoming value, or empty), where the incoming value comes from
+//!   (previous bucket and slot, or the new key's value), and the Othello
+//!   change for the moved key. The lookup form applies nodes in that
+//!   (reverse-path) order; each node writes its bucket and the Othello change
+//!   inside one striped-seqlock window over both buckets of the moved key, so
+//!   a concurrent reader of any key present before and after the insert sees
+//!   its value at every moment: the moved key is readable in its old bucket
+//!   until its Othello bit flips, and its old bucket is rewritten only by the
+//!   next node.
+//! * **Value change** is a single slot write.
+//! * **Delete** changes nothing in the lookup form's buckets (the stale value
+//!   stays until the bucket is re-seeded); the delta still carries the
+//!   (slot-free) Othello removal so both sides' sequence numbers stay equal.
+//!
+//! # Re-seeds and growth (never losing a key)
+//!
+//! Whole-structure changes are a rebuild of the maintenance structure from
+//! its key store, shipped as one `Replace` delta with the complete new lookup
+//! form, which the lookup form swaps in atomically (readers that raced the
+//! swap finish on the complete old snapshot). Rebuilds happen when
+//!
+//! * an insert would push the load over `Options::max_load_permille` (95%):
+//!   the table grows by 1.5× (synchronously — the thesis builds the new table
+//!   from 94% and switches at 95%; doing the same work at the switch point
+//!   gives identical lookup forms and the same amortised O(1) cost, with no
+//!   second table to keep in sync);
+//! * a bucket has no valid seed up to 255 (probability ≈ 1.3·10⁻¹¹ per full
+//!   bucket, or identical 64-bit hashes): re-seed the hash;
+//! * the overflow table would exceed 7/8 load: double it;
+//! * a cuckoo path is not found and the fallback table is already at its
+//!   limit (4 + n/4096 keys): grow.
+//!
+//! The Othello bucket locator re-seeds and grows on its own; its rebuild
+//! deltas travel inside Ludo's path nodes.
+
+mod control;
+mod delta;
+mod lookup;
+mod table;
+
+pub use control::{Control, Stats};
+pub use delta::Delta;
+pub use lookup::Lookup;
+
+use crate::error::{Error, Result, mask};
+use crate::hash::{hi, lo, mix64, reduce};
+
+/// Inline seed bits per bucket (Ludo §4.4.5).
+pub const SEED_BITS: u32 = 5;
+/// Inline seed value meaning "look in the overflow table".
+pub const OVERFLOW_SEED: u32 = (1 << SEED_BITS) - 1;
+/// Largest slot-locator seed (overflow seeds are stored in 8 bits).
+pub const MAX_SEED: u32 = 255;
+
+/// Construction options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// Fingerprint bits per slot (0..=32): alien keys get `None` except with
+    /// probability about 2^-f.
+    pub fingerprint_bits: u32,
+    /// Initial seed; rebuilds draw later seeds deterministically from it.
+    pub seed: u64,
+    /// Target load (slots holding keys / all slots) in permille; growth
+    /// happens when an insert would exceed it. Default 950 (thesis §4.4.2).
+    pub max_load_permille: u32,
+    /// Longest cuckoo path (number of displaced keys) an insert searches by
+    /// BFS before it uses the fallback table. Default 8 (the thesis never
+    /// observed more than 5 at 95% load, Appendix A.2.2).
+    pub max_cuckoo_path: u32,
+    /// Largest slot-locator seed tried before the hash is re-seeded
+    /// (31..=255, default 255). Lower values only exist to exercise the
+    /// re-seed path in tests.
+    pub max_seed: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            fingerprint_bits: 0,
+            seed: 0x1ad0_0000_5eed,
+            max_load_permille: 950,
+            max_cuckoo_path: 8,
+            max_seed: MAX_SEED,
+        }
+    }
+}
+
+impl Options {
+    /// Default options with `f` fingerprint bits.
+    pub fn filtered(f: u32) -> Self {
+        Self { fingerprint_bits: f, ..Self::default() }
+    }
+
+    fn validate(&self, vbits: u32) -> Result<()> {
+        crate::check_value_bits(vbits, 1, 64)?;
+        if self.fingerprint_bits > 32 || vbits + self.fingerprint_bits > 64 {
+            return Err(Error::InvalidParameter(format!(
+                "fingerprint_bits {} (max 32) + value_bits {vbits} must fit in 64 bits",
+                self.fingerprint_bits
+            )));
+        }
+        if !(500..=980).contains(&self.max_load_permille) {
+            return Err(Error::InvalidParameter(format!(
+                "max_load_permille {} outside 500..=980",
+                self.max_load_permille
+            )));
+        }
+        if !(OVERFLOW_SEED..=MAX_SEED).contains(&self.max_seed) {
+            return Err(Error::InvalidParameter(format!("max_seed {} outside 31..=255", self.max_seed)));
+        }
+        Ok(())
+    }
+}
+
+/// Parameters every lookup form carries (the skeleton and the slot layout).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Params {
+    /// Hash seed for bucket choice, slot locator and fingerprints.
+    pub seed: u64,
+    /// Number of buckets (≥ 2).
+    pub nb: u32,
+    pub vbits: u32,
+    pub fbits: u32,
+}
+
+impl Params {
+    pub fn validate(&self) -> Result<()> {
+        crate::check_value_bits(self.vbits, 1, 64)?;
+        if self.fbits > 32 || self.vbits + self.fbits > 64 {
+            return Err(Error::InvalidParameter("fingerprint + value bits exceed 64".into()));
+        }
+        if self.nb < 2 || self.nb > 1 << 30 {
+            return Err(Error::InvalidParameter(format!("bucket count {} outside 2..=2^30", self.nb)));
+        }
+        Ok(())
+    }
+
+    /// Bits per value slot (value + fingerprint).
+    #[inline(always)]
+    pub fn sw(&self) -> u32 {
+        self.vbits + self.fbits
+    }
+
+    /// Hash of a key.
+    #[inline(always)]
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        crate::hash::hash64(key, self.seed)
+    }
+
+    /// The two alternate buckets `(h0, h1)`, always distinct.
+    #[inline(always)]
+    pub fn buckets(&self, h: u64) -> (u32, u32) {
+        let b0 = reduce(lo(h), self.nb);
+        let b1 = reduce(hi(h), self.nb - 1);
+        (b0, if b1 >= b0 { b1 + 1 } else { b1 })
+    }
+
+    /// Fingerprint bits of a hash, shifted above the value (0 without fingerprints).
+    #[inline(always)]
+    pub fn fp(&self, h: u64) -> u64 {
+        if self.fbits == 0 {
+            0
+        } else {
+            let x = mix64(h ^ 0xf1f0_5eed_0bad_cafe);
+            ((x % mask(self.fbits)) + 1) << self.vbits
+        }
+    }
+
+    /// Slot content of a key with value `v`.
+    #[inline(always)]
+    pub fn content(&self, h: u64, v: u64) -> u64 {
+        v | self.fp(h)
+    }
+
+    /// Decodes a slot into a lookup answer.
+    #[inline(always)]
+    pub fn answer(&self, h: u64, x: u64) -> Option<u64> {
+        if self.fbits == 0 {
+            return Some(x);
+        }
+        if x & !mask(self.vbits) == self.fp(h) { Some(x & mask(self.vbits)) } else { None }
+    }
+
+    pub fn encode(&self, w: &mut crate::wire::Writer) {
+        w.u64(self.seed).u32(self.nb).u8(self.vbits as u8).u8(self.fbits as u8);
+    }
+
+    pub fn decode(r: &mut crate::wire::Reader<'_>) -> Result<Self> {
+        let p = Params { seed: r.u64()?, nb: r.u32()?, vbits: r.u8()? as u32, fbits: r.u8()? as u32 };
+        p.validate().map_err(|e| Error::Corrupt(e.to_string()))?;
+        Ok(p)
+    }
+}
+
+/// Slot locator `H_s(h) ∈ {0,1,2,3}` (Ludo §4.4.5): an independent 2-bit
+/// hash per seed.
+#[inline(always)]
+pub(crate) fn slot_of(h: u64, s: u32) -> usize {
+    (mix64(h.wrapping_add((s as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15))) >> 62) as usize
+}
+
+/// Brute-force seed search (Ludo §4.4.5, Algorithm 6): the smallest seed
+/// `s ≤ max` mapping the hashes to distinct slots, or `None`.
+pub(crate) fn find_seed(hs: &[u64], max: u32) -> Option<u32> {
+    'seed: for s in 0..=max {
+        let mut used = 0u8;
+        for &h in hs {
+            let bit = 1u8 << slot_of(h, s);
+            if used & bit != 0 {
+                continue 'seed;
+            }
+            used |= bit;
+        }
+        return Some(s);
+    }
+    None
+}
+
+/// Expected alien false-positive rate with `f` fingerprint bits (a full
+/// slot's fingerprint matches with probability 1/(2^f − 1); empty slots never
+/// match).
+pub fn expected_false_positive_rate(fingerprint_bits: u32, load: f64) -> f64 {
+    if fingerprint_bits == 0 { 1.0 } else { load / (mask(fingerprint_bits) as f64) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_distinct_and_in_range() {
+        for nb in [2u32, 3, 7, 1000] {
+            let p = Params { seed: 1, nb, vbits: 8, fbits: 0 };
+            for i in 0..2000u64 {
+                let (a, b) = p.buckets(mix64(i));
+                assert!(a < nb && b < nb && a != b);
+            }
+        }
+    }
+
+    #[test]
+    fn seed_search_finds_collision_free_seeds() {
+        for i in 0..1000u64 {
+            let hs: Vec<u64> = (0..4).map(|j| mix64(i * 4 + j)).collect();
+            if let Some(s) = find_seed(&hs, 255) {
+                let mut slots: Vec<usize> = hs.iter().map(|&h| slot_of(h, s)).collect();
+                slots.sort();
+                slots.dedup();
+                assert_eq!(slots.len(), 4);
+            }
+        }
+        // Identical hashes have no valid seed.
+        assert_eq!(find_seed(&[5, 5], 255), None);
+        assert_eq!(find_seed(&[], 0), Some(0));
+    }
+
+    #[test]
+    fn fingerprints_are_never_zero() {
+        let p = Params { seed: 1, nb: 4, vbits: 8, fbits: 1 };
+        for i in 0..1000u64 {
+            assert_eq!(p.fp(mix64(i)), 1 << 8);
+        }
+        let p = Params { seed: 1, nb: 4, vbits: 8, fbits: 4 };
+        assert!((0..1000u64).all(|i| p.fp(mix64(i)) != 0));
+    }
+}
