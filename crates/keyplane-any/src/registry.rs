@@ -53,6 +53,10 @@ macro_rules! registry {
 
         /// A control form of any registered structure.
         #[non_exhaustive]
+        // One long-lived control handle per table: the variant size gap is
+        // irrelevant next to the tables' heap state, and boxing would cost a
+        // pointer chase on every update.
+        #[allow(clippy::large_enum_variant)]
         pub enum AnyControl {
             $(
                 #[doc = concat!("`", stringify!($ty), "` control form.")]
