@@ -291,7 +291,10 @@ fn bad_blobs_deltas_and_usage() {
     fails(
         &run(&["build", "-s", "nosuch", "--generate", "10", "--out", &blob]),
         2,
-        "unknown structure \"nosuch\" (known: othello)",
+        &format!(
+            "unknown structure \"nosuch\" (known: {})",
+            keyplane_any::STRUCTURES.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
+        ),
     );
     fails(
         &run(&["build", "-O", "fingerprint_bitz=3", "--generate", "10", "--out", &blob]),
