@@ -34,6 +34,7 @@ pub mod hash;
 pub mod key;
 pub mod mem;
 pub mod othello;
+pub mod setsep;
 pub mod store;
 pub mod sync;
 pub mod wire;
