@@ -312,8 +312,16 @@ impl Control {
     fn settle(&mut self, g: usize, ch: &mut Changes) {
         ch.groups.insert(g as u32);
         let limit = self.opts.group_limit as usize;
-        if self.groups[g].len() <= limit && self.solve(g) {
-            return;
+        let was_fallback = self.fallback.contains(&(g as u32));
+        if self.groups[g].len() <= limit {
+            if self.solve(g) {
+                return;
+            }
+            if was_fallback {
+                // Already repaired once and still unsolvable: it stays in the
+                // fallback (its list travels with the delta).
+                return;
+            }
         }
         let mut pending = vec![g];
         if let Some(g2) = self.local_move(g, ch) {

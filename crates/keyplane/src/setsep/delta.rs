@@ -6,8 +6,9 @@ use crate::bits::PackedArray;
 use crate::error::{Error, Result, mask};
 use crate::wire::{Frame, Kind, Reader, Wire, Writer};
 
-/// Keys and values of one fallback group.
-pub(crate) type FallbackList = Box<[(Box<[u8]>, u64)]>;
+/// Keys and values of one fallback group (shared: copying the fallback
+/// table to publish a new version copies pointers, not keys).
+pub(crate) type FallbackList = std::sync::Arc<[(Box<[u8]>, u64)]>;
 
 /// The fallback table: groups (ascending) with their keys and values.
 pub(crate) type Fallback = Vec<(u32, FallbackList)>;
@@ -101,7 +102,7 @@ fn decode_list(r: &mut Reader<'_>, vbits: u32) -> Result<FallbackList> {
         }
         v.push((k, x));
     }
-    Ok(v.into_boxed_slice())
+    Ok(v.into())
 }
 
 impl Image {

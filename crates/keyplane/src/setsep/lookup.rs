@@ -200,15 +200,20 @@ impl Lookup {
         for u in groups {
             match &u.body {
                 GroupBody::Fallback(list) => {
+                    let prev = m.get(&u.g).filter(|_| keep_old);
+                    if prev.is_none_or(|prev| prev.iter().all(|(k, _)| list.iter().any(|(k2, _)| k2 == k))) {
+                        m.insert(u.g, list.clone());
+                        continue;
+                    }
                     let mut v: Vec<(Box<[u8]>, u64)> = list.to_vec();
-                    if keep_old && let Some(prev) = m.get(&u.g) {
+                    if let Some(prev) = prev {
                         for (k, x) in prev.iter() {
                             if !list.iter().any(|(k2, _)| k2 == k) {
                                 v.push((k.clone(), *x));
                             }
                         }
                     }
-                    m.insert(u.g, v.into_boxed_slice());
+                    m.insert(u.g, v.into());
                 }
                 GroupBody::Record(_) => {
                     if !keep_old {

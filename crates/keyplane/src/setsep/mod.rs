@@ -332,47 +332,116 @@ pub(crate) fn refit(p: &Params, keys: &[GroupKey], elems: &mut [u64]) -> u64 {
 
 /// Brute-force search (§4.1–4.2) for the value bits in `need`, all at once
 /// per hash index (§6.1.1): for `i = 0, 1, …, 2^x − 2` the keys are placed at
-/// `H_i`; the XOR of the values of colliding keys marks the bits that `i`
-/// cannot separate. Solved bits get `i | array << x` in `elems`. Returns the
-/// trials made and whether every bit was solved.
+/// `H_i` and every still-unsolved bit is tested in the same pass (the
+/// register form [`search_lanes`] for a few bits, the OR/AND form
+/// [`search_or_and`] for many). Branch-free per key. Solved bits get
+/// `i | array << x` in `elems`. Returns the trials made and whether every
+/// bit was solved.
 pub(crate) fn search(p: &Params, keys: &[GroupKey], mut need: u64, elems: &mut [u64]) -> (u64, bool) {
-    let shift = p.shift();
-    let end = p.marker() as u32;
-    let mut slot = [0u64; 32];
     let mut i = 0u32;
+    let end = p.marker() as u32;
     while i < end && need != 0 {
-        let mut taken = 0u32;
-        let mut conflict = 0u64;
-        for &(g1, g2, v) in keys {
-            let pos = (g1.wrapping_add(i.wrapping_mul(g2)) >> shift) as usize;
-            let bit = 1u32 << pos;
-            if taken & bit != 0 {
-                conflict |= slot[pos] ^ v;
-                if conflict & need == need {
-                    break;
-                }
-            } else {
-                taken |= bit;
-                slot[pos] = v;
-            }
+        let lanes = 64 / (2 * p.ybits);
+        if need.count_ones() <= lanes && keys.len() <= MAX_FAST_KEYS {
+            let (next, solved) = search_lanes(p, keys, need, i, elems);
+            need &= !solved;
+            i = next;
+        } else {
+            let (next, solved) = search_or_and(p, keys, need, i, elems);
+            need &= !solved;
+            i = next;
         }
-        let mut good = need & !conflict;
-        need &= conflict;
-        while good != 0 {
-            let b = good.trailing_zeros();
-            good &= good - 1;
-            let mut arr = 0u64;
-            let mut t = taken;
-            while t != 0 {
-                let pos = t.trailing_zeros();
-                t &= t - 1;
-                arr |= ((slot[pos as usize] >> b) & 1) << pos;
+    }
+    (i as u64, need == 0)
+}
+
+/// Groups larger than this always take the general path.
+const MAX_FAST_KEYS: usize = 64;
+
+/// The register form of the combined iteration, for up to `64 / 2m` value
+/// bits at once: each value bit owns a lane of `2m` bits of one u64, a key
+/// sets bit `pos` of the lane's low half (value bit 0) or high half (1), and
+/// a lane whose halves overlap has a conflict. One shift and one OR per key.
+/// Runs from index `i` until at least one bit is solved (or the range ends);
+/// returns the next index and the solved bits.
+fn search_lanes(p: &Params, keys: &[GroupKey], need: u64, mut i: u32, elems: &mut [u64]) -> (u32, u64) {
+    let shift = p.shift();
+    let m = p.ybits;
+    let end = p.marker() as u32;
+    let mut bits = [0u32; 32];
+    let mut nb = 0usize;
+    let mut t = need;
+    while t != 0 {
+        bits[nb] = t.trailing_zeros();
+        t &= t - 1;
+        nb += 1;
+    }
+    let mut pat = [(0u32, 0u32, 0u64); MAX_FAST_KEYS];
+    for (k, &(g1, g2, v)) in pat.iter_mut().zip(keys) {
+        let mut x = 0u64;
+        for (lane, &b) in bits[..nb].iter().enumerate() {
+            x |= 1u64 << (lane as u32 * 2 * m + m * ((v >> b) & 1) as u32);
+        }
+        *k = (g1, g2, x);
+    }
+    let pat = &pat[..keys.len()];
+    let low = mask(m);
+    let mut lows = 0u64;
+    for lane in 0..nb {
+        lows |= low << (lane as u32 * 2 * m);
+    }
+    while i < end {
+        let mut acc = 0u64;
+        for &(g1, g2, x) in pat {
+            acc |= x << (g1.wrapping_add(i.wrapping_mul(g2)) >> shift);
+        }
+        let c = acc & (acc >> m) & lows;
+        if (0..nb).any(|lane| (c >> (lane as u32 * 2 * m)) & low == 0) {
+            let mut solved = 0u64;
+            for (lane, &b) in bits[..nb].iter().enumerate() {
+                let off = lane as u32 * 2 * m;
+                if (c >> off) & low == 0 {
+                    solved |= 1 << b;
+                    let arr = (acc >> (off + m)) & low;
+                    elems[b as usize] = i as u64 | arr << p.xbits;
+                }
             }
-            elems[b as usize] = i as u64 | arr << p.xbits;
+            return (i + 1, solved);
         }
         i += 1;
     }
-    (i as u64, need == 0)
+    (i, 0)
+}
+
+/// The general form of the combined iteration (any number of value bits):
+/// per array position the OR and the AND of the values of its keys;
+/// `OR & !AND` marks the value bits two keys disagree on. One index.
+fn search_or_and(p: &Params, keys: &[GroupKey], need: u64, i: u32, elems: &mut [u64]) -> (u32, u64) {
+    let shift = p.shift();
+    let m = p.ybits as usize;
+    let mut or = [0u64; 32];
+    let mut and = [!0u64; 32];
+    for &(g1, g2, v) in keys {
+        let pos = (g1.wrapping_add(i.wrapping_mul(g2)) >> shift) as usize & 31;
+        or[pos] |= v;
+        and[pos] &= v;
+    }
+    let mut conflict = 0u64;
+    for q in 0..m {
+        conflict |= or[q] & !and[q];
+    }
+    let solved = need & !conflict;
+    let mut good = solved;
+    while good != 0 {
+        let b = good.trailing_zeros();
+        good &= good - 1;
+        let mut arr = 0u64;
+        for (q, o) in or[..m].iter().enumerate() {
+            arr |= ((o >> b) & 1) << q;
+        }
+        elems[b as usize] = i as u64 | arr << p.xbits;
+    }
+    (i + 1, solved)
 }
 
 /// Solves a group: refit the old record when there is one, search the rest.
