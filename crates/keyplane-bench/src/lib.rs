@@ -4,6 +4,7 @@
 pub mod common;
 pub mod hashes;
 pub mod othello;
+pub mod setsep;
 
 use common::{Args, Record};
 
@@ -15,6 +16,7 @@ pub const USAGE: &str = "usage: keyplane-bench <othello|hash> [--keys N] [--valu
 pub fn run(cmd: &str, args: &Args) -> Result<Vec<Record>, String> {
     match cmd {
         "othello" => othello::run(args),
+        "setsep" => setsep::run(args),
         "hash" => hashes::run(args),
         other => Err(format!("unknown benchmark {other}")),
     }

@@ -59,7 +59,8 @@ configured!(TinyIndex, Options { index_bits: 2, array_bits: 2, ..Options::defaul
 #[test]
 fn oracle_default_16p8_value_widths() {
     for (i, bits) in [1u32, 3, 8, 16].into_iter().enumerate() {
-        let cfg = OracleConfig { value_bits: bits, seed: i as u64, ops: 12_000, key_space: 3_000, ..Default::default() };
+        let cfg =
+            OracleConfig { value_bits: bits, seed: i as u64, ops: 12_000, key_space: 3_000, ..Default::default() };
         conformance::oracle_run::<Control>(&cfg).unwrap();
     }
 }
@@ -183,7 +184,8 @@ fn delta_replica_is_the_export_and_repairs_happen() {
 fn bulk_load_is_balanced_compact_and_thread_independent() {
     let n = 1u64 << 17;
     for bits in [1u32, 4] {
-        let items: Vec<([u8; 8], u64)> = (0..n).map(|i| (i.to_le_bytes(), keyplane::hash::mix64(i) & keyplane::mask(bits))).collect();
+        let items: Vec<([u8; 8], u64)> =
+            (0..n).map(|i| (i.to_le_bytes(), keyplane::hash::mix64(i) & keyplane::mask(bits))).collect();
         let c1 = Control::from_items(items.clone(), bits).unwrap();
         let c2 = Control::from_items_with(items.clone(), bits, Options::default().threads(2)).unwrap();
         let t1 = c1.export();
@@ -357,41 +359,5 @@ fn value_changes_and_removes_touch_one_group() {
         if let Some(v) = ctl.get(&i.to_le_bytes()) {
             assert_eq!(t.get(&i.to_le_bytes()), Some(v));
         }
-    }
-}
-
-#[test]
-#[ignore]
-fn scratch_writer_cost() {
-    use keyplane::conformance::make_key;
-    let vmask = keyplane::mask(4);
-    let items = (0..20_000u64).map(|i| (make_key(KeyShape::U64, i), i & vmask));
-    let mut ctl = Control::from_items(items, 4).unwrap();
-    let t = ctl.export();
-    let mut rng = conformance::Rng::new(1);
-    let t0 = std::time::Instant::now();
-    let mut ds = Vec::new();
-    for _ in 0..200_000 {
-        let i = rng.below(50_000);
-        let k = make_key(KeyShape::U64, (1 << 40) + i);
-        let d = if rng.chance(0.25) { ctl.remove(&k).unwrap() } else { Some(ctl.insert(&k, rng.next_u64() & vmask).unwrap()) };
-        if let Some(d) = d { ds.push(d); }
-    }
-    let c = t0.elapsed();
-    let t1 = std::time::Instant::now();
-    for d in &ds { t.apply(d).unwrap(); }
-    eprintln!("control {:?} apply {:?} stats {:?}", c, t1.elapsed(), ctl.stats());
-}
-
-#[test]
-#[ignore]
-fn scratch_build_cost() {
-    for (x, y, bits) in [(16, 8, 1), (16, 8, 4), (8, 16, 1), (16, 16, 1)] {
-        let n = 1u64 << 20;
-        let items = (0..n).map(|i| (i.to_le_bytes(), keyplane::hash::mix64(i) & keyplane::mask(bits)));
-        let t0 = std::time::Instant::now();
-        let ctl = Control::from_items_with(items, bits, Options::with_bits(x, y)).unwrap();
-        let s = t0.elapsed().as_secs_f64();
-        eprintln!("{x}+{y} l={bits}: {:.3} Mkeys/s trials/group {:.0} fallback {:?} max {}", n as f64 / s / 1e6, ctl.stats().build_trials as f64 / ctl.groups() as f64, ctl.fallback_size(), ctl.max_group_size());
     }
 }

@@ -27,6 +27,9 @@ pub struct Stats {
     pub shrink_rebuilds: u64,
     /// Hash indices tried by the last full construction.
     pub build_trials: u64,
+    /// Wall-clock nanoseconds of the last full construction's two-level
+    /// hashing and group searches (without loading the key store).
+    pub build_nanos: u64,
     /// Groups re-solved by updates (refit, then search of the bits that need it).
     pub group_solves: u64,
     /// Hash indices tried by updates.
@@ -202,6 +205,7 @@ impl Control {
 
     /// Full construction with `blocks` blocks, in parallel across blocks.
     fn rebuild(&mut self, blocks: u32) {
+        let t0 = std::time::Instant::now();
         let p = Params { blocks, ..self.p };
         let nb = p.buckets();
         // Bucket membership in CSR form.
@@ -272,6 +276,7 @@ impl Control {
         self.fallback = fallback;
         self.stats.rebuilds += 1;
         self.stats.build_trials = trials;
+        self.stats.build_nanos = t0.elapsed().as_nanos() as u64;
     }
 
     fn fill_keys(&mut self, g: usize) {
@@ -391,7 +396,8 @@ impl Control {
                 members.push((id, b));
             }
         }
-        let (choice, _) = balance(&sizes, self.opts.balance_runs * 2, mix64(self.p.seed ^ block as u64 ^ self.ctr << 32));
+        let (choice, _) =
+            balance(&sizes, self.opts.balance_runs * 2, mix64(self.p.seed ^ block as u64 ^ self.ctr << 32));
         let mut lists: Vec<Vec<u32>> = vec![Vec::new(); GROUPS_PER_BLOCK];
         for &(id, b) in &members {
             lists[CANDIDATES[b - bbase][choice[b - bbase] as usize] as usize].push(id);

@@ -225,18 +225,13 @@ impl Lookup {
         m.into_iter().collect()
     }
 
-    fn apply_update(
-        &self,
-        c: &Inner,
-        choices: &[(u32, [u8; CHOICE_BYTES])],
-        groups: &[GroupUpdate],
-    ) -> Result<()> {
+    fn apply_update(&self, c: &Inner, choices: &[(u32, [u8; CHOICE_BYTES])], groups: &[GroupUpdate]) -> Result<()> {
         let p = &c.p;
         let touches_fb = {
             let fb = c.fallback.load();
-            groups.iter().any(|u| {
-                matches!(u.body, GroupBody::Fallback(_)) || fb.binary_search_by_key(&u.g, |(h, _)| *h).is_ok()
-            })
+            groups
+                .iter()
+                .any(|u| matches!(u.body, GroupBody::Fallback(_)) || fb.binary_search_by_key(&u.g, |(h, _)| *h).is_ok())
         };
         if touches_fb {
             let interim = Self::merged(&c.fallback.load(), groups, true);
@@ -360,10 +355,8 @@ impl LookupTable for Lookup {
     fn memory_bytes(&self) -> usize {
         let c = self.cur.load();
         let fb = c.fallback.load();
-        let fb_bytes: usize = fb
-            .iter()
-            .map(|(_, l)| 4 + 16 + l.iter().map(|(k, _)| k.len() + 24).sum::<usize>())
-            .sum::<usize>();
+        let fb_bytes: usize =
+            fb.iter().map(|(_, l)| 4 + 16 + l.iter().map(|(k, _)| k.len() + 24).sum::<usize>()).sum::<usize>();
         std::mem::size_of::<Self>()
             + std::mem::size_of::<Inner>()
             + c.choices.memory_bytes()
@@ -377,8 +370,7 @@ impl LookupTable for Lookup {
 impl Wire for Lookup {
     fn to_bytes(&self) -> Vec<u8> {
         let (img, seq) = self.image();
-        let mut w =
-            Writer::with_capacity(Kind::SetSepLookup, img.choices.memory_bytes() + img.rec.memory_bytes() + 64);
+        let mut w = Writer::with_capacity(Kind::SetSepLookup, img.choices.memory_bytes() + img.rec.memory_bytes() + 64);
         w.u64(seq);
         img.encode(&mut w);
         w.finish()

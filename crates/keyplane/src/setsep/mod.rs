@@ -286,7 +286,13 @@ impl Params {
     }
 
     pub fn decode(r: &mut crate::wire::Reader<'_>) -> Result<Self> {
-        let p = Params { seed: r.u64()?, blocks: r.u32()?, vbits: r.u8()? as u32, xbits: r.u8()? as u32, ybits: r.u8()? as u32 };
+        let p = Params {
+            seed: r.u64()?,
+            blocks: r.u32()?,
+            vbits: r.u8()? as u32,
+            xbits: r.u8()? as u32,
+            ybits: r.u8()? as u32,
+        };
         p.validate().map_err(|e| Error::Corrupt(e.to_string()))?;
         Ok(p)
     }
@@ -476,7 +482,8 @@ pub(crate) fn mark_fallback(p: &Params, elems: &mut [u64]) {
 /// choices and the group loads.
 pub(crate) fn balance(sizes: &[u32; BUCKETS_PER_BLOCK], runs: u32, seed: u64) -> ([u8; 256], [u32; 64]) {
     let mut rng = crate::hash::SeedSeq::new(seed);
-    let mut best: Option<((u32, u64), [u8; 256], [u32; 64])> = None;
+    type Assignment = ((u32, u64), [u8; BUCKETS_PER_BLOCK], [u32; GROUPS_PER_BLOCK]);
+    let mut best: Option<Assignment> = None;
     let mut order = [0u64; BUCKETS_PER_BLOCK];
     for _ in 0..runs {
         let mut r = rng.next();
@@ -573,8 +580,7 @@ mod tests {
     fn tiny_index_range_fails_on_big_groups() {
         let p = Params { seed: 1, blocks: 1, vbits: 1, xbits: 1, ybits: 2 };
         let mut rng = crate::conformance::Rng::new(4);
-        let keys: Vec<GroupKey> =
-            (0..16).map(|i| (rng.next_u64() as u32, rng.next_u64() as u32, i & 1)).collect();
+        let keys: Vec<GroupKey> = (0..16).map(|i| (rng.next_u64() as u32, rng.next_u64() as u32, i & 1)).collect();
         let mut e = vec![0u64; 1];
         let (trials, ok) = solve_group(&p, &keys, None, &mut e);
         assert!(!ok);
