@@ -1,12 +1,23 @@
 #![no_main]
 //! Decoding arbitrary bytes as a SetSep delta never panics, and applying a
 //! decoded delta to a small table (with and without fallback groups) either
-//! works or returns an error; the table keeps answering lookups.
+//! works or returns an error; the table keeps answering lookups. The input
+//! is tried both as a whole frame and as a payload inside a valid frame.
 use keyplane::setsep::{Control, Delta, Options};
+use keyplane::wire::{Kind, Writer};
 use keyplane::{ControlTable, LookupTable, Wire};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
+    let mut w = Writer::new(Kind::SetSepDelta);
+    w.raw(data);
+    let framed = w.finish();
+    for input in [data, &framed[..]] {
+        check(input);
+    }
+});
+
+fn check(data: &[u8]) {
     if let Ok(d) = Delta::from_bytes(data) {
         assert_eq!(Delta::from_bytes(&d.to_bytes()).expect("re-decode"), d);
         let items = || (0..200u64).map(|i| (i.to_le_bytes(), i & 0xf));
@@ -21,4 +32,4 @@ fuzz_target!(|data: &[u8]| {
             let _ = t.to_bytes();
         }
     }
-});
+}

@@ -92,6 +92,8 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
     fr.set("batch_lookup_ns", floor).set("memory_bytes", bytes);
     out.push(fr);
 
+    out.push(insert_growth(&w, a.num("growth-keys", 1 << 20) as usize));
+
     if !a.flag("no-table") {
         let bits = a.nums("table-bits", &[1, 2, 3, 4]);
         let threads = a.nums("table-threads", &[1, 2]);
@@ -150,4 +152,40 @@ fn interleaved(s: &keyplane::setsep::Lookup, o: &othello::Lookup, w: &Workload, 
         best.1 = best.1.min(batch_ns(o, &w.queries, 16));
     }
     best
+}
+
+/// How often updates need more than their own group: bulk-load `base` keys
+/// (at most n), then insert 10% more fresh keys one by one (below the 1.125
+/// growth threshold, so no full rebuild), applying every delta; counts local
+/// moves, block rebalances and fallback events per insert.
+fn insert_growth(w: &Workload, base: usize) -> Record {
+    let base = base.min(w.n());
+    let extra = base / 10;
+    let vm = keyplane::mask(w.value_bits);
+    let mut ctl =
+        Control::from_items(w.keys.iter().take(base).zip(w.values.iter().copied()), w.value_bits).expect("build");
+    let table = ctl.export();
+    let fresh = gen_keys(w.kt, extra, 11);
+    let before = ctl.stats();
+    let (_, s) = time(|| {
+        for (i, k) in fresh.iter().enumerate() {
+            let d = ctl.insert(k, mix(i as u64) & vm).expect("insert");
+            keyplane::LookupTable::apply(&table, &d).expect("apply");
+        }
+    });
+    let st = ctl.stats();
+    let mut r = Record::new("setsep_insert_growth", base, w.value_bits, w.kt);
+    r.set("inserts", extra);
+    r.set("insert_ops_per_s", extra as f64 / s);
+    r.set("local_moves_per_insert", (st.local_moves - before.local_moves) as f64 / extra as f64);
+    r.set("block_rebalances_per_insert", (st.block_rebalances - before.block_rebalances) as f64 / extra as f64);
+    r.set("fallback_events", st.fallback_events - before.fallback_events);
+    r.set("full_rebuilds", st.rebuilds - before.rebuilds);
+    r.set("trials_per_insert", (st.update_trials - before.update_trials) as f64 / extra as f64);
+    r.set("max_group_size", ctl.max_group_size());
+    r.set("fallback_ratio", ctl.fallback_ratio());
+    for (i, k) in fresh.iter().enumerate().step_by(97) {
+        assert_eq!(keyplane::LookupTable::get(&table, k), Some(mix(i as u64) & vm), "inserted key {i} wrong");
+    }
+    r
 }
