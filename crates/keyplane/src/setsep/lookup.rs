@@ -16,6 +16,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 const MAX_STRIPES: usize = 1024;
 /// Batch of Algorithm 1's three stages.
 const BATCH: usize = 16;
+/// From this many value bits on, `get_batch` also prefetches the four
+/// candidate group records in its first stage (measured faster for l = 4
+/// and 8, slower or equal for l = 1 and 2; see docs/structures/setsep.md).
+const SPECULATE_FROM_BITS: usize = 4;
 
 #[derive(Debug)]
 struct Inner {
@@ -289,7 +293,8 @@ impl LookupTable for Lookup {
 
     /// Algorithm 1 (§5.1): three passes over a batch — hash and prefetch the
     /// bucket choices; read the choices and prefetch the group records; read
-    /// the records and evaluate.
+    /// the records and evaluate. For l ≥ 4 the first pass also prefetches the
+    /// four candidate records of each key's bucket.
     fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
         let c = self.cur.load();
         let p = c.p;
@@ -303,6 +308,14 @@ impl LookupTable for Lookup {
                 hs[i] = hash64(ks[i], p.seed);
                 kh[i] = p.key_hash(hs[i]);
                 prefetch(c.choices.word_ptr(kh[i].bucket));
+                if l >= SPECULATE_FROM_BITS {
+                    // The four candidate records are known from the bucket
+                    // alone: fetching them now overlaps the second stage's
+                    // memory round trip with the first.
+                    for ch in 0..4 {
+                        prefetch(c.rec.word_ptr(p.group(kh[i].bucket, ch) * l));
+                    }
+                }
             }
             for i in 0..n {
                 let s = c.stripe(kh[i].bucket);
