@@ -9,6 +9,7 @@ pub mod lb;
 pub mod ludo;
 pub mod names;
 pub mod othello;
+pub mod setsep;
 
 use common::{Args, Record};
 
@@ -26,6 +27,7 @@ pub fn run(cmd: &str, args: &Args) -> Result<Vec<Record>, String> {
         "cuckoo" => cuckoo::run(args),
         "pkcuckoo" => cuckoo::run_partial(args),
         "ludo" => ludo::run(args),
+        "setsep" => setsep::run(args),
         "hash" => hashes::run(args),
         "lb" => lb::run(args),
         "fht" => names::run_fht(args),

@@ -42,6 +42,7 @@ pub mod ludo;
 pub mod mem;
 pub mod name;
 pub mod othello;
+pub mod setsep;
 pub mod store;
 pub mod sync;
 pub mod wire;

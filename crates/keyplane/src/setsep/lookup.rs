@@ -1,0 +1,399 @@
+//! The SetSep data-plane form: bucket choices, group records, fallback table.
+
+use super::delta::{Body, CHOICE_BYTES, Delta, Fallback, FallbackList, GroupBody, GroupUpdate, Image};
+use super::{BUCKETS_PER_BLOCK, GROUPS_PER_BLOCK, Params};
+use crate::LookupTable;
+use crate::bits::PackedArray;
+use crate::error::{Error, Result, mask};
+use crate::hash::hash64;
+use crate::mem::prefetch;
+use crate::sync::{Published, StripeSet, StripedSeqLock};
+use crate::wire::{Frame, Kind, Wire, Writer};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Seqlock stripes (one per block, blocks folded onto at most this many).
+const MAX_STRIPES: usize = 1024;
+/// Batch of Algorithm 1's three stages.
+const BATCH: usize = 16;
+/// From this many value bits on, `get_batch` also prefetches the four
+/// candidate group records in its first stage (measured faster for l = 4
+/// and 8, slower or equal for l = 1 and 2; see docs/structures/setsep.md).
+const SPECULATE_FROM_BITS: usize = 4;
+
+#[derive(Debug)]
+struct Inner {
+    p: Params,
+    choices: PackedArray,
+    rec: PackedArray,
+    fallback: Published<Fallback>,
+    seq: AtomicU64,
+    lock: StripedSeqLock,
+    smask: usize,
+}
+
+enum Eval {
+    Value(u64),
+    Fallback(usize),
+}
+
+impl Inner {
+    fn new(img: Image, seq: u64) -> Self {
+        let lock = StripedSeqLock::new((img.p.blocks as usize).min(MAX_STRIPES));
+        let smask = lock.stripes() - 1;
+        Self {
+            p: img.p,
+            choices: img.choices,
+            rec: img.rec,
+            fallback: Published::new(img.fallback),
+            seq: AtomicU64::new(seq),
+            lock,
+            smask,
+        }
+    }
+
+    #[inline(always)]
+    fn stripe(&self, bucket: usize) -> usize {
+        (bucket / BUCKETS_PER_BLOCK) & self.smask
+    }
+
+    /// Evaluates group `g`'s record for a key (§4.1: `array[H_i(x)]` per bit).
+    #[inline(always)]
+    fn eval(&self, g: usize, g1: u32, g2: u32) -> Eval {
+        let l = self.p.vbits as usize;
+        let base = g * l;
+        let e0 = self.rec.get(base);
+        if e0 & self.p.marker() == self.p.marker() {
+            return Eval::Fallback(g);
+        }
+        let mut v = self.p.eval(e0, g1, g2);
+        for b in 1..l {
+            v |= self.p.eval(self.rec.get(base + b), g1, g2) << b;
+        }
+        Eval::Value(v)
+    }
+
+    #[inline(never)]
+    fn fallback_get(&self, g: usize, key: &[u8]) -> Option<u64> {
+        let fb = self.fallback.load();
+        let i = fb.binary_search_by_key(&(g as u32), |(h, _)| *h).ok()?;
+        fb[i].1.iter().find(|(k, _)| &**k == key).map(|(_, v)| *v)
+    }
+
+    /// One lookup, retried until it observes its block's stripe stable.
+    #[inline(always)]
+    fn read(&self, key: &[u8], h: u64) -> Option<u64> {
+        let kh = self.p.key_hash(h);
+        let s = self.stripe(kh.bucket);
+        loop {
+            let ver = self.lock.read_begin(s);
+            let g = self.p.group(kh.bucket, self.choices.get(kh.bucket));
+            let r = match self.eval(g, kh.g1, kh.g2) {
+                Eval::Value(v) => Some(v),
+                Eval::Fallback(g) => self.fallback_get(g, key),
+            };
+            if self.lock.read_validate(s, ver) {
+                return r;
+            }
+        }
+    }
+}
+
+/// SetSep lookup form: no keys except those of fallback groups. See the
+/// [module docs](super).
+#[derive(Debug)]
+pub struct Lookup {
+    cur: Published<Inner>,
+    writer: Mutex<()>,
+}
+
+impl Lookup {
+    pub(crate) fn from_image(img: Image, seq: u64) -> Self {
+        Self { cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(()) }
+    }
+
+    /// Value bits.
+    pub fn value_bits(&self) -> u32 {
+        self.cur.load().p.vbits
+    }
+    /// `(x, y)`: hash-index bits and array bits per value bit.
+    pub fn config(&self) -> (u32, u32) {
+        let c = self.cur.load();
+        (c.p.xbits, c.p.ybits)
+    }
+    /// Number of 256-bucket blocks.
+    pub fn blocks(&self) -> u32 {
+        self.cur.load().p.blocks
+    }
+    /// Hash seed of the skeleton.
+    pub fn seed(&self) -> u64 {
+        self.cur.load().p.seed
+    }
+    /// Sequence number of the last delta applied (or of the export).
+    pub fn seq(&self) -> u64 {
+        self.cur.load().seq.load(Ordering::Acquire)
+    }
+    /// `(groups, keys)` held in the fallback table.
+    pub fn fallback_size(&self) -> (usize, usize) {
+        let c = self.cur.load();
+        let fb = c.fallback.load();
+        (fb.len(), fb.iter().map(|(_, l)| l.len()).sum())
+    }
+
+    fn image(&self) -> (Image, u64) {
+        let c = self.cur.load();
+        let seq = c.seq.load(Ordering::Acquire);
+        (Image { p: c.p, choices: c.choices.clone(), rec: c.rec.clone(), fallback: (**c.fallback.load()).clone() }, seq)
+    }
+
+    fn check_update(
+        p: &Params,
+        seed: u64,
+        blocks: u32,
+        choices: &[(u32, [u8; CHOICE_BYTES])],
+        groups: &[GroupUpdate],
+    ) -> Result<()> {
+        if seed != p.seed || blocks != p.blocks {
+            return Err(Error::DeltaMismatch(format!(
+                "delta is for skeleton (seed {seed:#x}, {blocks} blocks), table has (seed {:#x}, {} blocks)",
+                p.seed, p.blocks
+            )));
+        }
+        for (b, _) in choices {
+            if *b >= p.blocks {
+                return Err(Error::DeltaMismatch(format!("block {b} outside {} blocks", p.blocks)));
+            }
+        }
+        let wm = mask(p.width());
+        for u in groups {
+            if u.g as usize >= p.groups() {
+                return Err(Error::DeltaMismatch(format!("group {} outside {} groups", u.g, p.groups())));
+            }
+            match &u.body {
+                GroupBody::Record(e) => {
+                    if e.len() != p.vbits as usize {
+                        return Err(Error::DeltaMismatch(format!(
+                            "group record with {} elements for {} value bits",
+                            e.len(),
+                            p.vbits
+                        )));
+                    }
+                    if e.iter().any(|&x| x & !wm != 0) {
+                        return Err(Error::DeltaMismatch("group record element wider than x+y bits".into()));
+                    }
+                    if e[0] & p.marker() == p.marker() {
+                        return Err(Error::DeltaMismatch("solved group record carries the fallback marker".into()));
+                    }
+                }
+                GroupBody::Fallback(list) => {
+                    if list.iter().any(|(_, v)| v & !mask(p.vbits) != 0) {
+                        return Err(Error::DeltaMismatch("fallback value wider than the table's value bits".into()));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Fallback table with `updates` merged in. With `keep_old`, keys of the
+    /// old lists that the new lists lack are kept, and groups leaving the
+    /// fallback keep their lists (the interim table, valid for both the old
+    /// and the new records).
+    fn merged(old: &Fallback, groups: &[GroupUpdate], keep_old: bool) -> Fallback {
+        let mut m: std::collections::BTreeMap<u32, FallbackList> = old.iter().cloned().collect();
+        for u in groups {
+            match &u.body {
+                GroupBody::Fallback(list) => {
+                    let prev = m.get(&u.g).filter(|_| keep_old);
+                    if prev.is_none_or(|prev| prev.iter().all(|(k, _)| list.iter().any(|(k2, _)| k2 == k))) {
+                        m.insert(u.g, list.clone());
+                        continue;
+                    }
+                    let mut v: Vec<(Box<[u8]>, u64)> = list.to_vec();
+                    if let Some(prev) = prev {
+                        for (k, x) in prev.iter() {
+                            if !list.iter().any(|(k2, _)| k2 == k) {
+                                v.push((k.clone(), *x));
+                            }
+                        }
+                    }
+                    m.insert(u.g, v.into());
+                }
+                GroupBody::Record(_) => {
+                    if !keep_old {
+                        m.remove(&u.g);
+                    }
+                }
+            }
+        }
+        m.into_iter().collect()
+    }
+
+    fn apply_update(&self, c: &Inner, choices: &[(u32, [u8; CHOICE_BYTES])], groups: &[GroupUpdate]) -> Result<()> {
+        let p = &c.p;
+        let touches_fb = {
+            let fb = c.fallback.load();
+            groups
+                .iter()
+                .any(|u| matches!(u.body, GroupBody::Fallback(_)) || fb.binary_search_by_key(&u.g, |(h, _)| *h).is_ok())
+        };
+        if touches_fb {
+            let interim = Self::merged(&c.fallback.load(), groups, true);
+            c.fallback.replace(interim);
+        }
+        let mut stripes = StripeSet::new();
+        for (b, _) in choices {
+            stripes.add(*b as usize & c.smask);
+        }
+        for u in groups {
+            stripes.add((u.g as usize / GROUPS_PER_BLOCK) & c.smask);
+        }
+        let st = stripes.finish();
+        let l = p.vbits as usize;
+        c.lock.write_begin(st);
+        for (b, bytes) in choices {
+            let base = *b as usize * BUCKETS_PER_BLOCK;
+            for j in 0..BUCKETS_PER_BLOCK {
+                c.choices.set(base + j, ((bytes[j / 4] >> ((j % 4) * 2)) & 3) as u64);
+            }
+        }
+        for u in groups {
+            let base = u.g as usize * l;
+            match &u.body {
+                GroupBody::Record(e) => {
+                    for (b, &x) in e.iter().enumerate() {
+                        c.rec.set(base + b, x);
+                    }
+                }
+                GroupBody::Fallback(_) => {
+                    c.rec.set(base, p.marker());
+                    for b in 1..l {
+                        c.rec.set(base + b, 0);
+                    }
+                }
+            }
+        }
+        c.lock.write_end(st);
+        if touches_fb {
+            let fin = Self::merged(&c.fallback.load(), groups, false);
+            c.fallback.replace(fin);
+        }
+        Ok(())
+    }
+}
+
+impl LookupTable for Lookup {
+    type Delta = Delta;
+
+    #[inline]
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        let c = self.cur.load();
+        c.read(key, hash64(key, c.p.seed))
+    }
+
+    /// Algorithm 1 (§5.1): three passes over a batch — hash and prefetch the
+    /// bucket choices; read the choices and prefetch the group records; read
+    /// the records and evaluate. For l ≥ 4 the first pass also prefetches the
+    /// four candidate records of each key's bucket.
+    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        let c = self.cur.load();
+        let p = c.p;
+        let l = p.vbits as usize;
+        let mut kh = [super::KeyHash { bucket: 0, g1: 0, g2: 0 }; BATCH];
+        let mut hs = [0u64; BATCH];
+        let mut gs = [(0usize, 0u64); BATCH];
+        for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            let n = ks.len().min(os.len());
+            for i in 0..n {
+                hs[i] = hash64(ks[i], p.seed);
+                kh[i] = p.key_hash(hs[i]);
+                prefetch(c.choices.word_ptr(kh[i].bucket));
+                if l >= SPECULATE_FROM_BITS {
+                    // The four candidate records are known from the bucket
+                    // alone: fetching them now overlaps the second stage's
+                    // memory round trip with the first.
+                    for ch in 0..4 {
+                        prefetch(c.rec.word_ptr(p.group(kh[i].bucket, ch) * l));
+                    }
+                }
+            }
+            for i in 0..n {
+                let s = c.stripe(kh[i].bucket);
+                let ver = c.lock.read_begin(s);
+                let g = p.group(kh[i].bucket, c.choices.get(kh[i].bucket));
+                gs[i] = (g, ver);
+                prefetch(c.rec.word_ptr(g * l));
+                if l > 1 {
+                    prefetch(c.rec.word_ptr(g * l + l - 1));
+                }
+            }
+            for i in 0..n {
+                let (g, ver) = gs[i];
+                let r = match c.eval(g, kh[i].g1, kh[i].g2) {
+                    Eval::Value(v) if c.lock.read_validate(c.stripe(kh[i].bucket), ver) => Some(v),
+                    _ => c.read(ks[i], hs[i]),
+                };
+                os[i] = r;
+            }
+        }
+    }
+
+    fn apply(&self, delta: &Delta) -> Result<()> {
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let c = self.cur.load_full();
+        let have = c.seq.load(Ordering::Relaxed);
+        if delta.seq != have.wrapping_add(1) {
+            return Err(Error::DeltaMismatch(format!(
+                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
+                have.wrapping_add(1),
+                delta.seq
+            )));
+        }
+        match &delta.body {
+            Body::Update { seed, blocks, choices, groups } => {
+                Self::check_update(&c.p, *seed, *blocks, choices, groups)?;
+                self.apply_update(&c, choices, groups)?;
+                c.seq.store(delta.seq, Ordering::Release);
+            }
+            Body::Replace(img) => {
+                if img.p.vbits != c.p.vbits {
+                    return Err(Error::DeltaMismatch("rebuild delta has a different value width".into()));
+                }
+                self.cur.replace(Inner::new((**img).clone(), delta.seq));
+            }
+        }
+        Ok(())
+    }
+
+    fn memory_bytes(&self) -> usize {
+        let c = self.cur.load();
+        let fb = c.fallback.load();
+        let fb_bytes: usize =
+            fb.iter().map(|(_, l)| 4 + 16 + l.iter().map(|(k, _)| k.len() + 24).sum::<usize>()).sum::<usize>();
+        std::mem::size_of::<Self>()
+            + std::mem::size_of::<Inner>()
+            + c.choices.memory_bytes()
+            + c.rec.memory_bytes()
+            + c.lock.memory_bytes()
+            + fb.capacity() * std::mem::size_of::<(u32, FallbackList)>()
+            + fb_bytes
+    }
+}
+
+impl Wire for Lookup {
+    fn to_bytes(&self) -> Vec<u8> {
+        let (img, seq) = self.image();
+        let mut w = Writer::with_capacity(Kind::SetSepLookup, img.choices.memory_bytes() + img.rec.memory_bytes() + 64);
+        w.u64(seq);
+        img.encode(&mut w);
+        w.finish()
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let mut r = Frame::open(bytes, Kind::SetSepLookup)?;
+        let seq = r.u64()?;
+        let img = Image::decode(&mut r)?;
+        r.finish()?;
+        Ok(Self::from_image(img, seq))
+    }
+}
