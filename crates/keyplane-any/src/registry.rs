@@ -258,6 +258,7 @@ fn not_a_lookup(kind: Kind) -> Error {
 registry! {
     custom Othello;
     plain Ludo          = keyplane::ludo,           "ludo",           LudoLookup,          "Ludo hashing: (3.76 + 1.05·l) bits/key, dynamic, values only (thesis ch. 4)";
+    plain SetSep        = keyplane::setsep,         "setsep",         SetSepLookup,        "SetSep: 0.5 + 1.5·l bits/key, static-friendly, group-local updates (ScaleBricks §4)";
     plain Cuckoo        = keyplane::cuckoo,         "cuckoo",         CuckooLookup,        "Concurrent (2,4) cuckoo hash with full keys: exact, one writer and lock-free readers (CuckooSwitch)";
     plain PartialCuckoo = keyplane::cuckoo::partial, "cuckoo-partial", PartialCuckooLookup, "Partial-key cuckoo: fingerprints + values, may mis-answer colliding valid keys (SILT/MemC3)";
     plain Fht           = keyplane::fht,            "fht",            FhtLookup,           "Fingerprint d-left hash table for names with a collision table: exact for stored names (FHT §5)";
