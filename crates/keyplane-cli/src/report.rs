@@ -19,8 +19,7 @@ use std::time::Instant;
 
 /// Benchmark names tried, in report order. A name the bench crate does not
 /// dispatch is skipped; add a bench's dispatch name here if it is missing.
-pub const CANDIDATES: &[&str] =
-    &["othello", "ludo", "setsep", "cuckoo", "pkcuckoo", "cfw", "bfw", "fht", "fpt", "lb"];
+pub const CANDIDATES: &[&str] = &["othello", "ludo", "setsep", "cuckoo", "pkcuckoo", "cfw", "bfw", "fht", "fpt", "lb"];
 
 /// Sizes for one scale.
 struct Scale {
