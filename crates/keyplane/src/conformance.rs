@@ -386,3 +386,56 @@ where
     }
     Ok(StressReport { reads: total, updates, churn_reads: ctotal })
 }
+
+/// Defines `struct $name($control)`: a [`ControlTable`] whose constructors use
+/// fixed non-default options, so [`oracle_run`] and [`stress`] can drive any
+/// configuration. `$control` must have `with_options(value_bits, opts)` and
+/// `from_items_with(items, value_bits, opts)` (every keyplane structure with
+/// options does).
+///
+/// ```
+/// use keyplane::othello::{Control, Options};
+/// keyplane::configured_table!(Filtered, Control, Options::filtered(6));
+/// keyplane::conformance::oracle_run::<Filtered>(&Default::default()).unwrap();
+/// ```
+#[macro_export]
+macro_rules! configured_table {
+    ($name:ident, $control:ty, $opts:expr) => {
+        struct $name($control);
+        impl $crate::ControlTable for $name {
+            type Delta = <$control as $crate::ControlTable>::Delta;
+            type Lookup = <$control as $crate::ControlTable>::Lookup;
+            fn with_value_bits(b: u32) -> $crate::Result<Self> {
+                <$control>::with_options(b, $opts).map($name)
+            }
+            fn from_items<I, K>(items: I, b: u32) -> $crate::Result<Self>
+            where
+                I: IntoIterator<Item = (K, u64)>,
+                K: AsRef<[u8]>,
+            {
+                <$control>::from_items_with(items, b, $opts).map($name)
+            }
+            fn insert(&mut self, k: &[u8], v: u64) -> $crate::Result<Self::Delta> {
+                $crate::ControlTable::insert(&mut self.0, k, v)
+            }
+            fn remove(&mut self, k: &[u8]) -> $crate::Result<Option<Self::Delta>> {
+                $crate::ControlTable::remove(&mut self.0, k)
+            }
+            fn get(&self, k: &[u8]) -> Option<u64> {
+                $crate::ControlTable::get(&self.0, k)
+            }
+            fn len(&self) -> usize {
+                $crate::ControlTable::len(&self.0)
+            }
+            fn value_bits(&self) -> u32 {
+                $crate::ControlTable::value_bits(&self.0)
+            }
+            fn export(&self) -> Self::Lookup {
+                $crate::ControlTable::export(&self.0)
+            }
+            fn memory_bytes(&self) -> usize {
+                $crate::ControlTable::memory_bytes(&self.0)
+            }
+        }
+    };
+}

@@ -7,58 +7,22 @@ use keyplane::wire::Kind;
 use keyplane::{ControlTable, Error, LookupTable, Wire, name};
 use std::collections::HashMap;
 
-/// A `ControlTable` with non-default options, for the generic harness.
-macro_rules! variant {
-    ($name:ident, $opts:expr) => {
-        struct $name(Control);
-        impl ControlTable for $name {
-            type Delta = Delta;
-            type Lookup = Lookup;
-            fn with_value_bits(b: u32) -> keyplane::Result<Self> {
-                Control::with_options(b, $opts).map($name)
-            }
-            fn from_items<I, K>(items: I, b: u32) -> keyplane::Result<Self>
-            where
-                I: IntoIterator<Item = (K, u64)>,
-                K: AsRef<[u8]>,
-            {
-                Control::from_items_with(items, b, $opts).map($name)
-            }
-            fn insert(&mut self, k: &[u8], v: u64) -> keyplane::Result<Delta> {
-                self.0.insert(k, v)
-            }
-            fn remove(&mut self, k: &[u8]) -> keyplane::Result<Option<Delta>> {
-                self.0.remove(k)
-            }
-            fn get(&self, k: &[u8]) -> Option<u64> {
-                self.0.get(k)
-            }
-            fn len(&self) -> usize {
-                self.0.len()
-            }
-            fn value_bits(&self) -> u32 {
-                self.0.value_bits()
-            }
-            fn export(&self) -> Lookup {
-                self.0.export()
-            }
-            fn memory_bytes(&self) -> usize {
-                self.0.memory_bytes()
-            }
-        }
-    };
-}
-
-variant!(MainFirst, Options { order: LookupOrder::MainFirst, ..Options::default() });
-variant!(Tiny1, Options::with_fingerprint_bits(1));
-variant!(Tiny3, Options { fingerprint_bits: 3, order: LookupOrder::MainFirst, ..Options::default() });
-variant!(Tiny4, Options::with_fingerprint_bits(4));
-variant!(
+keyplane::configured_table!(MainFirst, Control, Options { order: LookupOrder::MainFirst, ..Options::default() });
+keyplane::configured_table!(Tiny1, Control, Options::with_fingerprint_bits(1));
+keyplane::configured_table!(
+    Tiny3,
+    Control,
+    Options { fingerprint_bits: 3, order: LookupOrder::MainFirst, ..Options::default() }
+);
+keyplane::configured_table!(Tiny4, Control, Options::with_fingerprint_bits(4));
+keyplane::configured_table!(
     OneSlot,
+    Control,
     Options { subtables: 1, bucket_entries: 1, fingerprint_bits: 6, max_load: 1.0, ..Options::default() }
 );
-variant!(
+keyplane::configured_table!(
     Full,
+    Control,
     Options {
         subtables: 2,
         bucket_entries: 2,

@@ -7,50 +7,9 @@ use keyplane::wire::Kind;
 use keyplane::{ControlTable, Error, LookupTable, Wire, name};
 use std::collections::HashMap;
 
-macro_rules! variant {
-    ($name:ident, $opts:expr) => {
-        struct $name(Control);
-        impl ControlTable for $name {
-            type Delta = Delta;
-            type Lookup = Lookup;
-            fn with_value_bits(b: u32) -> keyplane::Result<Self> {
-                Control::with_options(b, $opts).map($name)
-            }
-            fn from_items<I, K>(items: I, b: u32) -> keyplane::Result<Self>
-            where
-                I: IntoIterator<Item = (K, u64)>,
-                K: AsRef<[u8]>,
-            {
-                Control::from_items_with(items, b, $opts).map($name)
-            }
-            fn insert(&mut self, k: &[u8], v: u64) -> keyplane::Result<Delta> {
-                self.0.insert(k, v)
-            }
-            fn remove(&mut self, k: &[u8]) -> keyplane::Result<Option<Delta>> {
-                self.0.remove(k)
-            }
-            fn get(&self, k: &[u8]) -> Option<u64> {
-                self.0.get(k)
-            }
-            fn len(&self) -> usize {
-                self.0.len()
-            }
-            fn value_bits(&self) -> u32 {
-                self.0.value_bits()
-            }
-            fn export(&self) -> Lookup {
-                self.0.export()
-            }
-            fn memory_bytes(&self) -> usize {
-                self.0.memory_bytes()
-            }
-        }
-    };
-}
-
-variant!(Plain, Options::with_fingerprint_bits(0));
-variant!(Fp32, Options::with_fingerprint_bits(32));
-variant!(Checked, Options { check_bits: 12, fingerprint_bits: 7, ..Options::default() });
+keyplane::configured_table!(Plain, Control, Options::with_fingerprint_bits(0));
+keyplane::configured_table!(Fp32, Control, Options::with_fingerprint_bits(32));
+keyplane::configured_table!(Checked, Control, Options { check_bits: 12, fingerprint_bits: 7, ..Options::default() });
 
 fn psl_sample() -> Vec<Vec<u8>> {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/data/psl_sample.dat")).unwrap();

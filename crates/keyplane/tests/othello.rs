@@ -165,42 +165,7 @@ fn concurrent_readers_never_see_wrong_values() {
 #[test]
 fn concurrent_readers_with_filters() {
     // The same stress through the filtered layout (emptiness bits change too).
-    struct Filtered(Control);
-    impl ControlTable for Filtered {
-        type Delta = Delta;
-        type Lookup = Lookup;
-        fn with_value_bits(b: u32) -> keyplane::Result<Self> {
-            Control::with_options(b, Options::filtered(6)).map(Filtered)
-        }
-        fn from_items<I, K>(items: I, b: u32) -> keyplane::Result<Self>
-        where
-            I: IntoIterator<Item = (K, u64)>,
-            K: AsRef<[u8]>,
-        {
-            Control::from_items_with(items, b, Options::filtered(6)).map(Filtered)
-        }
-        fn insert(&mut self, k: &[u8], v: u64) -> keyplane::Result<Delta> {
-            self.0.insert(k, v)
-        }
-        fn remove(&mut self, k: &[u8]) -> keyplane::Result<Option<Delta>> {
-            self.0.remove(k)
-        }
-        fn get(&self, k: &[u8]) -> Option<u64> {
-            self.0.get(k)
-        }
-        fn len(&self) -> usize {
-            self.0.len()
-        }
-        fn value_bits(&self) -> u32 {
-            self.0.value_bits()
-        }
-        fn export(&self) -> Lookup {
-            self.0.export()
-        }
-        fn memory_bytes(&self) -> usize {
-            self.0.memory_bytes()
-        }
-    }
+    keyplane::configured_table!(Filtered, Control, Options::filtered(6));
     conformance::stress::<Filtered>(&StressConfig { updates: 300_000, ..Default::default() }).unwrap();
 }
 

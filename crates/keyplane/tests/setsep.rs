@@ -7,54 +7,11 @@ use keyplane::wire::Kind;
 use keyplane::{ControlTable, Error, LookupTable, Wire};
 use std::collections::HashMap;
 
-/// A `ControlTable` with non-default options, so the conformance harness can
-/// drive every configuration.
-macro_rules! configured {
-    ($name:ident, $opts:expr) => {
-        struct $name(Control);
-        impl ControlTable for $name {
-            type Delta = Delta;
-            type Lookup = Lookup;
-            fn with_value_bits(b: u32) -> keyplane::Result<Self> {
-                Control::with_options(b, $opts).map($name)
-            }
-            fn from_items<I, K>(items: I, b: u32) -> keyplane::Result<Self>
-            where
-                I: IntoIterator<Item = (K, u64)>,
-                K: AsRef<[u8]>,
-            {
-                Control::from_items_with(items, b, $opts).map($name)
-            }
-            fn insert(&mut self, k: &[u8], v: u64) -> keyplane::Result<Delta> {
-                self.0.insert(k, v)
-            }
-            fn remove(&mut self, k: &[u8]) -> keyplane::Result<Option<Delta>> {
-                self.0.remove(k)
-            }
-            fn get(&self, k: &[u8]) -> Option<u64> {
-                self.0.get(k)
-            }
-            fn len(&self) -> usize {
-                self.0.len()
-            }
-            fn value_bits(&self) -> u32 {
-                self.0.value_bits()
-            }
-            fn export(&self) -> Lookup {
-                self.0.export()
-            }
-            fn memory_bytes(&self) -> usize {
-                self.0.memory_bytes()
-            }
-        }
-    };
-}
-
-configured!(Cfg8p16, Options::with_bits(8, 16));
-configured!(Cfg16p16, Options::with_bits(16, 16));
-configured!(TwoThreads, Options::default().threads(2));
+keyplane::configured_table!(Cfg8p16, Control, Options::with_bits(8, 16));
+keyplane::configured_table!(Cfg16p16, Control, Options::with_bits(16, 16));
+keyplane::configured_table!(TwoThreads, Control, Options::default().threads(2));
 // Two index bits: only hash indices 0..=2 are tried, so most groups fail.
-configured!(TinyIndex, Options { index_bits: 2, array_bits: 2, ..Options::default() });
+keyplane::configured_table!(TinyIndex, Control, Options { index_bits: 2, array_bits: 2, ..Options::default() });
 
 #[test]
 fn oracle_default_16p8_value_widths() {
