@@ -108,13 +108,15 @@ impl Inner {
     }
 
     /// Prefetches the d candidate buckets so their cache misses overlap
-    /// (§8.1: "all of the d subtables are fetched at the same time").
+    /// (§8.1: "all of the d subtables are fetched at the same time"). Only
+    /// the line holding a bucket's first entry: the scan stops at the first
+    /// match, and fetching the second line of the buckets that straddle one
+    /// (about a third at 24-bit entries) cost more bandwidth than it saved
+    /// (single lookups at 16M names: 165 vs 180 ns in an A/B run).
     #[inline(always)]
     fn prefetch(&self, base: &[usize; D]) {
-        let e = self.p.e as usize;
         for &b in &base[..self.p.d as usize] {
             prefetch(self.table.word_ptr(b));
-            prefetch(self.table.word_ptr(b + e - 1));
         }
     }
 
