@@ -180,9 +180,10 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
     let w = Workload::from_args(a)?;
     let n = w.n();
     let batches = a.nums("batch", &[1, 4, 8, 16]);
-    let rates = a.nums("rates", &[64_000, 500_000]);
-    let secs = a.num("secs", 2) as f64;
-    let reps = a.num("reps", 3) as usize;
+    let core = a.flag("core");
+    let rates = a.nums("rates", if core { &[64_000] } else { &[64_000, 500_000] });
+    let secs = a.num("secs", if core { 1 } else { 2 }) as f64;
+    let reps = a.num("reps", if core { 1 } else { 3 }) as usize;
     let layouts: Vec<(&str, ValueLayout)> = match a.str("values", "interleaved").as_str() {
         "both" => vec![("cuckoo", ValueLayout::Auto), ("cuckoo_separate_values", ValueLayout::Separate)],
         "separate" => vec![("cuckoo_separate_values", ValueLayout::Separate)],

@@ -16,7 +16,8 @@ use common::{Args, Record};
 /// Usage line.
 pub const USAGE: &str = "usage: keyplane-bench <othello|ludo|cuckoo|pkcuckoo|cfw|bfw|setsep|fht|fpt|lb|hash> \
 [--keys N] [--value-bits L] [--key-type u64|mac|ipv4|ipv6|fivetuple|name] [--threads T] [--updates N] \
-[--dist uniform|zipf] [--zipf-s S] [--json]";
+[--dist uniform|zipf] [--zipf-s S] [--core] [--json]\n\
+  --core: the common measurements at --keys only (no paper tables or sweeps at other sizes; lb: one round)";
 
 /// Runs one benchmark by name.
 pub fn run(cmd: &str, args: &Args) -> Result<Vec<Record>, String> {

@@ -102,10 +102,10 @@ pub fn run_fht(a: &Args) -> Result<Vec<Record>, String> {
     let mut fr = Record::new("floor_4_random_reads", n, w.value_bits, w.kt);
     fr.set("batch_lookup_ns", dram_floor_ns(bytes, 4)).set("memory_bytes", bytes);
     out.push(fr);
-    if !a.flag("no-table2") {
+    if !a.flag("no-table2") && !a.flag("core") {
         out.extend(table2(&w, a));
     }
-    if !a.flag("no-table3") {
+    if !a.flag("no-table3") && !a.flag("core") {
         out.extend(table3(a));
     }
     Ok(out)
@@ -293,10 +293,11 @@ pub fn run_fpt(a: &Args) -> Result<Vec<Record>, String> {
         }
         None => eprintln!("# mailchecker not installed (pip install mailchecker): skipping its depth curve"),
     }
-    let gn = a.num("depth-names", 1 << 20) as usize;
-    let gen_keys: Vec<Vec<u8>> = gen_names(gn, 0).iter().map(|k| k.to_vec()).collect();
-    out.extend(depth_curve("fpt_depth_generated", &gen_keys, &widths, "keyplane::name::generate"));
-    drop(gen_keys);
+    if !a.flag("core") {
+        let gn = a.num("depth-names", 1 << 20) as usize;
+        let gen_keys: Vec<Vec<u8>> = gen_names(gn, 0).iter().map(|k| k.to_vec()).collect();
+        out.extend(depth_curve("fpt_depth_generated", &gen_keys, &widths, "keyplane::name::generate"));
+    }
     let w = name_workload(a);
     let n = w.n();
     for (label, f) in [("fpt_f0", 0u32), ("fpt_f20", 20)] {

@@ -92,9 +92,12 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
     fr.set("batch_lookup_ns", floor).set("memory_bytes", bytes);
     out.push(fr);
 
-    out.push(insert_growth(&w, a.num("growth-keys", 1 << 20) as usize));
+    out.push(insert_growth(
+        &w,
+        a.num("growth-keys", if a.flag("core") { n.min(1 << 20) as u64 } else { 1 << 20 }) as usize,
+    ));
 
-    if !a.flag("no-table") {
+    if !a.flag("no-table") && !a.flag("core") {
         let bits = a.nums("table-bits", &[1, 2, 3, 4]);
         let threads = a.nums("table-threads", &[1, 2]);
         let mut rows: Vec<(Options, u32, usize)> = Vec::new();

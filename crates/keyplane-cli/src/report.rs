@@ -78,12 +78,20 @@ pub fn run(dir: &str, scale_name: &str, only: Option<&[String]>) -> Result<(), C
     };
     let mut runs = Vec::new();
     for &b in &names {
+        // The load balancer has its own traffic model and Dcode width: one
+        // run per size.
+        let fixed = b == "lb";
         for &n in &sc.ns {
             for dist in ["uniform", "zipf"] {
-                runs.push(Run { bench: b, n, bits: 8, dist });
+                if !(fixed && dist == "zipf") {
+                    runs.push(Run { bench: b, n, bits: 8, dist });
+                }
             }
         }
         for &bits in &sc.bits {
+            if fixed {
+                break;
+            }
             if bits != 8 || !sc.ns.contains(&sc.sweep_n) {
                 runs.push(Run { bench: b, n: sc.sweep_n, bits, dist: "uniform" });
             }
@@ -113,6 +121,7 @@ pub fn run(dir: &str, scale_name: &str, only: Option<&[String]>) -> Result<(), C
             r.dist.into(),
             "--threads".into(),
             "2".into(),
+            "--core".into(),
         ]
         .to_vec();
         let args = Args::parse(&argv).map_err(|e| CliError::usage(&e))?;
