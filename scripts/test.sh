@@ -3,6 +3,7 @@
 #   1. Rust: unit, integration (incl. the CLI end-to-end tests) and doc tests
 #   2. C: the C library's test program and the packet-loop example (cc)
 #   3. Python: the keyplane package built with maturin into target/pyenv, pytest
+#   4. Fuzz targets compile (own workspace; run one: cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run <target>)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v cargo >/dev/null 2>&1; then
@@ -41,3 +42,6 @@ fi
   maturin develop -q
   pytest -q tests
 )
+
+echo "== fuzz targets compile"
+CARGO_TARGET_DIR=target/fuzz-check cargo check -q --manifest-path fuzz/Cargo.toml --bins
