@@ -36,7 +36,7 @@ mod othello;
 mod registry;
 
 pub use othello::Othello;
-pub use registry::{AnyControl, AnyLookup, STRUCTURES, StructureInfo};
+pub use registry::{AnyControl, AnyLookup, AnyReader, STRUCTURES, StructureInfo};
 
 use keyplane::wire::{Frame, HEADER_LEN, TRAILER_LEN};
 use keyplane::{ControlTable, Error, LookupTable, Result, Wire};
@@ -348,8 +348,11 @@ mod tests {
             let blob = ctl.export().to_bytes();
             let t = AnyLookup::from_bytes(&blob).unwrap();
             assert_eq!(t.name(), info.name);
+            // A read handle taken before the deltas must see them.
+            let reader = t.reader();
             for (k, v) in &items {
                 assert_eq!(t.get(k), Some(*v));
+                assert_eq!(reader.get(k), Some(*v));
             }
             let mut stream = Vec::new();
             for i in 0..50u64 {
@@ -364,10 +367,16 @@ mod tests {
             }
             for i in 0..50u64 {
                 assert_eq!(t.get(&(1000 + i).to_le_bytes()), Some(i));
+                assert_eq!(reader.get(&(1000 + i).to_le_bytes()), Some(i), "{}: reader missed a delta", info.name);
             }
             let keys: Vec<&[u8]> = items.iter().skip(1).map(|(k, _)| k.as_slice()).collect();
             let mut out = vec![None; keys.len()];
             t.get_batch(&keys, &mut out);
+            for (o, (_, v)) in out.iter().zip(items.iter().skip(1)) {
+                assert_eq!(*o, Some(*v));
+            }
+            out.fill(None);
+            reader.get_batch(&keys, &mut out);
             for (o, (_, v)) in out.iter().zip(items.iter().skip(1)) {
                 assert_eq!(*o, Some(*v));
             }

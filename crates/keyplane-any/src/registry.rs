@@ -5,7 +5,7 @@ use crate::{Opts, Structure};
 // Hand-written `Structure` impls (the `custom` entries below).
 use crate::Othello;
 use keyplane::wire::{Frame, Kind};
-use keyplane::{ControlTable, Error, LookupTable, Result, Wire};
+use keyplane::{ControlTable, Error, LookupTable, ReadHandle, Result, Wire};
 
 /// Static facts about one registered structure.
 #[derive(Debug, Clone, Copy)]
@@ -49,6 +49,37 @@ macro_rules! registry {
                 #[doc = concat!("`", stringify!($ty), "` lookup form.")]
                 $ty(<$ty as Structure>::Lookup),
             )*
+        }
+
+        /// A per-thread read handle on an [`AnyLookup`]
+        /// ([`AnyLookup::reader`], see [`LookupTable::reader`]).
+        #[non_exhaustive]
+        pub enum AnyReader<'a> {
+            $(
+                #[doc = concat!("`", stringify!($ty), "` read handle.")]
+                $ty(<<$ty as Structure>::Lookup as LookupTable>::Reader<'a>),
+            )*
+        }
+
+        impl std::fmt::Debug for AnyReader<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                let name = match self { $( AnyReader::$ty(_) => <$ty as Structure>::NAME, )* };
+                write!(f, "AnyReader({name})")
+            }
+        }
+
+        impl AnyReader<'_> {
+            /// See [`ReadHandle::get`].
+            #[inline]
+            pub fn get(&self, key: &[u8]) -> Option<u64> {
+                match self { $( AnyReader::$ty(r) => r.get(key), )* }
+            }
+
+            /// See [`ReadHandle::get_batch`].
+            #[inline]
+            pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+                match self { $( AnyReader::$ty(r) => r.get_batch(keys, out), )* }
+            }
         }
 
         /// A control form of any registered structure.
@@ -110,6 +141,11 @@ macro_rules! registry {
             #[inline]
             pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
                 match self { $( AnyLookup::$ty(t) => t.get_batch(keys, out), )* }
+            }
+
+            /// A per-thread read handle (see [`LookupTable::reader`]).
+            pub fn reader(&self) -> AnyReader<'_> {
+                match self { $( AnyLookup::$ty(t) => AnyReader::$ty(t.reader()), )* }
             }
 
             /// Decodes one framed delta and applies it in place.

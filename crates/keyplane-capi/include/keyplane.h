@@ -62,6 +62,14 @@ typedef enum kp_status {
 } kp_status;
 
 /**
+ * A per-thread read handle on a table ([`kp_reader_new`]): the same
+ * answers as `kp_table_get` without the atomic read-modify-write that
+ * every `kp_table_get` call pays to pin the table's current snapshot.
+ * It keeps the table alive, so `kp_table_free` may come first.
+ */
+typedef struct kp_reader kp_reader;
+
+/**
  * Opaque handle to the lookup form of any keyplane structure.
  */
 typedef struct kp_table kp_table;
@@ -94,6 +102,39 @@ enum kp_status kp_table_get(const struct kp_table *table,
                             const uint8_t *key,
                             size_t key_len,
                             uint64_t *value);
+
+/**
+ * Creates a per-thread read handle on `table` and stores it in `*out`.
+ * Use one handle per thread (a handle must not be used by two threads at
+ * the same time); free it with [`kp_reader_free`]. Deltas applied to the
+ * table are visible through the handle.
+ *
+ * # Safety
+ * `table` must come from [`kp_table_from_bytes`] and not be freed; `out`
+ * must be writable.
+ */
+enum kp_status kp_reader_new(const struct kp_table *table, struct kp_reader **out);
+
+/**
+ * [`kp_table_get`] through a read handle.
+ *
+ * # Safety
+ * `reader` must come from [`kp_reader_new`], not be freed and not be in
+ * use by another thread; `key` must point to `key_len` readable bytes;
+ * `value` must be writable.
+ */
+enum kp_status kp_reader_get(const struct kp_reader *reader,
+                             const uint8_t *key,
+                             size_t key_len,
+                             uint64_t *value);
+
+/**
+ * Frees a read handle. NULL is ignored.
+ *
+ * # Safety
+ * `reader` must come from [`kp_reader_new`] and not be freed already.
+ */
+void kp_reader_free(struct kp_reader *reader);
 
 /**
  * Looks `n` keys up at once (with software prefetching where the

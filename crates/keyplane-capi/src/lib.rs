@@ -20,10 +20,11 @@
 #![deny(missing_docs)]
 #![allow(non_camel_case_types)]
 
-use keyplane_any::{AnyLookup, split_frames};
+use keyplane_any::{AnyLookup, AnyReader, split_frames};
 use std::cell::RefCell;
 use std::ffi::{CString, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 
 /// Status codes returned by the keyplane C API.
 #[repr(C)]
@@ -56,7 +57,17 @@ use kp_status::*;
 
 /// Opaque handle to the lookup form of any keyplane structure.
 pub struct kp_table {
-    inner: AnyLookup,
+    inner: Arc<AnyLookup>,
+}
+
+/// A per-thread read handle on a table ([`kp_reader_new`]): the same
+/// answers as `kp_table_get` without the atomic read-modify-write that
+/// every `kp_table_get` call pays to pin the table's current snapshot.
+/// It keeps the table alive, so `kp_table_free` may come first.
+pub struct kp_reader {
+    // Declared first so it is dropped before the table it borrows from.
+    reader: AnyReader<'static>,
+    _table: Arc<AnyLookup>,
 }
 
 thread_local! {
@@ -136,7 +147,7 @@ pub unsafe extern "C" fn kp_table_from_bytes(data: *const u8, len: usize, out: *
         match AnyLookup::from_bytes(b) {
             Ok(t) => {
                 // SAFETY: as above.
-                unsafe { *out = Box::into_raw(Box::new(kp_table { inner: t })) };
+                unsafe { *out = Box::into_raw(Box::new(kp_table { inner: Arc::new(t) })) };
                 KP_OK
             }
             Err(e) => fail(e),
@@ -176,6 +187,79 @@ pub unsafe extern "C" fn kp_table_get(
             None => KP_NOT_FOUND,
         }
     })
+}
+
+/// Creates a per-thread read handle on `table` and stores it in `*out`.
+/// Use one handle per thread (a handle must not be used by two threads at
+/// the same time); free it with [`kp_reader_free`]. Deltas applied to the
+/// table are visible through the handle.
+///
+/// # Safety
+/// `table` must come from [`kp_table_from_bytes`] and not be freed; `out`
+/// must be writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kp_reader_new(table: *const kp_table, out: *mut *mut kp_reader) -> kp_status {
+    guard(|| {
+        // SAFETY: the caller guarantees a live handle or NULL.
+        let Some(t) = (unsafe { table.as_ref() }) else { return null_arg("table") };
+        if out.is_null() {
+            return null_arg("out");
+        }
+        let table = t.inner.clone();
+        let r: AnyReader<'_> = table.reader();
+        // SAFETY: the reader borrows the `AnyLookup` inside the `Arc`'s heap
+        // allocation, which never moves and lives as long as `_table`; the
+        // struct drops `reader` before `_table`.
+        let reader: AnyReader<'static> = unsafe { std::mem::transmute::<AnyReader<'_>, AnyReader<'static>>(r) };
+        let h = Box::new(kp_reader { reader, _table: table });
+        // SAFETY: checked non-NULL; the caller guarantees it is writable.
+        unsafe { *out = Box::into_raw(h) };
+        KP_OK
+    })
+}
+
+/// [`kp_table_get`] through a read handle.
+///
+/// # Safety
+/// `reader` must come from [`kp_reader_new`], not be freed and not be in
+/// use by another thread; `key` must point to `key_len` readable bytes;
+/// `value` must be writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kp_reader_get(
+    reader: *const kp_reader,
+    key: *const u8,
+    key_len: usize,
+    value: *mut u64,
+) -> kp_status {
+    guard(|| {
+        // SAFETY: the caller guarantees a live handle or NULL.
+        let Some(r) = (unsafe { reader.as_ref() }) else { return null_arg("reader") };
+        // SAFETY: the caller guarantees `key_len` readable bytes.
+        let Some(k) = (unsafe { bytes(key, key_len) }) else { return null_arg("key") };
+        if value.is_null() {
+            return null_arg("value");
+        }
+        match r.reader.get(k) {
+            Some(v) => {
+                // SAFETY: checked non-NULL; the caller guarantees it is writable.
+                unsafe { *value = v };
+                KP_OK
+            }
+            None => KP_NOT_FOUND,
+        }
+    })
+}
+
+/// Frees a read handle. NULL is ignored.
+///
+/// # Safety
+/// `reader` must come from [`kp_reader_new`] and not be freed already.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kp_reader_free(reader: *mut kp_reader) {
+    if !reader.is_null() {
+        // SAFETY: the caller passes a pointer from `kp_reader_new` exactly once.
+        drop(unsafe { Box::from_raw(reader) });
+    }
 }
 
 const CHUNK: usize = 32;

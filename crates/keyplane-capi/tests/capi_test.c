@@ -43,6 +43,12 @@ static kp_status get(const kp_table *t, int i, uint64_t *v) {
     return kp_table_get(t, (const uint8_t *)k, (size_t)n, v);
 }
 
+static kp_status rget(const kp_reader *r, int i, uint64_t *v) {
+    char k[32];
+    int n = snprintf(k, sizeof k, "key%d", i);
+    return kp_reader_get(r, (const uint8_t *)k, (size_t)n, v);
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) { fprintf(stderr, "usage: %s BLOB DELTAS\n", argv[0]); return 2; }
     size_t blen, dlen;
@@ -67,6 +73,25 @@ int main(int argc, char **argv) {
         if (get(t, i, &v) != KP_OK || v != (uint64_t)((i * 7) % 256)) wrong++;
     }
     CHECK(wrong == 0, "%d of 1000 keys wrong after load", wrong);
+
+    /* A per-thread read handle gives the same answers. */
+    kp_reader *r = NULL;
+    s = kp_reader_new(t, &r);
+    CHECK(s == KP_OK && r != NULL, "reader_new: %s", kp_status_str(s));
+    if (!r) return 1;
+    wrong = 0;
+    for (int i = 0; i < 1000; i++) {
+        uint64_t v = 999;
+        if (rget(r, i, &v) != KP_OK || v != (uint64_t)((i * 7) % 256)) wrong++;
+    }
+    for (int i = 5000; i < 6000; i++) {
+        uint64_t v1 = 0, v2 = 0;
+        if (get(t, i, &v1) != rget(r, i, &v2) || v1 != v2) wrong++;
+    }
+    CHECK(wrong == 0, "%d reader answers differ from the table's", wrong);
+    CHECK(kp_reader_new(NULL, &r) == KP_ERR_NULL, "reader_new(NULL table)");
+    CHECK(kp_reader_new(t, NULL) == KP_ERR_NULL, "reader_new(NULL out)");
+    CHECK(kp_reader_get(NULL, (const uint8_t *)"k", 1, NULL) == KP_ERR_NULL, "reader_get(NULL)");
 
     /* Absent keys: fingerprints + emptiness reject nearly all of them. */
     int alien_found = 0;
@@ -118,6 +143,14 @@ int main(int argc, char **argv) {
         if (get(t, i, &v) != KP_OK || v != (uint64_t)(i % 256)) wrong++;
     }
     CHECK(wrong == 0, "%d keys wrong after apply", wrong);
+
+    /* The reader made before the deltas sees them. */
+    wrong = 0;
+    for (int i = 1000; i < 1100; i++) {
+        uint64_t v;
+        if (rget(r, i, &v) != KP_OK || v != (uint64_t)(i % 256)) wrong++;
+    }
+    CHECK(wrong == 0, "%d reader answers wrong after apply", wrong);
 
     /* Applying the same deltas again is refused: sequence numbers. */
     s = kp_table_apply(t, deltas, dlen);
@@ -174,6 +207,13 @@ int main(int argc, char **argv) {
     kp_table_free(NULL);
 
     kp_table_free(t);
+    /* The reader keeps the table alive: still answers after kp_table_free. */
+    {
+        uint64_t v = 0;
+        CHECK(rget(r, 1050, &v) == KP_OK && v == 1050 % 256, "reader after table_free: %llu", (unsigned long long)v);
+    }
+    kp_reader_free(r);
+    kp_reader_free(NULL);
     free(blob);
     free(deltas);
     printf("%d passed, %d failed\n", passed, failed);
