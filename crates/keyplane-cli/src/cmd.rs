@@ -343,7 +343,8 @@ fn query_each(
     fmt: &Format,
     mut each: impl FnMut(&str, Option<u64>) -> Result<(), CliError>,
 ) -> Result<(), CliError> {
-    input::read_keys(keys, fmt, |shown, k| each(shown, table.get(k)))
+    let reader = table.reader();
+    input::read_keys(keys, fmt, |shown, k| each(shown, reader.get(k)))
 }
 
 /// `keyplane query`.
