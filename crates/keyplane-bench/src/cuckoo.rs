@@ -182,7 +182,8 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
     let batches = a.nums("batch", &[1, 4, 8, 16]);
     let core = a.flag("core");
     let rates = a.nums("rates", if core { &[64_000] } else { &[64_000, 500_000] });
-    let secs = a.num("secs", if core { 1 } else { 2 }) as f64;
+    let secs: f64 =
+        a.str("secs", if core { "0.25" } else { "2" }).parse().map_err(|_| "--secs: not a number".to_string())?;
     let reps = a.num("reps", if core { 1 } else { 3 }) as usize;
     let layouts: Vec<(&str, ValueLayout)> = match a.str("values", "interleaved").as_str() {
         "both" => vec![("cuckoo", ValueLayout::Auto), ("cuckoo_separate_values", ValueLayout::Separate)],

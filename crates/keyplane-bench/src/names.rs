@@ -276,7 +276,8 @@ fn depth_curve(label: &str, names: &[Vec<u8>], widths: &[u64], source: &str) -> 
 
 /// `keyplane-bench fpt`.
 pub fn run_fpt(a: &Args) -> Result<Vec<Record>, String> {
-    let widths = a.nums("widths", &[0, 4, 8, 12, 16, 20, 24, 28, 32]);
+    // The report (`--core`) keeps the two widths of the target.
+    let widths = a.nums("widths", if a.flag("core") { &[0, 20] } else { &[0, 4, 8, 12, 16, 20, 24, 28, 32] });
     let (canonical, raw, path) = psl_names()?;
     eprintln!("# public suffix list: {} names from {path}", canonical.len());
     let mut out = Vec::new();
