@@ -15,6 +15,11 @@ const NONE: u32 = u32::MAX;
 const MAX_BFS: usize = 1 << 16;
 /// Rebuild attempts (re-seeds, enlargements) before construction reports failure.
 const MAX_ATTEMPTS: u32 = 64;
+/// Largest seed stored inline in a bucket (31 means "overflow table").
+const INLINE_MAX: u32 = OVERFLOW_SEED - 1;
+/// The overflow-avoiding BFS gives up after this many buckets and falls back
+/// to an unconstrained path (whose buckets may need overflow seeds).
+const MAX_VALID_BFS: usize = 4096;
 
 /// Counters describing the maintenance structure's history.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -37,6 +42,11 @@ pub struct Stats {
     pub fallback_inserts: u64,
     /// Bucket-locator (Othello) rebuild deltas carried inside path nodes.
     pub locator_rebuilds: u64,
+    /// Construction-time relocations: buckets without a seed ≤ 30 whose key
+    /// set was changed by a cuckoo path so that every touched bucket has one.
+    pub relocations: u64,
+    /// Inserts whose cuckoo path had to give a bucket an overflow seed.
+    pub overflow_paths: u64,
 }
 
 /// Ludo maintenance structure. See the [module docs](super).
@@ -61,7 +71,20 @@ pub struct Control {
     visit: Vec<u32>,
     epoch: u32,
     queue: Vec<(u32, u32, u8, u8)>,
+    vqueue: Vec<QNode>,
     path: Vec<(u32, u8)>,
+}
+
+/// A node of the overflow-avoiding BFS: bucket, parent node, slot of the
+/// parent whose key moves here, depth, and the hash of the key moving in
+/// (`None` only for a relocation root, which receives no key).
+#[derive(Debug, Clone, Copy)]
+struct QNode {
+    b: u32,
+    parent: u32,
+    slot: u8,
+    depth: u8,
+    inc: Option<u64>,
 }
 
 /// One bucket of the source cuckoo table.
@@ -78,6 +101,28 @@ impl Cell {
     #[inline(always)]
     fn free(&self) -> Option<usize> {
         self.id.iter().position(|&k| k == NONE)
+    }
+
+    /// True if the bucket's keys, without the one in slot `out` and with a
+    /// key of hash `inc` added, have a slot-locator seed ≤ 30 (inline).
+    #[inline]
+    fn inline_ok(&self, out: Option<usize>, inc: Option<u64>) -> bool {
+        let mut hs = [0u64; 4];
+        let mut n = 0;
+        for t in 0..4 {
+            if self.id[t] != NONE && Some(t) != out {
+                hs[n] = self.h[t];
+                n += 1;
+            }
+        }
+        if let Some(h) = inc {
+            if n == 4 {
+                return false;
+            }
+            hs[n] = h;
+            n += 1;
+        }
+        find_seed(&hs[..n], INLINE_MAX).is_some()
     }
 }
 
@@ -133,9 +178,10 @@ impl Control {
             visit: Vec::new(),
             epoch: 0,
             queue: Vec::new(),
+            vqueue: Vec::new(),
             path: Vec::new(),
         };
-        c.rebuild(nb, default_ov_cap(nb as u32), false)?;
+        c.rebuild(nb, default_ov_cap(nb as u32, opts.avoid_overflow), false)?;
         Ok(c)
     }
 
@@ -225,7 +271,7 @@ impl Control {
     /// the key in `path[j]` moves to `path[j+1]`; the last slot is free.
     /// Buckets are checked for a free slot when discovered, and the four
     /// alternates of a bucket are prefetched together.
-    fn find_path(&mut self, h: u64) -> bool {
+    fn find_any_path(&mut self, h: u64) -> bool {
         let (b0, b1) = self.p.buckets(h);
         self.path.clear();
         for b in [b0, b1] {
@@ -237,11 +283,7 @@ impl Control {
         if self.opts.max_cuckoo_path == 0 {
             return false;
         }
-        self.epoch = self.epoch.wrapping_add(1);
-        if self.epoch == 0 {
-            self.visit.iter_mut().for_each(|v| *v = 0);
-            self.epoch = 1;
-        }
+        self.next_epoch();
         self.queue.clear();
         for b in [b0, b1] {
             self.visit[b as usize] = self.epoch;
@@ -279,6 +321,131 @@ impl Control {
             head += 1;
         }
         false
+    }
+
+    fn next_epoch(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.visit.iter_mut().for_each(|v| *v = 0);
+            self.epoch = 1;
+        }
+    }
+
+    /// Overflow-avoiding cuckoo path (Ludo §4.4.8 step 1 with the slot
+    /// locator's constraint): a BFS like [`Control::find_any_path`] that only
+    /// accepts paths on which every bucket's new key set has a seed ≤ 30, so
+    /// no bucket of the path needs the overflow table. `inc` is the hash of
+    /// the key entering the roots (an insert), or `None` to relocate one key
+    /// out of a single root (construction). Same `self.path` convention.
+    fn find_valid_path(&mut self, roots: &[u32], inc: Option<u64>) -> bool {
+        self.path.clear();
+        if let Some(h) = inc {
+            for &b in roots {
+                let c = &self.cells[b as usize];
+                if let Some(f) = c.free() {
+                    if c.inline_ok(None, Some(h)) {
+                        self.path.push((b, f as u8));
+                        return true;
+                    }
+                }
+            }
+        }
+        if self.opts.max_cuckoo_path == 0 {
+            return false;
+        }
+        self.next_epoch();
+        self.vqueue.clear();
+        for &b in roots {
+            self.visit[b as usize] = self.epoch;
+            self.vqueue.push(QNode { b, parent: NONE, slot: 0, depth: 0, inc });
+        }
+        let mut head = 0;
+        while head < self.vqueue.len() && self.vqueue.len() < MAX_VALID_BFS {
+            let q = self.vqueue[head];
+            let cell = self.cells[q.b as usize];
+            let mut alts = [NONE; 4];
+            for t in 0..4 {
+                if cell.id[t] != NONE {
+                    alts[t] = self.other(cell.h[t], q.b);
+                    crate::mem::prefetch(&self.cells[alts[t] as usize] as *const Cell);
+                }
+            }
+            for (t, &alt) in alts.iter().enumerate() {
+                if alt == NONE || self.visit[alt as usize] == self.epoch || !cell.inline_ok(Some(t), q.inc) {
+                    continue;
+                }
+                self.visit[alt as usize] = self.epoch;
+                let ac = &self.cells[alt as usize];
+                if let Some(f) = ac.free() {
+                    if ac.inline_ok(None, Some(cell.h[t])) {
+                        self.path.push((alt, f as u8));
+                        self.path.push((q.b, t as u8));
+                        let mut i = head;
+                        while self.vqueue[i].parent != NONE {
+                            let n = self.vqueue[i];
+                            self.path.push((self.vqueue[n.parent as usize].b, n.slot));
+                            i = n.parent as usize;
+                        }
+                        self.path.reverse();
+                        return true;
+                    }
+                }
+                if (q.depth as u32) + 1 < self.opts.max_cuckoo_path {
+                    self.vqueue.push(QNode {
+                        b: alt,
+                        parent: head as u32,
+                        slot: t as u8,
+                        depth: q.depth + 1,
+                        inc: Some(cell.h[t]),
+                    });
+                }
+            }
+            head += 1;
+        }
+        false
+    }
+
+    /// Gives bucket `b` the smallest seed ≤ `max` for its current keys and
+    /// puts them in lookup-slot order. `false` (nothing changed) if there is none.
+    fn settle(&mut self, b: usize, max: u32) -> bool {
+        let cell = self.cells[b];
+        let mut ks = [NONE; 4];
+        let mut hs = [0u64; 4];
+        let mut n = 0;
+        for t in 0..4 {
+            if cell.id[t] != NONE {
+                ks[n] = cell.id[t];
+                hs[n] = cell.h[t];
+                n += 1;
+            }
+        }
+        let Some(s) = find_seed(&hs[..n], max) else { return false };
+        self.bseed[b] = s as u8;
+        self.stats.max_seed = self.stats.max_seed.max(s);
+        let mut new = EMPTY;
+        for i in 0..n {
+            let t = slot_of(hs[i], s);
+            new.id[t] = ks[i];
+            new.h[t] = hs[i];
+        }
+        self.cells[b] = new;
+        true
+    }
+
+    /// Moves the keys along `self.path` (the key in `path[j-1]` to
+    /// `path[j]`), emptying `path[0]`'s slot. Construction only (no deltas).
+    fn shift_path(&mut self) {
+        for j in (1..self.path.len()).rev() {
+            let (bj, tj) = self.path[j];
+            let (bp, tp) = self.path[j - 1];
+            let src = self.cells[bp as usize];
+            let dst = &mut self.cells[bj as usize];
+            dst.id[tj as usize] = src.id[tp as usize];
+            dst.h[tj as usize] = src.h[tp as usize];
+        }
+        let (b, t) = self.path[0];
+        self.cells[b as usize].id[t as usize] = NONE;
+        self.cells[b as usize].h[t as usize] = 0;
     }
 
     /// Rebuilds everything from the key store (Ludo §4.4.7) with `nb`
@@ -332,7 +499,7 @@ impl Control {
                     self.path.push((b, t as u8));
                     true
                 } else {
-                    self.find_path(h)
+                    self.find_any_path(h)
                 };
                 if path_ok {
                     max_path = max_path.max(self.path.len() as u32 - 1);
@@ -356,35 +523,42 @@ impl Control {
                 nb = nb * 3 / 2 + 1;
                 continue;
             }
-            // Step 2: seeds, slots in lookup order.
+            // Step 2: seeds, slots in lookup order. With `avoid_overflow`,
+            // a bucket without an inline seed (≤ 30) first tries to hand one
+            // key to a cuckoo path on which every bucket keeps an inline seed.
             self.bseed.clear();
             self.bseed.resize(nb, 0);
-            let mut ok = true;
-            let mut hs = [0u64; 4];
+            let first_max = if self.opts.avoid_overflow { INLINE_MAX } else { self.opts.max_seed };
+            let mut failing = Vec::new();
             for b in 0..nb {
-                let cell = self.cells[b];
-                let mut ks = [NONE; 4];
-                let mut n = 0;
-                for t in 0..4 {
-                    if cell.id[t] != NONE {
-                        ks[n] = cell.id[t];
-                        hs[n] = cell.h[t];
-                        n += 1;
+                if !self.settle(b, first_max) {
+                    failing.push(b);
+                }
+            }
+            let mut ok = true;
+            for &b in &failing {
+                if self.opts.avoid_overflow {
+                    // An earlier relocation may have changed this bucket.
+                    if self.settle(b, INLINE_MAX) {
+                        continue;
+                    }
+                    if self.find_valid_path(&[b as u32], None) {
+                        self.shift_path();
+                        self.stats.relocations += 1;
+                        for j in 0..self.path.len() {
+                            let bj = self.path[j].0 as usize;
+                            // The BFS checked these sets; the fallback keeps it total.
+                            if !self.settle(bj, INLINE_MAX) && !self.settle(bj, self.opts.max_seed) {
+                                ok = false;
+                            }
+                        }
+                        continue;
                     }
                 }
-                let Some(s) = find_seed(&hs[..n], self.opts.max_seed) else {
+                if !self.settle(b, self.opts.max_seed) {
                     ok = false;
                     break;
-                };
-                self.bseed[b] = s as u8;
-                self.stats.max_seed = self.stats.max_seed.max(s);
-                let mut new = EMPTY;
-                for i in 0..n {
-                    let t = slot_of(hs[i], s);
-                    new.id[t] = ks[i];
-                    new.h[t] = hs[i];
                 }
-                self.cells[b] = new;
             }
             if !ok {
                 self.stats.reseed_rebuilds += 1;
@@ -415,7 +589,9 @@ impl Control {
                 ov_cap *= 2;
             };
             // Steps 3-4: the bucket locator, one bit per key.
-            let oopts = othello::Options { seed: self.seeds.next(), ..othello::Options::default() };
+            // No headroom: the locator is sized for exactly this table's capacity.
+            let oopts =
+                othello::Options { seed: self.seeds.next(), headroom_percent: 0, ..othello::Options::default() };
             // Bit = 1 when the key sits in its bucket h1.
             let mut bits: Vec<(u32, bool)> = Vec::with_capacity(ids.len() - self.fallback.len());
             for (b, cell) in self.cells.iter().enumerate() {
@@ -472,7 +648,7 @@ impl Control {
                     )));
                 }
                 self.stats.grow_rebuilds += 1;
-                self.rebuild(nb, default_ov_cap(nb as u32), false)?;
+                self.rebuild(nb, default_ov_cap(nb as u32, self.opts.avoid_overflow), false)?;
             }
             1 => {
                 self.stats.reseed_rebuilds += 1;
@@ -503,7 +679,13 @@ impl Control {
         if self.store.len() - self.fallback.len() > self.cap {
             return self.rebuild_delta(0);
         }
-        if !self.find_path(h) {
+        let (b0, b1) = self.p.buckets(h);
+        let found = (self.opts.avoid_overflow && self.find_valid_path(&[b0, b1], Some(h))) || {
+            let any = self.find_any_path(h);
+            self.stats.overflow_paths += (any && self.opts.avoid_overflow) as u64;
+            any
+        };
+        if !found {
             if self.fallback.len() < self.fb_limit() {
                 self.fallback.insert(id);
                 self.stats.fallback_inserts += 1;

@@ -109,6 +109,11 @@ pub struct Options {
     /// (31..=255, default 255). Lower values only exist to exercise the
     /// re-seed path in tests.
     pub max_seed: u32,
+    /// Keep overflow seeds rare (default `true`): construction relocates a
+    /// key out of every bucket without a seed ≤ 30 through a cuckoo path on
+    /// which every bucket keeps an inline seed, and inserts prefer such
+    /// paths. Without it about 4% of full buckets need the overflow table.
+    pub avoid_overflow: bool,
 }
 
 impl Default for Options {
@@ -119,6 +124,7 @@ impl Default for Options {
             max_load_permille: 950,
             max_cuckoo_path: 8,
             max_seed: MAX_SEED,
+            avoid_overflow: true,
         }
     }
 }

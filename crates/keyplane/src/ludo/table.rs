@@ -104,12 +104,15 @@ impl PartialEq for Table {
     }
 }
 
-/// Slots of an overflow table for `nb` buckets: 5.5% of the bucket count.
-/// A full bucket overflows with probability (29/32)^31 ≈ 4.7%, so at 95% load
-/// about 3.9% of buckets do; the table is rebuilt larger beyond 7/8 load
-/// (4.8% of buckets, above the 4.7% ceiling of the mean).
-pub(crate) fn default_ov_cap(nb: u32) -> usize {
-    (nb as usize * 11 / 200).max(8)
+/// Slots of an overflow table for `nb` buckets. Without `avoid_overflow`,
+/// 5.5% of the bucket count: a full bucket overflows with probability
+/// (29/32)^31 ≈ 4.7%, so at 95% load about 3.9% of buckets do; the table is
+/// rebuilt larger beyond 7/8 load (4.8% of buckets, above the 4.7% ceiling of
+/// the mean). With it, construction leaves no overflow bucket and inserts
+/// create one only when no overflow-free cuckoo path exists: 1/1024 of the
+/// bucket count (0.008 bits/key), doubled by a rebuild if it ever fills.
+pub(crate) fn default_ov_cap(nb: u32, avoid_overflow: bool) -> usize {
+    if avoid_overflow { (nb as usize / 1024).max(8) } else { (nb as usize * 11 / 200).max(8) }
 }
 
 fn bucket_bits(nb: u32) -> u32 {
@@ -130,6 +133,11 @@ impl Table {
 
     pub fn memory_bytes(&self) -> usize {
         self.buckets.memory_bytes() + self.ov.memory_bytes()
+    }
+
+    /// `(bucket array, overflow table)` heap bytes.
+    pub fn memory_parts(&self) -> (usize, usize) {
+        (self.buckets.memory_bytes(), self.ov.memory_bytes())
     }
 
     pub fn ov_cap(&self) -> usize {
