@@ -1,6 +1,7 @@
 //! The Ludo maintenance structure (thesis §4.4.2, §4.4.7, §4.4.8).
 
 use super::delta::{Body, Delta, Image, Node};
+use super::locator::Locator;
 use super::table::{Table, default_ov_cap};
 use super::{Lookup, OVERFLOW_SEED, Options, Params, find_seed, slot_of};
 use crate::ControlTable;
@@ -9,7 +10,7 @@ use crate::hash::SeedSeq;
 use crate::othello;
 use crate::store::{Inserted, KeyStore};
 
-const NONE: u32 = u32::MAX;
+pub(super) const NONE: u32 = u32::MAX;
 /// BFS gives up after visiting this many buckets (far beyond what paths of
 /// `max_cuckoo_path` ≤ 8 need at 95% load).
 const MAX_BFS: usize = 1 << 16;
@@ -62,7 +63,7 @@ pub struct Control {
     bseed: Vec<u8>,
     /// Bit-exact shadow of the lookup form's buckets and overflow table.
     img: Table,
-    oth: othello::Control,
+    loc: Locator,
     fallback: hashbrown::HashSet<u32>,
     cap: usize,
     seq: u64,
@@ -90,9 +91,9 @@ struct QNode {
 /// One bucket of the source cuckoo table.
 #[derive(Debug, Clone, Copy)]
 #[repr(C, align(64))]
-struct Cell {
-    h: [u64; 4],
-    id: [u32; 4],
+pub(super) struct Cell {
+    pub h: [u64; 4],
+    pub id: [u32; 4],
 }
 
 const EMPTY: Cell = Cell { h: [0; 4], id: [NONE; 4] };
@@ -169,7 +170,7 @@ impl Control {
             cells: Vec::new(),
             bseed: Vec::new(),
             img: Table::new(p, 8),
-            oth: othello::Control::with_value_bits(1)?,
+            loc: Locator::build(&[], &p, 0, 4, 0)?,
             fallback: hashbrown::HashSet::new(),
             cap: 0,
             seq: 0,
@@ -196,7 +197,7 @@ impl Control {
     /// History counters of the bucket locator (Othello): cycle re-seeds and
     /// growth rebuilds since the last Ludo rebuild.
     pub fn locator_stats(&self) -> othello::Stats {
-        self.oth.stats()
+        self.loc.stats()
     }
     /// Number of buckets.
     pub fn buckets(&self) -> u32 {
@@ -588,24 +589,20 @@ impl Control {
                 }
                 ov_cap *= 2;
             };
-            // Steps 3-4: the bucket locator, one bit per key.
-            // No headroom: the locator is sized for exactly this table's capacity.
-            let oopts =
-                othello::Options { seed: self.seeds.next(), headroom_percent: 0, ..othello::Options::default() };
-            // Bit = 1 when the key sits in its bucket h1.
-            let mut bits: Vec<(u32, bool)> = Vec::with_capacity(ids.len() - self.fallback.len());
-            for (b, cell) in self.cells.iter().enumerate() {
-                for t in 0..4 {
-                    if cell.id[t] != NONE {
-                        bits.push((cell.id[t], p.buckets(cell.h[t]).1 == b as u32));
-                    }
-                }
-            }
-            let items = bits.iter().map(|&(id, bit)| (self.store.key(id), bit as u64));
-            // The locator is sized for this table's capacity, so it grows only
-            // when the table does.
+            // Steps 3-4: the bucket locator, one bit per key (1 = the key
+            // sits in its bucket h1), sized for this table's capacity so it
+            // grows only when the table does. Identical 64-bit key hashes make
+            // it fail for every seed: re-seed the hash.
             let cap = nb * 4 * self.opts.max_load_permille as usize / 1000;
-            self.oth = othello::Control::from_items_with_capacity(items, 1, oopts, cap)?;
+            let lseed = self.seeds.next();
+            self.loc = match Locator::build(&self.cells, &p, self.store.id_bound(), cap, lseed) {
+                Ok(l) => l,
+                Err(Error::BuildFailed(_)) => {
+                    self.stats.reseed_rebuilds += 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             self.img = img;
             self.cap = cap;
             self.stats.rebuilds += 1;
@@ -624,7 +621,7 @@ impl Control {
             })
             .collect();
         fallback.sort_unstable();
-        Image { table: self.img.clone(), oth: self.oth.export(), fallback }
+        Image { table: self.img.clone(), oth: self.loc.export(), fallback }
     }
 
     fn delta(&mut self, body: Body) -> Delta {
@@ -769,8 +766,12 @@ impl Control {
             }
             self.cells[bj as usize] = new;
             self.bseed[bj as usize] = seed as u8;
-            let (_, b1) = self.p.buckets(inc_h);
-            let od = self.oth.insert(self.store.key(inc), (bj == b1) as u64)?;
+            let bit = (self.p.buckets(inc_h).1 == bj) as u64;
+            let od = if j == 0 {
+                self.loc.insert(inc, inc_h, bit, &self.cells, &self.p, self.store.id_bound())?
+            } else {
+                self.loc.set(inc, bit)
+            };
             if od.is_rebuild() {
                 self.stats.locator_rebuilds += 1;
             }
@@ -852,12 +853,14 @@ impl ControlTable for Control {
         if self.fallback.remove(&id) {
             return Ok(Some(self.delta(Body::Fallback { key: key.to_vec(), content: None })));
         }
-        if let Some((b, t)) = self.position(id, self.p.hash(key)) {
-            self.cells[b as usize].id[t] = NONE;
-        }
-        match self.oth.remove(key)? {
-            Some(oth) => Ok(Some(self.delta(Body::Remove { oth }))),
-            None => Ok(Some(self.delta(Body::Nop))),
+        match self.position(id, self.p.hash(key)) {
+            Some((b, t)) => {
+                self.cells[b as usize].id[t] = NONE;
+                let oth = self.loc.remove(id);
+                Ok(Some(self.delta(Body::Remove { oth })))
+            }
+            // Unreachable by construction; recover by rebuilding rather than failing.
+            None => self.rebuild_delta(1).map(Some),
         }
     }
 
@@ -882,7 +885,7 @@ impl ControlTable for Control {
             + std::mem::size_of::<Cell>() * self.cells.capacity()
             + self.bseed.capacity()
             + self.img.memory_bytes()
-            + self.oth.memory_bytes()
+            + self.loc.memory_bytes()
             + 4 * self.visit.capacity()
             + self.fallback.capacity() * 5
     }

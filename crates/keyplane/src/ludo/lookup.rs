@@ -1,6 +1,7 @@
 //! The Ludo lookup structure (thesis §4.4.3, Algorithms 1, 3 and 4).
 
 use super::delta::{Body, Delta, Image};
+use super::locator::locate;
 use super::table::Table;
 use super::{OVERFLOW_SEED, Params, slot_of};
 use crate::LookupTable;
@@ -67,14 +68,14 @@ impl Inner {
     /// both alternate buckets (the bucket-locator snapshot is re-loaded inside
     /// the window, so a locator replacement cannot go unnoticed).
     #[inline(always)]
-    fn read(&self, key: &[u8], h: u64) -> Option<u64> {
+    fn read(&self, h: u64) -> Option<u64> {
         let (b0, b1) = self.p.buckets(h);
         let (s0, s1) = (self.stripe(b0), self.stripe(b1));
         loop {
             let v0 = self.lock.read_begin(s0);
             let v1 = self.lock.read_begin(s1);
             let o = self.oth.snapshot();
-            let (ia, ib) = o.locate(key);
+            let (ia, ib) = locate(&o.p, h);
             let b = if o.raw(ia, ib) & 1 == 0 { b0 } else { b1 };
             let mut seed = self.t.inline_seed(b);
             let mut ok = true;
@@ -298,7 +299,7 @@ impl LookupTable for Lookup {
         if let Some(r) = c.fallback(key, h) {
             return r;
         }
-        c.read(key, h)
+        c.read(h)
     }
 
     fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
@@ -321,9 +322,10 @@ impl LookupTable for Lookup {
             }
             // 1: hash, prefetch the locator slots.
             for (k, l) in ks.iter().zip(loc.iter_mut()) {
-                let (ia, ib) = o.locate(k);
+                let h = c.p.hash(k);
+                let (ia, ib) = locate(&o.p, h);
                 o.prefetch(ia, ib);
-                *l = (c.p.hash(k), ia, ib);
+                *l = (h, ia, ib);
             }
             // 2: open each key's read window, read the locator, prefetch the bucket.
             for (l, wn) in loc.iter().zip(win.iter_mut()).take(ks.len()) {
@@ -338,10 +340,10 @@ impl LookupTable for Lookup {
                 *wn = (b, (s0, v0, s1, v1));
             }
             // 3: read the buckets and validate; re-read the rare raced key.
-            for (((k, l), wn), out) in ks.iter().zip(loc.iter()).zip(win.iter()).zip(os.iter_mut()) {
+            for ((l, wn), out) in loc.iter().zip(win.iter()).zip(os.iter_mut()).take(ks.len()) {
                 *out = match c.finish_read(l.0, wn.0, wn.1, g) {
                     Some(r) => r,
-                    None => c.read(k, l.0),
+                    None => c.read(l.0),
                 };
             }
         }

@@ -73,6 +73,7 @@
 
 mod control;
 mod delta;
+mod locator;
 mod lookup;
 mod table;
 

@@ -43,13 +43,6 @@ impl Inner {
         (i.wrapping_mul(0x9e37_79b9) >> 7) & self.smask
     }
 
-    /// Crate-internal hook: slot indices of a key.
-    #[inline(always)]
-    pub(crate) fn locate(&self, key: &[u8]) -> (usize, usize) {
-        let (_, ia, ib) = self.p.locate(key);
-        (ia, ib)
-    }
-
     /// Crate-internal hook: prefetches both slots of a key.
     #[inline(always)]
     pub(crate) fn prefetch(&self, ia: usize, ib: usize) {
