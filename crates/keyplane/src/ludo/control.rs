@@ -1,6 +1,7 @@
 //! The Ludo maintenance structure (thesis §4.4.2, §4.4.7, §4.4.8).
 
 use super::delta::{Body, Delta, Image, Node};
+use super::keys::Keys;
 use super::locator::Locator;
 use super::table::{Table, default_ov_cap};
 use super::{Lookup, OVERFLOW_SEED, Options, Params, find_seed, slot_of};
@@ -8,7 +9,6 @@ use crate::ControlTable;
 use crate::error::{Error, Result, check_value};
 use crate::hash::SeedSeq;
 use crate::othello;
-use crate::store::{Inserted, KeyStore};
 
 pub(super) const NONE: u32 = u32::MAX;
 /// BFS gives up after visiting this many buckets (far beyond what paths of
@@ -56,7 +56,7 @@ pub struct Control {
     opts: Options,
     p: Params,
     seeds: SeedSeq,
-    store: KeyStore,
+    keys: Keys,
     /// Source (2,4)-cuckoo table: 4 key ids (and their hashes) per bucket,
     /// in lookup-slot order; one cache line per bucket.
     cells: Vec<Cell>,
@@ -64,7 +64,8 @@ pub struct Control {
     /// Bit-exact shadow of the lookup form's buckets and overflow table.
     img: Table,
     loc: Locator,
-    fallback: hashbrown::HashSet<u32>,
+    /// Fallback table (§4.4.6): full key → id.
+    fallback: hashbrown::HashMap<Box<[u8]>, u32>,
     cap: usize,
     seq: u64,
     stats: Stats,
@@ -134,7 +135,7 @@ fn buckets_for(n: usize, permille: u32) -> usize {
 impl Control {
     /// Empty table with explicit options.
     pub fn with_options(value_bits: u32, opts: Options) -> Result<Self> {
-        Self::build(KeyStore::new(), value_bits, opts)
+        Self::build(Keys::default(), value_bits, opts)
     }
 
     /// Bulk construction with explicit options (Ludo §4.4.7). A repeated
@@ -146,32 +147,33 @@ impl Control {
     {
         opts.validate(value_bits)?;
         let it = items.into_iter();
-        let mut store = KeyStore::with_capacity(it.size_hint().0, 16);
+        let mut keys = Keys::with_capacity(it.size_hint().0, 16);
         for (k, v) in it {
             check_value(v, value_bits)?;
             if k.as_ref().len() >= u32::MAX as usize {
                 return Err(Error::InvalidParameter("key longer than 4 GiB".into()));
             }
-            store.insert(k.as_ref(), v);
+            // Repeated keys are merged by the first rebuild (last value wins).
+            keys.add(k.as_ref(), v);
         }
-        Self::build(store, value_bits, opts)
+        Self::build(keys, value_bits, opts)
     }
 
-    fn build(store: KeyStore, value_bits: u32, opts: Options) -> Result<Self> {
+    fn build(keys: Keys, value_bits: u32, opts: Options) -> Result<Self> {
         opts.validate(value_bits)?;
         let mut seeds = SeedSeq::new(opts.seed);
         let p = Params { seed: seeds.next(), nb: 2, vbits: value_bits, fbits: opts.fingerprint_bits };
-        let nb = buckets_for(store.len(), opts.max_load_permille);
+        let nb = buckets_for(keys.len(), opts.max_load_permille);
         let mut c = Control {
             opts,
             p,
             seeds,
-            store,
+            keys,
             cells: Vec::new(),
             bseed: Vec::new(),
             img: Table::new(p, 8),
             loc: Locator::build(&[], &p, 0, 4, 0)?,
-            fallback: hashbrown::HashSet::new(),
+            fallback: hashbrown::HashMap::new(),
             cap: 0,
             seq: 0,
             stats: Stats::default(),
@@ -217,7 +219,7 @@ impl Control {
     }
     /// Load factor: keys in the cuckoo table / slots.
     pub fn load(&self) -> f64 {
-        (self.store.len() - self.fallback.len()) as f64 / (4.0 * self.p.nb as f64)
+        (self.keys.len() - self.fallback.len()) as f64 / (4.0 * self.p.nb as f64)
     }
     /// Buckets whose seed needs the overflow table (seed ≥ 31).
     pub fn overflow_buckets(&self) -> usize {
@@ -245,7 +247,7 @@ impl Control {
     }
     /// Iterates over `(key, value)` pairs.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], u64)> + '_ {
-        self.store.iter().map(|(_, k, v)| (k, v))
+        self.keys.iter()
     }
 
     #[inline(always)]
@@ -264,7 +266,7 @@ impl Control {
     }
 
     fn fb_limit(&self) -> usize {
-        4 + self.store.len() / 4096
+        4 + self.keys.len() / 4096
     }
 
     /// BFS for a cuckoo path (Ludo §4.4.8 step 1). On success `self.path`
@@ -461,9 +463,9 @@ impl Control {
     }
 
     fn rebuild_inner(&mut self, mut nb: usize, mut ov_cap: usize, mut new_seed: bool) -> Result<()> {
-        let ids: Vec<u32> = self.store.ids().collect();
         let mut attempts = 0;
         loop {
+            let ids: Vec<u32> = self.keys.ids().collect();
             attempts += 1;
             if attempts > MAX_ATTEMPTS {
                 return Err(Error::BuildFailed(format!(
@@ -489,8 +491,17 @@ impl Control {
             let mut max_path = 0u32;
             // Step 1: cuckoo insertion, less loaded bucket first, BFS when both are full.
             for &id in &ids {
-                let h = p.hash(self.store.key(id));
+                let key = self.keys.key(id);
+                let h = p.hash(key);
                 let (b0, b1) = p.buckets(h);
+                // A repeated key (bulk construction only): the later value
+                // wins, the later id is dropped.
+                if let Some((old, _)) = self.find_in(key, h) {
+                    let v = self.keys.value(id);
+                    self.keys.set_value(old, v);
+                    self.keys.remove(id);
+                    continue;
+                }
                 let nfree = |c: &Cell| c.id.iter().filter(|&&x| x == NONE).count();
                 let (f0, f1) = (nfree(&self.cells[b0 as usize]), nfree(&self.cells[b1 as usize]));
                 let path_ok = if f0 > 0 || f1 > 0 {
@@ -517,7 +528,7 @@ impl Control {
                     c.id[t as usize] = id;
                     c.h[t as usize] = h;
                 } else {
-                    self.fallback.insert(id);
+                    self.fallback.insert(self.keys.key(id).into(), id);
                 }
             }
             if self.fallback.len() > self.fb_limit() {
@@ -575,7 +586,7 @@ impl Control {
                     for (t, x) in c.iter_mut().enumerate() {
                         let k = cell.id[t];
                         if k != NONE {
-                            *x = p.content(cell.h[t], self.store.value(k));
+                            *x = p.content(cell.h[t], self.keys.value(k));
                         }
                     }
                     let s = self.bseed[b] as u32;
@@ -595,7 +606,7 @@ impl Control {
             // it fail for every seed: re-seed the hash.
             let cap = nb * 4 * self.opts.max_load_permille as usize / 1000;
             let lseed = self.seeds.next();
-            self.loc = match Locator::build(&self.cells, &p, self.store.id_bound(), cap, lseed) {
+            self.loc = match Locator::build(&self.cells, &p, self.keys.id_bound(), cap, lseed) {
                 Ok(l) => l,
                 Err(Error::BuildFailed(_)) => {
                     self.stats.reseed_rebuilds += 1;
@@ -615,10 +626,7 @@ impl Control {
         let mut fallback: Vec<(Vec<u8>, u64)> = self
             .fallback
             .iter()
-            .map(|&id| {
-                let k = self.store.key(id);
-                (k.to_vec(), self.p.content(self.p.hash(k), self.store.value(id)))
-            })
+            .map(|(k, &id)| (k.to_vec(), self.p.content(self.p.hash(k), self.keys.value(id))))
             .collect();
         fallback.sort_unstable();
         Image { table: self.img.clone(), oth: self.loc.export(), fallback }
@@ -635,13 +643,13 @@ impl Control {
         let ov = self.img.ov_cap();
         match kind {
             0 => {
-                let want = buckets_for(self.store.len() + 1, self.opts.max_load_permille) + 1;
+                let want = buckets_for(self.keys.len() + 1, self.opts.max_load_permille) + 1;
                 let nb = (nb * 3 / 2).max(want);
                 // Refuse before touching any state.
                 if nb > 1 << 30 {
                     return Err(Error::CapacityExceeded(format!(
                         "{} keys need more than 2^30 buckets",
-                        self.store.len()
+                        self.keys.len()
                     )));
                 }
                 self.stats.grow_rebuilds += 1;
@@ -660,20 +668,42 @@ impl Control {
         Ok(self.delta(Body::Replace(Box::new(img))))
     }
 
-    /// Position `(bucket, slot)` of a key in the cuckoo table.
-    fn position(&self, id: u32, h: u64) -> Option<(u32, usize)> {
+    /// Id and position of a key with hash `h`: `(id, Some((bucket, slot)))`
+    /// in the cuckoo table, `(id, None)` in the fallback table. The cuckoo
+    /// cells are the key index: only a cell with the same 64-bit hash has its
+    /// key compared.
+    #[inline]
+    fn find_in(&self, key: &[u8], h: u64) -> Option<(u32, Option<(u32, usize)>)> {
+        if !self.fallback.is_empty() {
+            if let Some(&id) = self.fallback.get(key) {
+                return Some((id, None));
+            }
+        }
         let (b0, b1) = self.p.buckets(h);
         for b in [b0, b1] {
-            if let Some(t) = self.cells[b as usize].id.iter().position(|&k| k == id) {
-                return Some((b, t));
+            let c = &self.cells[b as usize];
+            for t in 0..4 {
+                if c.h[t] == h && c.id[t] != NONE && self.keys.is(c.id[t], key) {
+                    return Some((c.id[t], Some((b, t))));
+                }
             }
         }
         None
     }
 
-    fn insert_new(&mut self, id: u32, key: &[u8], value: u64) -> Result<Delta> {
-        let h = self.p.hash(key);
-        if self.store.len() - self.fallback.len() > self.cap {
+    /// Prefetches everything an update of a key with hash `h` touches first.
+    #[inline]
+    fn prefetch(&self, h: u64) {
+        let (b0, b1) = self.p.buckets(h);
+        for b in [b0, b1] {
+            crate::mem::prefetch(&self.cells[b as usize] as *const Cell);
+            self.img.prefetch_bucket(b);
+        }
+        self.loc.prefetch(h);
+    }
+
+    fn insert_new(&mut self, id: u32, key: &[u8], h: u64, value: u64) -> Result<Delta> {
+        if self.keys.len() - self.fallback.len() > self.cap {
             return self.rebuild_delta(0);
         }
         let (b0, b1) = self.p.buckets(h);
@@ -684,7 +714,7 @@ impl Control {
         };
         if !found {
             if self.fallback.len() < self.fb_limit() {
-                self.fallback.insert(id);
+                self.fallback.insert(key.into(), id);
                 self.stats.fallback_inserts += 1;
                 let content = Some(self.p.content(h, value));
                 return Ok(self.delta(Body::Fallback { key: key.to_vec(), content }));
@@ -768,7 +798,7 @@ impl Control {
             self.bseed[bj as usize] = seed as u8;
             let bit = (self.p.buckets(inc_h).1 == bj) as u64;
             let od = if j == 0 {
-                self.loc.insert(inc, inc_h, bit, &self.cells, &self.p, self.store.id_bound())?
+                self.loc.insert(inc, inc_h, bit, &self.cells, &self.p, self.keys.id_bound())?
             } else {
                 self.loc.set(inc, bit)
             };
@@ -803,73 +833,78 @@ impl ControlTable for Control {
         if key.len() >= u32::MAX as usize {
             return Err(Error::InvalidParameter("key longer than 4 GiB".into()));
         }
-        match self.store.insert(key, value) {
-            Inserted::Existing(id, old) => {
-                if old == value {
+        // Hash once and start the key's cache misses (cuckoo cells, shadow
+        // buckets, locator heads) at once.
+        let h = self.p.hash(key);
+        self.prefetch(h);
+        match self.find_in(key, h) {
+            Some((id, pos)) => {
+                if self.keys.value(id) == value {
                     return Ok(self.delta(Body::Nop));
                 }
-                let h = self.p.hash(key);
+                self.keys.set_value(id, value);
                 let content = self.p.content(h, value);
-                if self.fallback.contains(&id) {
-                    return Ok(self.delta(Body::Fallback { key: key.to_vec(), content: Some(content) }));
-                }
-                match self.position(id, h) {
+                match pos {
                     Some((b, t)) => {
                         self.img.write_slot(b, t, content);
                         Ok(self.delta(Body::Set { bucket: b, slot: t as u8, content }))
                     }
-                    // Unreachable by construction; recover by rebuilding rather than failing.
-                    None => self.rebuild_delta(1),
+                    None => Ok(self.delta(Body::Fallback { key: key.to_vec(), content: Some(content) })),
                 }
             }
-            Inserted::New(id) => match self.insert_new(id, key, value) {
-                Ok(d) => Ok(d),
-                Err(e) => {
-                    // Nothing may be half-done: drop the key and restore a consistent state.
-                    self.store.remove(key);
-                    self.fallback.remove(&id);
-                    // Refused before any state changed (growth beyond 2^30 buckets).
-                    if matches!(e, Error::CapacityExceeded(_))
-                        && self.cells.len() == self.p.nb as usize
-                        && self.img.p.nb == self.p.nb
-                    {
-                        return Err(e);
+            None => {
+                let id = self.keys.add(key, value);
+                match self.insert_new(id, key, h, value) {
+                    Ok(d) => Ok(d),
+                    Err(e) => {
+                        // Nothing may be half-done: drop the key and restore a consistent state.
+                        self.keys.remove(id);
+                        self.fallback.remove(key);
+                        // Refused before any state changed (growth beyond 2^30 buckets).
+                        if matches!(e, Error::CapacityExceeded(_))
+                            && self.cells.len() == self.p.nb as usize
+                            && self.img.p.nb == self.p.nb
+                        {
+                            return Err(e);
+                        }
+                        let nb = self.p.nb as usize;
+                        let ov = self.img.ov_cap();
+                        let r = self.rebuild(nb, ov, true);
+                        // Replicas must reload a blob rather than apply later deltas.
+                        self.seq += 1;
+                        r?;
+                        Err(e)
                     }
-                    let nb = self.p.nb as usize;
-                    let ov = self.img.ov_cap();
-                    let r = self.rebuild(nb, ov, true);
-                    // Replicas must reload a blob rather than apply later deltas.
-                    self.seq += 1;
-                    r?;
-                    Err(e)
                 }
-            },
+            }
         }
     }
 
     fn remove(&mut self, key: &[u8]) -> Result<Option<Delta>> {
         self.check_poisoned()?;
-        let Some((id, _)) = self.store.remove(key) else { return Ok(None) };
-        if self.fallback.remove(&id) {
-            return Ok(Some(self.delta(Body::Fallback { key: key.to_vec(), content: None })));
-        }
-        match self.position(id, self.p.hash(key)) {
+        let h = self.p.hash(key);
+        self.prefetch(h);
+        let Some((id, pos)) = self.find_in(key, h) else { return Ok(None) };
+        self.keys.remove(id);
+        match pos {
+            None => {
+                self.fallback.remove(key);
+                Ok(Some(self.delta(Body::Fallback { key: key.to_vec(), content: None })))
+            }
             Some((b, t)) => {
                 self.cells[b as usize].id[t] = NONE;
                 let oth = self.loc.remove(id);
                 Ok(Some(self.delta(Body::Remove { oth })))
             }
-            // Unreachable by construction; recover by rebuilding rather than failing.
-            None => self.rebuild_delta(1).map(Some),
         }
     }
 
     fn get(&self, key: &[u8]) -> Option<u64> {
-        self.store.get(key)
+        self.find_in(key, self.p.hash(key)).map(|(id, _)| self.keys.value(id))
     }
 
     fn len(&self) -> usize {
-        self.store.len()
+        self.keys.len()
     }
 
     fn value_bits(&self) -> u32 {
@@ -881,12 +916,13 @@ impl ControlTable for Control {
     }
 
     fn memory_bytes(&self) -> usize {
-        self.store.memory_bytes()
+        self.keys.memory_bytes()
             + std::mem::size_of::<Cell>() * self.cells.capacity()
             + self.bseed.capacity()
             + self.img.memory_bytes()
             + self.loc.memory_bytes()
             + 4 * self.visit.capacity()
-            + self.fallback.capacity() * 5
+            + self.fallback.capacity() * (std::mem::size_of::<(Box<[u8]>, u32)>() + 1)
+            + self.fallback.keys().map(|k| k.len()).sum::<usize>()
     }
 }

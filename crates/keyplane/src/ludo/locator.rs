@@ -98,6 +98,16 @@ impl Locator {
             + 4 * (self.head_a.capacity() + self.head_b.capacity())
     }
 
+    /// Prefetches the adjacency-list heads of a key with Ludo hash `h`.
+    #[inline]
+    pub fn prefetch(&self, h: u64) {
+        let (ia, ib) = locate(&self.p, h);
+        if ia < self.head_a.len() && ib < self.head_b.len() {
+            crate::mem::prefetch(&self.head_a[ia] as *const u32);
+            crate::mem::prefetch(&self.head_b[ib] as *const u32);
+        }
+    }
+
     fn image(&self) -> Image {
         Image { p: self.p, a: self.a.clone(), b: self.b.clone() }
     }

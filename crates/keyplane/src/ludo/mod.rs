@@ -73,6 +73,7 @@
 
 mod control;
 mod delta;
+mod keys;
 mod locator;
 mod lookup;
 mod table;

@@ -163,6 +163,14 @@ impl Table {
         self.buckets.ptr(self.base(b))
     }
 
+    /// Prefetches both ends of bucket `b`'s bits.
+    #[inline(always)]
+    pub fn prefetch_bucket(&self, b: u32) {
+        let pos = self.base(b);
+        crate::mem::prefetch(self.buckets.ptr(pos));
+        crate::mem::prefetch(self.buckets.ptr(pos + self.bw - 1));
+    }
+
     #[inline(always)]
     pub fn inline_seed(&self, b: u32) -> u32 {
         self.buckets.get(self.base(b), SEED_BITS) as u32
