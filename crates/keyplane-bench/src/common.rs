@@ -1,7 +1,7 @@
 //! Shared benchmark machinery: arguments, key generation, timing, the generic
 //! measurement of any `ControlTable`, baselines, the DRAM floor, output.
 
-use keyplane::{ControlTable, LookupTable};
+use keyplane::{ControlTable, LookupTable, ReadHandle};
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -409,7 +409,8 @@ pub fn batch_ns<L: LookupTable>(t: &L, queries: &KeySet, batch: usize) -> f64 {
     })
 }
 
-/// Lookups per second with `threads` threads sharing one table.
+/// Lookups per second with `threads` threads sharing one table, each
+/// through its own read handle ([`LookupTable::reader`]).
 pub fn threaded_mops<L: LookupTable>(t: &L, queries: &KeySet, threads: usize) -> f64 {
     let refs: Vec<&[u8]> = queries.iter().collect();
     let start = Instant::now();
@@ -417,13 +418,14 @@ pub fn threaded_mops<L: LookupTable>(t: &L, queries: &KeySet, threads: usize) ->
         for th in 0..threads {
             let refs = &refs;
             s.spawn(move || {
+                let rd = t.reader();
                 let mut out = vec![None; 16];
                 let mut acc = 0u64;
                 let rot = th * refs.len() / threads.max(1);
                 for i in (0..refs.len()).step_by(16) {
                     let j = (i + rot) % refs.len();
                     let end = (j + 16).min(refs.len());
-                    t.get_batch(&refs[j..end], &mut out[..end - j]);
+                    rd.get_batch(&refs[j..end], &mut out[..end - j]);
                     acc = acc.wrapping_add(out[0].unwrap_or(1));
                 }
                 black_box(acc);
@@ -456,6 +458,10 @@ pub fn measure<C: ControlTable>(
     r.set("build_ns_per_key", build_s * 1e9 / n as f64);
     r.set("build_keys_per_s", n as f64 / build_s);
     r.set("lookup_ns", lookup_ns(&w.queries, |k| table.get(k)));
+    {
+        let rd = table.reader();
+        r.set("reader_lookup_ns", lookup_ns(&w.queries, |k| rd.get(k)));
+    }
     r.set("batch_lookup_ns", batch_ns(&table, &w.queries, 16));
     r.set("alien_lookup_ns", lookup_ns(&w.alien_queries, |k| table.get(k)));
     let fp = w.alien.iter().filter(|k| table.get(k).is_some()).count();

@@ -9,7 +9,8 @@
 //!   hashbrown baseline over full names.
 //! * `fpt`: Fig. 3 (average leaf depth for fingerprint lengths 0–32) on the
 //!   full Public Suffix List (canonical reversed encoding and raw domain
-//!   strings) and on generated names; lookup latency with and without the
+//!   strings), on the `mailchecker` domain list when installed, and on
+//!   generated names; lookup latency with and without the
 //!   fingerprint; the common measurements.
 
 use crate::common::*;
@@ -91,6 +92,7 @@ pub fn run_fht(a: &Args) -> Result<Vec<Record>, String> {
     let (hb_ns, hb_mem) = (hb.num("lookup_ns").unwrap_or(0.0), hb.num("memory_bytes").unwrap_or(0.0));
     for r in out.iter_mut() {
         r.set("speedup_vs_hashbrown", hb_ns / r.num("lookup_ns").unwrap_or(f64::NAN));
+        r.set("reader_speedup_vs_hashbrown", hb_ns / r.num("reader_lookup_ns").unwrap_or(f64::NAN));
         r.set("batch_speedup_vs_hashbrown", hb_ns / r.num("batch_lookup_ns").unwrap_or(f64::NAN));
         r.set("memory_ratio_vs_hashbrown", hb_mem / r.num("memory_bytes").unwrap_or(f64::NAN));
     }
@@ -194,16 +196,29 @@ type NameLists = (Vec<Vec<u8>>, Vec<Vec<u8>>, String);
 /// `publicsuffixlist` Python package (PyPI, ships `public_suffix_list.dat`)
 /// is installed: asks `python3` for the package directory. `None` otherwise.
 fn find_installed_psl() -> Option<std::path::PathBuf> {
-    let out = std::process::Command::new("python3")
-        .args(["-c", "import publicsuffixlist, os; print(os.path.dirname(publicsuffixlist.__file__))"])
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let dir = std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    let p = dir.join("public_suffix_list.dat");
+    let out = python_output("import publicsuffixlist, os; print(os.path.dirname(publicsuffixlist.__file__))")?;
+    let p = std::path::PathBuf::from(out.trim()).join("public_suffix_list.dat");
     p.exists().then_some(p)
+}
+
+/// What `python3 -c code` prints, or `None` when python or the module is missing.
+fn python_output(code: &str) -> Option<String> {
+    let out = std::process::Command::new("python3").args(["-c", code]).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A second real domain list, larger than the PSL: the ~56K registered
+/// domains of disposable-mail providers shipped by the `mailchecker` package
+/// (PyPI, `pip install mailchecker`, MIT; data from
+/// github.com/FGRibreau/mailchecker). `None` when it is not installed.
+fn mailchecker_names() -> Option<(Vec<Vec<u8>>, String)> {
+    let text = python_output(
+        "import MailChecker, importlib.metadata as m; \
+         print('// mailchecker', m.version('mailchecker')); \
+         print('\\n'.join(sorted(MailChecker.MailChecker.blacklist)))",
+    )?;
+    let source = text.lines().next().unwrap_or("").trim_start_matches("// ").to_string();
+    Some((name::load_domain_list(&text), format!("PyPI {source} (disposable-mail domain list)")))
 }
 
 fn psl_names() -> Result<NameLists, String> {
@@ -267,6 +282,17 @@ pub fn run_fpt(a: &Args) -> Result<Vec<Record>, String> {
     let mut out = Vec::new();
     out.extend(depth_curve("fpt_depth_psl_canonical", &canonical, &widths, &path));
     out.extend(depth_curve("fpt_depth_psl_raw_domains", &raw, &widths, &path));
+    match mailchecker_names() {
+        Some((mc, source)) => {
+            eprintln!("# {source}: {} names", mc.len());
+            out.extend(depth_curve("fpt_depth_mailchecker", &mc, &widths, &source));
+            // Both real lists together (the PSL's suffixes plus registered domains).
+            let mut seen = std::collections::HashSet::new();
+            let all: Vec<Vec<u8>> = canonical.iter().chain(mc.iter()).filter(|k| seen.insert(*k)).cloned().collect();
+            out.extend(depth_curve("fpt_depth_psl_plus_mailchecker", &all, &widths, &format!("{path} + {source}")));
+        }
+        None => eprintln!("# mailchecker not installed (pip install mailchecker): skipping its depth curve"),
+    }
     let gn = a.num("depth-names", 1 << 20) as usize;
     let gen_keys: Vec<Vec<u8>> = gen_names(gn, 0).iter().map(|k| k.to_vec()).collect();
     out.extend(depth_curve("fpt_depth_generated", &gen_keys, &widths, "keyplane::name::generate"));

@@ -6,7 +6,7 @@
 //! implementing a structure of their own can do the same. Failures are
 //! returned as `Err(String)` describing the first divergence.
 
-use crate::{ControlTable, LookupTable, Wire};
+use crate::{ControlTable, LookupTable, ReadHandle, Wire};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -156,15 +156,17 @@ pub fn oracle_run<C: ControlTable>(cfg: &OracleConfig) -> Result<(), String> {
                 C::Lookup::from_bytes(&r.to_bytes()).map_err(|e| format!("step {step}: replica re-decode: {e}"))?;
             let mut keys: Vec<&Vec<u8>> = oracle.keys().collect();
             keys.sort();
+            let reader = r.reader();
             for key in &keys {
                 let want = Some(oracle[*key]);
                 let c = ctl.get(key);
                 let f = fresh.get(key);
                 let p = r.get(key);
                 let q = rt.get(key);
-                if c != want || f != want || p != want || q != want {
+                let h = reader.get(key);
+                if c != want || f != want || p != want || q != want || h != want {
                     return Err(format!(
-                        "step {step}: key {key:02x?}: oracle {want:?}, control {c:?}, export {f:?}, delta replica {p:?}, replica after blob round trip {q:?}"
+                        "step {step}: key {key:02x?}: oracle {want:?}, control {c:?}, export {f:?}, delta replica {p:?}, replica after blob round trip {q:?}, reader handle {h:?}"
                     ));
                 }
             }
@@ -176,6 +178,17 @@ pub fn oracle_run<C: ControlTable>(cfg: &OracleConfig) -> Result<(), String> {
                     return Err(format!("step {step}: get_batch({key:02x?}) = {got:?}, oracle {:?}", oracle[*key]));
                 }
             }
+            out.fill(None);
+            reader.get_batch(&refs, &mut out);
+            for (key, got) in keys.iter().zip(&out) {
+                if *got != Some(oracle[*key]) {
+                    return Err(format!(
+                        "step {step}: reader get_batch({key:02x?}) = {got:?}, oracle {:?}",
+                        oracle[*key]
+                    ));
+                }
+            }
+            drop(reader);
             replica = Some(rt);
         }
     }
@@ -295,6 +308,11 @@ where
             let mut n = 0u64;
             let mut cn = 0u64;
             let mut out = vec![None; 16];
+            // Odd threads read through a long-lived per-thread handle, even
+            // ones through the table's `&self` methods.
+            let handle = table.reader();
+            let shared = crate::SharedReader(&*table);
+            let table: &dyn ReadHandle = if t % 2 == 1 { &handle } else { &shared };
             while !stop.load(Ordering::Relaxed) {
                 for _ in 0..64 {
                     let (k, v) = &stable[rng.below(stable.len() as u64) as usize];

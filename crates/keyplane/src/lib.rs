@@ -97,6 +97,19 @@ pub trait ControlTable: Sized {
 pub trait LookupTable: Wire + Send + Sync {
     /// Update message this lookup form applies.
     type Delta: Wire;
+    /// Per-thread read handle, see [`LookupTable::reader`].
+    type Reader<'a>: ReadHandle
+    where
+        Self: 'a;
+
+    /// A per-thread read handle: the same answers as [`LookupTable::get`] and
+    /// [`LookupTable::get_batch`], cheaper per call. `&self` lookups pin the
+    /// current snapshot with an atomic read-modify-write (a full barrier on
+    /// x86, so consecutive lookups cannot overlap their cache misses); a
+    /// reader caches the snapshot and checks for a newer one with one plain
+    /// load. Deltas applied to the table are visible to its readers. Give
+    /// each packet thread its own (`Send`, not `Sync`).
+    fn reader(&self) -> Self::Reader<'_>;
 
     /// `Some(v)` for every inserted key. For a key never inserted: `None` when
     /// the structure can tell (full keys, fingerprints, emptiness bits),
@@ -118,4 +131,42 @@ pub trait LookupTable: Wire + Send + Sync {
 
     /// Every heap byte the lookup form holds.
     fn memory_bytes(&self) -> usize;
+}
+
+/// A per-thread read handle on a lookup form ([`LookupTable::reader`]).
+///
+/// ```
+/// use keyplane::{ControlTable, LookupTable, ReadHandle, othello};
+///
+/// let ctl = othello::Control::from_items([(b"a", 1u64), (b"b", 2)], 4)?;
+/// let table = ctl.export();
+/// let reader = table.reader(); // one per thread
+/// assert_eq!(reader.get(b"b"), Some(2));
+/// # Ok::<(), keyplane::Error>(())
+/// ```
+pub trait ReadHandle: Send {
+    /// Same answer as [`LookupTable::get`].
+    fn get(&self, key: &[u8]) -> Option<u64>;
+
+    /// Same answers as [`LookupTable::get_batch`].
+    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        for (k, o) in keys.iter().zip(out.iter_mut()) {
+            *o = self.get(k);
+        }
+    }
+}
+
+/// The plain read handle: a reference to the table, calling its `&self`
+/// methods. Used by lookup forms without a cheaper per-thread path.
+#[derive(Debug, Clone, Copy)]
+pub struct SharedReader<'a, L>(pub &'a L);
+
+impl<L: LookupTable> ReadHandle for SharedReader<'_, L> {
+    #[inline]
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        self.0.get(key)
+    }
+    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        self.0.get_batch(keys, out)
+    }
 }

@@ -15,6 +15,7 @@
 //!   replacement answers from the complete old structure.
 
 use arc_swap::{ArcSwap, Guard};
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 
@@ -128,30 +129,122 @@ impl StripeSet {
 }
 
 /// A structure that can be replaced as a whole while readers use it.
+///
+/// `&self` loads ([`Published::load`]) pin the snapshot with arc-swap's debt
+/// slots, which costs a locked instruction per call: a full barrier, so
+/// back-to-back lookups cannot overlap their cache misses. Threads that do
+/// many lookups should hold a [`Cached`] handle instead ([`Published::cached`]):
+/// it keeps the current snapshot and checks a generation counter with one
+/// plain load per access.
 #[derive(Debug)]
 pub struct Published<T> {
+    src: Arc<Source<T>>,
+}
+
+#[derive(Debug)]
+struct Source<T> {
     cur: ArcSwap<T>,
+    /// Bumped after every replacement, so cached handles notice it.
+    generation: AtomicU64,
 }
 
 impl<T> Published<T> {
     /// Publishes `t`.
     pub fn new(t: T) -> Self {
-        Self { cur: ArcSwap::from_pointee(t) }
+        Self { src: Arc::new(Source { cur: ArcSwap::from_pointee(t), generation: AtomicU64::new(0) }) }
     }
     /// Cheap snapshot for one read (or a batch of reads).
     #[inline(always)]
     pub fn load(&self) -> Guard<Arc<T>> {
-        self.cur.load()
+        self.src.cur.load()
     }
     /// Snapshot that can be held for long.
     pub fn load_full(&self) -> Arc<T> {
-        self.cur.load_full()
+        self.src.cur.load_full()
     }
     /// Replaces the structure; readers holding the old one finish on it.
     pub fn replace(&self, t: T) {
-        self.cur.store(Arc::new(t));
+        self.src.cur.store(Arc::new(t));
+        self.src.generation.fetch_add(1, Ordering::Release);
+    }
+    /// A per-thread handle that caches the current snapshot.
+    pub fn cached(&self) -> Cached<T> {
+        Cached::new(self.src.clone())
     }
 }
+
+/// A per-thread read handle on a [`Published`] structure: it caches the
+/// current snapshot and, on every access, compares the publisher's
+/// generation counter with the one it cached (one acquire load, no
+/// read-modify-write). After a replacement the next access picks up the new
+/// snapshot; an idle handle keeps the old one alive until its next access or
+/// until it is dropped. `Send`, not `Sync`: give each thread its own
+/// (`clone` makes another).
+#[derive(Debug)]
+pub struct Cached<T> {
+    src: Arc<Source<T>>,
+    cache: RefCell<(u64, Arc<T>)>,
+}
+
+impl<T> Clone for Cached<T> {
+    fn clone(&self) -> Self {
+        Cached::new(self.src.clone())
+    }
+}
+
+impl<T> Cached<T> {
+    fn new(src: Arc<Source<T>>) -> Self {
+        // Generation first: if a replacement lands in between, the next
+        // access sees a newer generation and reloads.
+        let g = src.generation.load(Ordering::Acquire);
+        let t = src.cur.load_full();
+        Cached { src, cache: RefCell::new((g, t)) }
+    }
+
+    /// Runs `f` on the current snapshot.
+    #[inline(always)]
+    pub fn with<R>(&self, f: impl FnOnce(&Arc<T>) -> R) -> R {
+        let g = self.src.generation.load(Ordering::Acquire);
+        let mut c = self.cache.borrow_mut();
+        if c.0 != g {
+            *c = (g, self.src.cur.load_full());
+        }
+        f(&c.1)
+    }
+
+    /// The newest snapshot, loaded through the publisher without touching
+    /// the cache (slow path, callable inside [`Cached::with`]: for a reader
+    /// that found its snapshot stale).
+    pub fn latest(&self) -> Arc<T> {
+        self.src.cur.load_full()
+    }
+}
+
+/// Defines a module's `Reader`: a [`Cached`] handle on `$inner` whose
+/// `get` / `get_batch` call the inherent methods of the same names on the
+/// snapshot.
+macro_rules! cached_reader {
+    ($inner:ty) => {
+        /// A per-thread read handle ([`crate::LookupTable::reader`]): the
+        /// same answers as the lookup form's `get` / `get_batch`, without the
+        /// per-call snapshot pinning (see [`crate::sync::Cached`]). Applied
+        /// deltas and whole-table replacements are visible to it.
+        #[derive(Debug, Clone)]
+        pub struct Reader(crate::sync::Cached<$inner>);
+
+        impl crate::ReadHandle for Reader {
+            #[inline]
+            fn get(&self, key: &[u8]) -> Option<u64> {
+                self.0.with(|c| c.get(key))
+            }
+            #[inline]
+            fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+                self.0.with(|c| c.get_batch(keys, out))
+            }
+        }
+    };
+}
+pub(crate) use cached_reader;
 
 #[cfg(test)]
 mod tests {
@@ -204,5 +297,39 @@ mod tests {
         p.replace(vec![4]);
         assert_eq!(*old, vec![1, 2, 3]);
         assert_eq!(**p.load(), vec![4]);
+    }
+
+    #[test]
+    fn cached_handle_follows_replacements() {
+        let p = Published::new(1u32);
+        let c = p.cached();
+        assert_eq!(c.with(|v| **v), 1);
+        p.replace(2);
+        assert_eq!(c.with(|v| **v), 2);
+        let c2 = c.clone();
+        p.replace(3);
+        assert_eq!(c2.with(|v| **v), 3);
+        assert_eq!(*c.latest(), 3);
+        // Concurrent: a handle on another thread always sees a published
+        // value, and finally the last one.
+        let p = Arc::new(Published::new(0u64));
+        let stop = Arc::new(AtomicBool::new(false));
+        let h = {
+            let (c, stop) = (p.cached(), stop.clone());
+            std::thread::spawn(move || {
+                let mut last = 0;
+                while !stop.load(Ordering::Acquire) {
+                    let v = c.with(|v| **v);
+                    assert!(v >= last, "went back from {last} to {v}");
+                    last = v;
+                }
+                c.with(|v| **v)
+            })
+        };
+        for i in 1..=20_000u64 {
+            p.replace(i);
+        }
+        stop.store(true, Ordering::Release);
+        assert_eq!(h.join().unwrap(), 20_000);
     }
 }

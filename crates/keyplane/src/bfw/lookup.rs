@@ -266,6 +266,11 @@ impl Lookup {
 
 impl LookupTable for Lookup {
     type Delta = Delta;
+    type Reader<'a> = crate::SharedReader<'a, Self>;
+
+    fn reader(&self) -> Self::Reader<'_> {
+        crate::SharedReader(self)
+    }
 
     /// The port of the first matching filter in the scan (see the module
     /// docs for the tie rule); `None` when no filter matches.

@@ -194,18 +194,16 @@ impl Lookup {
     }
 }
 
-impl LookupTable for Lookup {
-    type Delta = Delta;
-
+impl Inner {
     #[inline]
-    fn get(&self, key: &[u8]) -> Option<u64> {
-        let c = self.cur.load();
+    pub(crate) fn get(&self, key: &[u8]) -> Option<u64> {
+        let c = self;
         let l = c.p.locate(key);
         c.read(key, &l)
     }
 
-    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
-        let c = self.cur.load();
+    pub(crate) fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        let c = self;
         let mut loc = [Loc { h: 0, b1: 0, b2: 0, fp: 0 }; BATCH];
         for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
             for (k, l) in ks.iter().zip(loc.iter_mut()) {
@@ -217,6 +215,27 @@ impl LookupTable for Lookup {
                 *o = c.read(k, l);
             }
         }
+    }
+}
+
+crate::sync::cached_reader!(Inner);
+
+impl LookupTable for Lookup {
+    type Delta = Delta;
+
+    type Reader<'a> = Reader;
+
+    fn reader(&self) -> Reader {
+        Reader(self.cur.cached())
+    }
+
+    #[inline]
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        self.cur.load().get(key)
+    }
+
+    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        self.cur.load().get_batch(keys, out)
     }
 
     fn apply(&self, delta: &Delta) -> Result<()> {

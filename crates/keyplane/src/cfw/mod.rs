@@ -59,7 +59,7 @@ mod lookup;
 
 pub use control::{Control, Stats};
 pub use delta::Delta;
-pub use lookup::Lookup;
+pub use lookup::{Lookup, Reader};
 
 use crate::bits::PackedArray;
 use crate::error::{Error, Result, mask};

@@ -7,10 +7,8 @@ use super::table::{MAX_ENTRY_WORDS, Op, Probe, Resize, Sink, SlotWrite, Table, V
 use super::{MAX_BUCKETS, MAX_KEY_LEN, Options, Params, SLOTS};
 use crate::ControlTable;
 use crate::error::{Error, Result, check_value};
-use crate::sync::Published;
-use std::cell::RefCell;
+use crate::sync::{Cached, Published};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Initial fill of a bulk-loaded table (grows at 95 %).
 const BUILD_LOAD: f64 = 0.90;
@@ -32,17 +30,16 @@ pub struct Stats {
     pub compactions: u64,
 }
 
-/// The published table plus a generation number bumped after every
-/// replacement (resize), so reader handles can cache their table.
+/// The published table (whole-table replacement on resize; reader handles
+/// cache it, see [`crate::sync::Cached`]).
 #[derive(Debug)]
 pub(crate) struct Shared {
     cur: Published<Table>,
-    generation: AtomicU64,
 }
 
 impl Shared {
     pub fn new(t: Table) -> Self {
-        Self { cur: Published::new(t), generation: AtomicU64::new(0) }
+        Self { cur: Published::new(t) }
     }
     #[inline(always)]
     pub fn load(&self) -> arc_swap::Guard<Arc<Table>> {
@@ -53,14 +50,13 @@ impl Shared {
     }
     pub fn replace(&self, t: Table) {
         self.cur.replace(t);
-        self.generation.fetch_add(1, Ordering::Release);
     }
 }
 
 /// A per-thread read handle on a table — the writer's own
-/// ([`Control::reader`]) or a replica's ([`Lookup::reader`]): lock-free
-/// lookups concurrent with the writer's updates (CuckooSwitch Algorithm 2)
-/// and batched lookups with two-round prefetching (Algorithm 3).
+/// ([`Control::reader`]) or a replica's ([`crate::LookupTable::reader`]):
+/// lock-free lookups concurrent with the writer's updates (CuckooSwitch
+/// Algorithm 2) and batched lookups with two-round prefetching (Algorithm 3).
 ///
 /// Cheap to clone; give each thread its own clone (it is `Send`, not
 /// `Sync`). It caches the current table and checks a generation counter
@@ -68,33 +64,19 @@ impl Shared {
 /// read-modify-write; after a resize the next lookup picks up the new
 /// table. An idle handle keeps the pre-resize table alive until its next
 /// lookup or until it is dropped.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Reader {
-    shared: Arc<Shared>,
-    cache: RefCell<(u64, Arc<Table>)>,
-}
-
-impl Clone for Reader {
-    fn clone(&self) -> Self {
-        Reader::new(self.shared.clone())
-    }
+    cache: Cached<Table>,
 }
 
 impl Reader {
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        let g = shared.generation.load(Ordering::Acquire);
-        let t = shared.load_full();
-        Reader { shared, cache: RefCell::new((g, t)) }
+        Reader { cache: shared.cur.cached() }
     }
 
     #[inline(always)]
     fn with<R>(&self, f: impl FnOnce(&Table) -> R) -> R {
-        let g = self.shared.generation.load(Ordering::Acquire);
-        let mut c = self.cache.borrow_mut();
-        if c.0 != g {
-            *c = (g, self.shared.load_full());
-        }
-        f(&c.1)
+        self.cache.with(|t| f(t))
     }
 
     /// Exact lookup: `None` for a key that is not in the table.
@@ -352,5 +334,15 @@ impl ControlTable for Control {
 
     fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Self>() + self.cur.memory_bytes()
+    }
+}
+
+impl crate::ReadHandle for Reader {
+    #[inline]
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        Reader::get(self, key)
+    }
+    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        Reader::get_batch(self, keys, out)
     }
 }

@@ -27,11 +27,6 @@ impl Lookup {
         Self { cur: Arc::new(Shared::new(t)), seq: AtomicU64::new(seq), writer: Mutex::new(()) }
     }
 
-    /// A per-thread read handle on this replica (see [`Reader`]): lookups
-    /// without the per-call snapshot cost of [`LookupTable::get`].
-    pub fn reader(&self) -> Reader {
-        Reader::new(self.cur.clone())
-    }
     /// Sequence number of the last delta applied (or of the export).
     pub fn seq(&self) -> u64 {
         self.seq.load(Ordering::Acquire)
@@ -93,6 +88,11 @@ impl Lookup {
 
 impl LookupTable for Lookup {
     type Delta = Delta;
+    type Reader<'a> = Reader;
+
+    fn reader(&self) -> Reader {
+        Reader::new(self.cur.clone())
+    }
 
     #[inline]
     fn get(&self, key: &[u8]) -> Option<u64> {

@@ -34,7 +34,7 @@ use crate::hash::{hash64, hi, lo, mix64, reduce};
 use crate::mem::prefetch;
 use crate::store::{Inserted, KeyStore};
 use crate::sync::{Published, StripeSet, StripedSeqLock};
-use crate::wire::{Frame, Kind, Reader, Wire, Writer};
+use crate::wire::{Frame, Kind, Reader as WireReader, Wire, Writer};
 use crate::{ControlTable, LookupTable};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -116,7 +116,7 @@ impl Params {
     fn encode(&self, w: &mut Writer) {
         w.u64(self.seed).u32(self.nb).u8(self.fbits as u8).u8(self.vbits as u8);
     }
-    fn decode(r: &mut Reader<'_>) -> Result<Self> {
+    fn decode(r: &mut WireReader<'_>) -> Result<Self> {
         let p = Params { seed: r.u64()?, nb: r.u32()?, fbits: r.u8()? as u32, vbits: r.u8()? as u32 };
         p.validate().map_err(|e| Error::Corrupt(e.to_string()))?;
         Ok(p)
@@ -193,7 +193,7 @@ fn encode_image(p: &Params, a: &PackedArray, w: &mut Writer) {
     w.u64s(&a.to_words());
 }
 
-fn decode_image(r: &mut Reader<'_>) -> Result<(Params, PackedArray)> {
+fn decode_image(r: &mut WireReader<'_>) -> Result<(Params, PackedArray)> {
     let p = Params::decode(r)?;
     let a = PackedArray::from_words(r.u64s()?, p.slots(), p.width())
         .ok_or_else(|| Error::Corrupt("slot array length does not match the bucket count".into()))?;
@@ -276,18 +276,16 @@ impl Lookup {
     }
 }
 
-impl LookupTable for Lookup {
-    type Delta = Delta;
-
+impl Inner {
     #[inline]
-    fn get(&self, key: &[u8]) -> Option<u64> {
-        let c = self.cur.load();
+    pub(crate) fn get(&self, key: &[u8]) -> Option<u64> {
+        let c = self;
         let (b1, fp) = c.p.locate(key);
         c.read(b1, fp)
     }
 
-    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
-        let c = self.cur.load();
+    pub(crate) fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        let c = self;
         let mut loc = [(0usize, 0u64); 16];
         for (ks, os) in keys.chunks(16).zip(out.chunks_mut(16)) {
             for (k, l) in ks.iter().zip(loc.iter_mut()) {
@@ -299,6 +297,27 @@ impl LookupTable for Lookup {
                 *o = c.read(l.0, l.1);
             }
         }
+    }
+}
+
+crate::sync::cached_reader!(Inner);
+
+impl LookupTable for Lookup {
+    type Delta = Delta;
+
+    type Reader<'a> = Reader;
+
+    fn reader(&self) -> Reader {
+        Reader(self.cur.cached())
+    }
+
+    #[inline]
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        self.cur.load().get(key)
+    }
+
+    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        self.cur.load().get_batch(keys, out)
     }
 
     fn apply(&self, delta: &Delta) -> Result<()> {

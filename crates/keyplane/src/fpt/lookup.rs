@@ -114,22 +114,41 @@ impl Lookup {
     }
 }
 
-impl LookupTable for Lookup {
-    type Delta = Delta;
-
+impl Inner {
     #[inline]
-    fn get(&self, key: &[u8]) -> Option<u64> {
-        let c = self.cur.load();
+    pub(crate) fn get(&self, key: &[u8]) -> Option<u64> {
+        let c = self;
         c.answer(&c.p.bits(key))
     }
 
-    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+    pub(crate) fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
         // A trie walk is a chain of dependent loads: only the root word and
         // the hash can be done ahead; keep one snapshot for the batch.
-        let c = self.cur.load();
+        let c = self;
         for (k, o) in keys.iter().zip(out.iter_mut()) {
             *o = c.answer(&c.p.bits(k));
         }
+    }
+}
+
+crate::sync::cached_reader!(Inner);
+
+impl LookupTable for Lookup {
+    type Delta = Delta;
+
+    type Reader<'a> = Reader;
+
+    fn reader(&self) -> Reader {
+        Reader(self.cur.cached())
+    }
+
+    #[inline]
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        self.cur.load().get(key)
+    }
+
+    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        self.cur.load().get_batch(keys, out)
     }
 
     fn apply(&self, delta: &Delta) -> Result<()> {

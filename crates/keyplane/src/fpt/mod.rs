@@ -56,7 +56,7 @@ mod lookup;
 
 pub use control::Control;
 pub use delta::Delta;
-pub use lookup::Lookup;
+pub use lookup::{Lookup, Reader};
 
 use crate::error::{Error, Result, mask};
 use crate::hash::{hash64, mix64};

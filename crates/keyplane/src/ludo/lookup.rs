@@ -291,6 +291,11 @@ impl Lookup {
 
 impl LookupTable for Lookup {
     type Delta = Delta;
+    type Reader<'a> = crate::SharedReader<'a, Self>;
+
+    fn reader(&self) -> Self::Reader<'_> {
+        crate::SharedReader(self)
+    }
 
     #[inline]
     fn get(&self, key: &[u8]) -> Option<u64> {

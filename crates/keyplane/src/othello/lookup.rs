@@ -63,7 +63,29 @@ impl Inner {
         let (x, y) = self.lock.read2(self.stripe_a(ia), self.stripe_b(ib), || (self.a.get(ia), self.b.get(ib)));
         self.p.answer(h, x, y)
     }
+
+    #[inline(always)]
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        let (h, ia, ib) = self.p.locate(key);
+        self.read(h, ia, ib)
+    }
+
+    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        let mut loc = [(0u64, 0usize, 0usize); BATCH];
+        for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            for (k, l) in ks.iter().zip(loc.iter_mut()) {
+                *l = self.p.locate(k);
+                prefetch(self.a.word_ptr(l.1));
+                prefetch(self.b.word_ptr(l.2));
+            }
+            for (l, o) in loc.iter().zip(os.iter_mut()).take(ks.len()) {
+                *o = self.read(l.0, l.1, l.2);
+            }
+        }
+    }
 }
+
+crate::sync::cached_reader!(Inner);
 
 /// Othello lookup form: two packed arrays, no keys. See the [module docs](super).
 #[derive(Debug)]
@@ -188,26 +210,19 @@ impl Lookup {
 impl LookupTable for Lookup {
     type Delta = Delta;
 
+    type Reader<'a> = Reader;
+
+    fn reader(&self) -> Reader {
+        Reader(self.cur.cached())
+    }
+
     #[inline]
     fn get(&self, key: &[u8]) -> Option<u64> {
-        let c = self.cur.load();
-        let (h, ia, ib) = c.p.locate(key);
-        c.read(h, ia, ib)
+        self.cur.load().get(key)
     }
 
     fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
-        let c = self.cur.load();
-        let mut loc = [(0u64, 0usize, 0usize); BATCH];
-        for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
-            for (k, l) in ks.iter().zip(loc.iter_mut()) {
-                *l = c.p.locate(k);
-                prefetch(c.a.word_ptr(l.1));
-                prefetch(c.b.word_ptr(l.2));
-            }
-            for (l, o) in loc.iter().zip(os.iter_mut()).take(ks.len()) {
-                *o = c.read(l.0, l.1, l.2);
-            }
-        }
+        self.cur.load().get_batch(keys, out)
     }
 
     fn apply(&self, delta: &Delta) -> Result<()> {

@@ -282,12 +282,10 @@ impl Lookup {
     }
 }
 
-impl LookupTable for Lookup {
-    type Delta = Delta;
-
+impl Inner {
     #[inline]
-    fn get(&self, key: &[u8]) -> Option<u64> {
-        let c = self.cur.load();
+    pub(crate) fn get(&self, key: &[u8]) -> Option<u64> {
+        let c = self;
         c.read(key, hash64(key, c.p.seed))
     }
 
@@ -295,8 +293,8 @@ impl LookupTable for Lookup {
     /// bucket choices; read the choices and prefetch the group records; read
     /// the records and evaluate. For l ≥ 4 the first pass also prefetches the
     /// four candidate records of each key's bucket.
-    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
-        let c = self.cur.load();
+    pub(crate) fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        let c = self;
         let p = c.p;
         let l = p.vbits as usize;
         let mut kh = [super::KeyHash { bucket: 0, g1: 0, g2: 0 }; BATCH];
@@ -336,6 +334,27 @@ impl LookupTable for Lookup {
                 os[i] = r;
             }
         }
+    }
+}
+
+crate::sync::cached_reader!(Inner);
+
+impl LookupTable for Lookup {
+    type Delta = Delta;
+
+    type Reader<'a> = Reader;
+
+    fn reader(&self) -> Reader {
+        Reader(self.cur.cached())
+    }
+
+    #[inline]
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        self.cur.load().get(key)
+    }
+
+    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        self.cur.load().get_batch(keys, out)
     }
 
     fn apply(&self, delta: &Delta) -> Result<()> {

@@ -62,7 +62,7 @@ mod lookup;
 
 pub use control::{Control, Stats};
 pub use delta::Delta;
-pub use lookup::Lookup;
+pub use lookup::{Lookup, Reader};
 
 use crate::error::{Error, Result, mask};
 use crate::hash::{hi, mix64, reduce};
