@@ -4,7 +4,7 @@
 use keyplane::conformance::{self, KeyShape, OracleConfig, StressConfig};
 use keyplane::ludo::{self, Control, Delta, Lookup, Options};
 use keyplane::wire::Kind;
-use keyplane::{ControlTable, Error, LookupTable, Wire};
+use keyplane::{ControlTable, Error, LookupTable, ReadHandle, Wire};
 use std::collections::HashMap;
 
 #[test]
@@ -490,7 +490,9 @@ fn readers_of_moved_keys_never_see_wrong_values_in_a_tiny_full_table() {
     let table = Arc::new(ctl.export());
     let stop = Arc::new(AtomicBool::new(false));
     let stable = Arc::new(stable);
-    let readers: Vec<_> = (0..2)
+    // Readers 0 and 1 use the table's `&self` get / get_batch; reader 2 a
+    // long-lived per-thread handle (cached snapshot), alternating both.
+    let readers: Vec<_> = (0..3)
         .map(|r| {
             let (table, stop, stable) = (table.clone(), stop.clone(), stable.clone());
             std::thread::spawn(move || -> Result<u64, String> {
@@ -498,29 +500,32 @@ fn readers_of_moved_keys_never_see_wrong_values_in_a_tiny_full_table() {
                 let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
                 let mut out = vec![None; refs.len()];
                 let mut n = 0u64;
+                let handle = table.reader();
+                let rd: &dyn ReadHandle = if r == 2 { &handle } else { &keyplane::SharedReader(&*table) };
                 while !stop.load(Ordering::Relaxed) {
-                    if r == 0 {
+                    if r == 0 || (r == 2 && n % 2 == 0) {
                         for (k, v) in stable.iter() {
-                            let got = table.get(&k.to_le_bytes());
+                            let got = rd.get(&k.to_le_bytes());
                             if got != Some(*v) {
-                                return Err(format!("key {k}: got {got:?}, want {v}"));
+                                return Err(format!("reader {r}: key {k}: got {got:?}, want {v}"));
                             }
                         }
                     } else {
-                        table.get_batch(&refs, &mut out);
+                        rd.get_batch(&refs, &mut out);
                         for ((k, v), got) in stable.iter().zip(&out) {
                             if *got != Some(*v) {
-                                return Err(format!("batch: key {k}: got {got:?}, want {v}"));
+                                return Err(format!("reader {r}: batch: key {k}: got {got:?}, want {v}"));
                             }
                         }
                     }
-                    n += stable.len() as u64;
+                    n += 1;
                 }
                 Ok(n)
             })
         })
         .collect();
     let mut moves = 0;
+    let loc0 = ctl.locator_stats().rebuilds;
     for i in 0..150_000u64 {
         let d = ctl.remove(&churn(i).to_le_bytes()).unwrap().unwrap();
         table.apply(&d).unwrap();
@@ -538,6 +543,8 @@ fn readers_of_moved_keys_never_see_wrong_values_in_a_tiny_full_table() {
     }
     assert_eq!(ctl.buckets(), nb, "the table must not have grown");
     assert!(moves > 10_000, "only {moves} cuckoo moves");
+    // Locator rebuilds travel inside path nodes and swap the readers' snapshot.
+    assert!(ctl.locator_stats().rebuilds > loc0 + 10, "{:?}", ctl.locator_stats());
 }
 
 #[test]

@@ -80,7 +80,7 @@ mod table;
 
 pub use control::{Control, Stats};
 pub use delta::Delta;
-pub use lookup::Lookup;
+pub use lookup::{Lookup, Reader};
 
 use crate::error::{Error, Result, mask};
 use crate::hash::{hi, lo, mix64, reduce};

@@ -142,12 +142,6 @@ impl Lookup {
         (x ^ y) & crate::mask(c.p.vbits)
     }
 
-    /// Crate-internal hook (Ludo's bucket locator): the current snapshot.
-    #[inline(always)]
-    pub(crate) fn snapshot(&self) -> arc_swap::Guard<std::sync::Arc<Inner>> {
-        self.cur.load()
-    }
-
     /// Crate-internal hook: an independent copy of this lookup form (same
     /// arrays and sequence number).
     pub(crate) fn duplicate(&self) -> Lookup {

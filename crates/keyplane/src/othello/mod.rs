@@ -36,6 +36,7 @@ pub use lookup::{Lookup, Reader};
 // images, delta bodies and the peeling builder.
 pub(crate) use control::peel_and_assign;
 pub(crate) use delta::{Body, Image};
+pub(crate) use lookup::Inner as LookupInner;
 
 use crate::error::{Error, Result, mask};
 use crate::hash::{hash64, hi, lo, mix64, reduce};
