@@ -28,7 +28,11 @@ pub(crate) struct Keys {
 
 impl Keys {
     pub fn with_capacity(n: usize, avg_len: usize) -> Self {
-        Self { arena: Vec::with_capacity(n * avg_len), recs: Vec::with_capacity(n), ..Self::default() }
+        let recs = Vec::with_capacity(n);
+        // SAFETY: as in `advised_vec`: the spare capacity is only used for its address range.
+        let spare = unsafe { std::slice::from_raw_parts(recs.as_ptr() as *const std::mem::MaybeUninit<Rec>, n) };
+        crate::mem::advise_hugepages(spare);
+        Self { arena: Vec::with_capacity(n * avg_len), recs, ..Self::default() }
     }
 
     pub fn len(&self) -> usize {

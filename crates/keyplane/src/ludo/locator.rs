@@ -17,6 +17,7 @@
 //! from the cuckoo cells (which hold every key's id, hash and bucket).
 
 use super::Params as LParams;
+use super::advised_vec;
 use super::control::{Cell, NONE};
 use crate::bits::PackedArray;
 use crate::error::{Error, Result};
@@ -124,21 +125,22 @@ impl Locator {
         if id_bound >= NONE as usize {
             return Err(Error::CapacityExceeded("more than 2^32-1 keys".into()));
         }
-        let mut ids = Vec::new();
-        let mut hs = vec![0u64; id_bound];
-        let mut bits = vec![0u8; id_bound];
+        // Per id: hash and bit (2 = no key), then ids in increasing order so
+        // every attempt below walks `hs` and `ends` sequentially.
+        let mut hs = advised_vec(id_bound, 0u64);
+        let mut bits = advised_vec(id_bound, 2u8);
         for (bk, c) in cells.iter().enumerate() {
             for t in 0..4 {
                 let id = c.id[t];
                 if id != NONE {
-                    ids.push(id);
                     hs[id as usize] = c.h[t];
                     bits[id as usize] = (lp.buckets(c.h[t]).1 == bk as u32) as u8;
                 }
             }
         }
+        let ids: Vec<u32> = (0..id_bound as u32).filter(|&i| bits[i as usize] != 2).collect();
         let mut p = othello::Params { ma, mb, ..self.p };
-        let mut ends = vec![(NONE, NONE); id_bound];
+        let mut ends = advised_vec(id_bound, (NONE, NONE));
         let mut attempts = 0;
         let (a, b) = loop {
             p.seed = self.seeds.next();
@@ -159,9 +161,14 @@ impl Locator {
             }
         };
         drop((hs, bits));
-        let mut head_a = vec![NONE; ma as usize];
-        let mut head_b = vec![NONE; mb as usize];
-        let mut edges = vec![NO_EDGE; id_bound];
+        // Free the old graph first (peak memory), then allocate with huge pages.
+        self.edges = Vec::new();
+        self.head_a = Vec::new();
+        self.head_b = Vec::new();
+        let mut head_a = advised_vec(ma as usize, NONE);
+        let mut head_b = advised_vec(mb as usize, NONE);
+        // Room for ids handed out later without a reallocation soon.
+        let mut edges = advised_vec(id_bound.max(cap + cap / 8), NO_EDGE);
         for &id in &ids {
             let (i, j) = ends[id as usize];
             edges[id as usize] = Edge { a: i, b: j, na: head_a[i as usize], nb: head_b[j as usize] };
