@@ -408,6 +408,22 @@ impl Control {
         false
     }
 
+    /// True if every bucket of `self.path` (an insert of hash `h`) keeps a
+    /// seed ≤ 30 after the moves.
+    fn path_inline_ok(&self, h: u64) -> bool {
+        let m = self.path.len() - 1;
+        (0..=m).all(|j| {
+            let (bj, tj) = self.path[j];
+            let inc = if j == 0 {
+                h
+            } else {
+                let (bp, tp) = self.path[j - 1];
+                self.cells[bp as usize].h[tp as usize]
+            };
+            self.cells[bj as usize].inline_ok((j < m).then_some(tj as usize), Some(inc))
+        })
+    }
+
     /// Gives bucket `b` the smallest seed ≤ `max` for its current keys and
     /// puts them in lookup-slot order. `false` (nothing changed) if there is none.
     fn settle(&mut self, b: usize, max: u32) -> bool {
@@ -706,10 +722,17 @@ impl Control {
         if self.keys.len() - self.fallback.len() > self.cap {
             return self.rebuild_delta(0);
         }
+        // The shortest path first; if one of its buckets would need an
+        // overflow seed, search for a path on which none does.
         let (b0, b1) = self.p.buckets(h);
-        let found = (self.opts.avoid_overflow && self.find_valid_path(&[b0, b1], Some(h))) || {
+        let any = self.find_any_path(h);
+        let found = if !self.opts.avoid_overflow || (any && self.path_inline_ok(h)) {
+            any
+        } else if self.find_valid_path(&[b0, b1], Some(h)) {
+            true
+        } else {
             let any = self.find_any_path(h);
-            self.stats.overflow_paths += (any && self.opts.avoid_overflow) as u64;
+            self.stats.overflow_paths += any as u64;
             any
         };
         if !found {
