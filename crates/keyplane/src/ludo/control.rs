@@ -367,10 +367,10 @@ impl Control {
             let q = self.vqueue[head];
             let cell = self.cells[q.b as usize];
             let mut alts = [NONE; 4];
-            for t in 0..4 {
-                if cell.id[t] != NONE {
-                    alts[t] = self.other(cell.h[t], q.b);
-                    crate::mem::prefetch(&self.cells[alts[t] as usize] as *const Cell);
+            for (a, (&id, &h)) in alts.iter_mut().zip(cell.id.iter().zip(&cell.h)) {
+                if id != NONE {
+                    *a = self.other(h, q.b);
+                    crate::mem::prefetch(&self.cells[*a as usize] as *const Cell);
                 }
             }
             for (t, &alt) in alts.iter().enumerate() {
