@@ -32,6 +32,21 @@ fn main() {
     if a.flag("memory-only") {
         return;
     }
+    if a.flag("lookups") {
+        let refs: Vec<&[u8]> = w.queries.iter().collect();
+        let mut out = vec![None; 16];
+        let rounds = a.num("rounds", 10) as usize;
+        let t1 = Instant::now();
+        let mut acc = 0u64;
+        for _ in 0..rounds {
+            for ch in refs.chunks(16) {
+                t.get_batch(ch, &mut out[..ch.len()]);
+                acc = acc.wrapping_add(out[0].unwrap_or(1));
+            }
+        }
+        eprintln!("batch {:.2} ns/key ({acc})", t1.elapsed().as_nanos() as f64 / (rounds * refs.len()) as f64);
+        return;
+    }
     let ops = a.num("updates", 1 << 20) as usize;
     // Trigger growth like the bench's concurrent phase does.
     if !a.flag("no-grow") {

@@ -6,7 +6,6 @@ use super::table::Table;
 use super::{OVERFLOW_SEED, Params, slot_of};
 use crate::LookupTable;
 use crate::error::{Error, Result};
-use crate::mem::prefetch;
 use crate::othello;
 use crate::sync::{Published, StripeSet, StripedSeqLock};
 use crate::wire::{Frame, Kind, Wire, Writer};
@@ -106,34 +105,6 @@ impl Inner {
         }
     }
 
-    /// Second half of Algorithm 4 for `get_batch`: the window on stripes
-    /// `(s0, v0)`, `(s1, v1)` was opened (and the locator read) before the
-    /// bucket was prefetched; read the bucket and validate. `None`: something
-    /// changed, re-read with [`Inner::read`].
-    #[inline(always)]
-    fn finish_read(&self, h: u64, b: u32, w: (usize, u64, usize, u64)) -> Option<Option<u64>> {
-        let mut seed = self.t.inline_seed(b);
-        let mut ok = true;
-        if seed == OVERFLOW_SEED {
-            seed = loop {
-                let v = self.ovlock.read_begin(0);
-                let s = self.t.ov_seed(b);
-                if self.ovlock.read_validate(0, v) {
-                    break s.unwrap_or_else(|| {
-                        ok = false;
-                        0
-                    });
-                }
-            };
-        }
-        let x = self.t.slot(b, slot_of(h, seed));
-        if self.lock.read_validate(w.0, w.1) && self.lock.read_validate(w.2, w.3) {
-            Some(if ok { self.p.answer(h, x) } else { None })
-        } else {
-            None
-        }
-    }
-
     #[inline(always)]
     fn fallback(&self, key: &[u8], h: u64) -> Option<Option<u64>> {
         if self.fb_on.load(Ordering::Acquire) {
@@ -150,7 +121,21 @@ impl Inner {
         if let Some(r) = self.fallback(key, h) {
             return r;
         }
+        self.prefetch(h);
         self.read(h)
+    }
+
+    /// Prefetches everything a lookup of hash `h` may read: both locator
+    /// slots and **both** candidate buckets, so the bucket miss overlaps the
+    /// locator miss instead of following it (one memory round trip per key
+    /// instead of two dependent ones).
+    #[inline(always)]
+    fn prefetch(&self, h: u64) {
+        let (ia, ib) = locate(&self.loc.p, h);
+        self.loc.prefetch(ia, ib);
+        let (b0, b1) = self.p.buckets(h);
+        self.t.prefetch_bucket(b0);
+        self.t.prefetch_bucket(b1);
     }
 
     fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
@@ -160,36 +145,16 @@ impl Inner {
             }
             return;
         }
-        let o = &*self.loc;
-        let sw = self.p.sw() as usize;
-        let mut loc = [(0u64, 0usize, 0usize); BATCH];
-        let mut win = [(0u32, (0usize, 0u64, 0usize, 0u64)); BATCH];
+        let mut hs = [0u64; BATCH];
         for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
-            // 1: hash, prefetch the locator slots.
-            for (k, l) in ks.iter().zip(loc.iter_mut()) {
-                let h = self.p.hash(k);
-                let (ia, ib) = locate(&o.p, h);
-                o.prefetch(ia, ib);
-                *l = (h, ia, ib);
+            // 1: hash, prefetch the locator slots and both candidate buckets.
+            for (k, h) in ks.iter().zip(hs.iter_mut()) {
+                *h = self.p.hash(k);
+                self.prefetch(*h);
             }
-            // 2: open each key's read window, read the locator, prefetch the bucket.
-            for (l, wn) in loc.iter().zip(win.iter_mut()).take(ks.len()) {
-                let (b0, b1) = self.p.buckets(l.0);
-                let (s0, s1) = (self.stripe(b0), self.stripe(b1));
-                let v0 = self.lock.read_begin(s0);
-                let v1 = self.lock.read_begin(s1);
-                let b = if o.raw(l.1, l.2) & 1 == 0 { b0 } else { b1 };
-                let p = self.t.bucket_ptr(b);
-                prefetch(p);
-                prefetch(p.wrapping_add((5 + 4 * sw) / 8));
-                *wn = (b, (s0, v0, s1, v1));
-            }
-            // 3: read the buckets and validate; re-read the rare raced key.
-            for ((l, wn), out) in loc.iter().zip(win.iter()).zip(os.iter_mut()).take(ks.len()) {
-                *out = match self.finish_read(l.0, wn.0, wn.1) {
-                    Some(r) => r,
-                    None => self.read(l.0),
-                };
+            // 2: Algorithm 4 per key on (mostly) cached lines.
+            for (h, o) in hs.iter().zip(os.iter_mut()) {
+                *o = self.read(*h);
             }
         }
     }
@@ -212,6 +177,12 @@ impl Inner {
 
 /// Ludo lookup form: bucket locator (1-bit Othello), bucket array, overflow
 /// and fallback tables; no keys. See the [module docs](super).
+///
+/// `get` / `get_batch` through `&self` pin one snapshot of the whole form per
+/// call (one arc-swap load, a locked instruction; a second one only while the
+/// fallback table is non-empty). A per-thread [`Reader`]
+/// ([`LookupTable::reader`]) caches the snapshot and checks a generation
+/// counter with one plain load instead.
 #[derive(Debug)]
 pub struct Lookup {
     cur: Published<Inner>,

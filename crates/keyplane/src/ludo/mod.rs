@@ -6,15 +6,25 @@
 //!
 //! A key `k` is hashed once (`h = hash64(k, seed)`); `h` gives its two
 //! alternate buckets `h0(k) ≠ h1(k)`. The **bucket locator** (§4.4.4), a
-//! 1-bit Othello, says which of the two holds `k`. Each bucket is
+//! 1-bit Othello whose two slot indices come from `mix64(h ^ locator seed)`
+//! (no second key hash), says which of the two holds `k`. Each bucket is
 //! `seed (5 bits) | 4 value slots`, bit-packed with no wasted bits; the
 //! **slot locator** (§4.4.5) `H_seed(h) ∈ {0,1,2,3}` picks the slot. A
 //! lookup is two Othello reads and one bucket read, plus a probe of the small
 //! **overflow table** when the bucket's inline seed is 31 (the seed needed
-//! more than 5 bits; overflow seeds are 8 bits, up to 255). A **fallback
+//! more than 5 bits; overflow seeds are 8 bits, up to 255). With a uniformly
+//! random slot hash a full bucket has no 5-bit seed with probability
+//! (1 − 4!/4⁴)³¹ ≈ 4.7%; construction therefore relocates one key of every
+//! such bucket through a cuckoo path on which every bucket keeps a seed ≤ 30
+//! (`Options::avoid_overflow`), and inserts prefer such paths, so the
+//! overflow table stays empty in practice and is sized at 1/1024 of the
+//! bucket count. A **fallback
 //! table** (§4.4.6 "Insertion fallback table") with full keys holds keys
 //! whose insertion found no cuckoo path; it is consulted first, and only when
 //! its flag says it is non-empty.
+//!
+//! A lookup loads one snapshot of the whole form (see [`Lookup`]); a
+//! per-thread [`Reader`] ([`crate::LookupTable::reader`]) loads none.
 //!
 //! Optional fingerprint bits per slot (`Options::fingerprint_bits`, f bits)
 //! make `get` answer `None` for most alien keys: a slot holds
@@ -23,12 +33,17 @@
 //!
 //! # Maintenance structure (Ludo §4.4.2, §4.4.7)
 //!
-//! [`Control`] keeps all keys and values ([`crate::store::KeyStore`]), the
-//! source (2,4)-cuckoo table (4 key ids per bucket, in lookup-slot order),
-//! per-bucket seeds, the Othello maintenance structure of the bucket bits,
-//! and a bit-exact shadow of the lookup form's bucket array and overflow
-//! table, so [`crate::ControlTable::export`] is a copy and deltas reproduce it bit
-//! for bit.
+//! [`Control`] keeps all keys and values once, in a key arena with stable
+//! ids (value next to the key span); the source (2,4)-cuckoo table (4 key ids
+//! and hashes per bucket, in lookup-slot order) is also the key index — a
+//! key is found by comparing hashes in its two buckets, then its bytes. Next
+//! to it: per-bucket seeds, the Othello maintenance structure of the bucket
+//! bits (kept over the same ids and hashes, so the keys are neither stored
+//! nor hashed twice), and a bit-exact shadow of the lookup form's bucket
+//! array and overflow table, so [`crate::ControlTable::export`] is a copy and
+//! deltas reproduce it bit for bit. An update hashes its key once and
+//! prefetches its two cuckoo buckets, shadow buckets and locator heads
+//! before touching any of them.
 //!
 //! # Updates (Ludo §4.4.8)
 //!
@@ -68,8 +83,11 @@
 //! * a cuckoo path is not found and the fallback table is already at its
 //!   limit (4 + n/4096 keys): grow.
 //!
-//! The Othello bucket locator re-seeds and grows on its own; its rebuild
-//! deltas travel inside Ludo's path nodes.
+//! The Othello bucket locator re-seeds (an insert closing a cycle) on its
+//! own, from the cuckoo cells; its rebuild delta travels inside the insert's
+//! last path node, and the lookup form publishes a new snapshot with it (the
+//! buckets copied, so readers of the old snapshot keep a locator and buckets
+//! that belong together).
 
 mod control;
 mod delta;

@@ -158,11 +158,6 @@ impl Table {
         b as usize * self.bw
     }
 
-    #[inline(always)]
-    pub fn bucket_ptr(&self, b: u32) -> *const u8 {
-        self.buckets.ptr(self.base(b))
-    }
-
     /// Prefetches both ends of bucket `b`'s bits.
     #[inline(always)]
     pub fn prefetch_bucket(&self, b: u32) {
