@@ -16,7 +16,6 @@ use std::sync::{Arc, Mutex};
 /// per 1024 buckets, between 64 and 2048 (16 KiB, 0.008 bits/key at 16M keys;
 /// with one writer, more stripes only make a reader's retry rarer still).
 const MAX_STRIPES: usize = 2048;
-const BATCH: usize = 16;
 
 type Fallback = hashbrown::HashMap<Box<[u8]>, u64>;
 
@@ -28,6 +27,16 @@ type Fallback = hashbrown::HashMap<Box<[u8]>, u64>;
 /// change it under its seqlocks; anything that replaces a part (a locator
 /// rebuild, growth, re-seed) builds a new snapshot and publishes it, so a
 /// snapshot's locator and buckets always belong together.
+/// A key's hash with its locator slots and candidate buckets.
+#[derive(Debug, Clone, Copy, Default)]
+struct Probe {
+    h: u64,
+    ia: usize,
+    ib: usize,
+    b0: u32,
+    b1: u32,
+}
+
 #[derive(Debug)]
 pub(crate) struct Inner {
     p: Params,
@@ -75,16 +84,20 @@ impl Inner {
     /// both alternate buckets (the locator read itself is consistent under
     /// the locator's own seqlock).
     #[inline(always)]
-    fn read(&self, h: u64) -> Option<u64> {
-        let (b0, b1) = self.p.buckets(h);
+    fn read(&self, q: &Probe) -> Option<u64> {
+        let (h, b0, b1) = (q.h, q.b0, q.b1);
         let (s0, s1) = (self.stripe(b0), self.stripe(b1));
         loop {
             let v0 = self.lock.read_begin(s0);
             let v1 = self.lock.read_begin(s1);
-            let o = &*self.loc;
-            let (ia, ib) = locate(&o.p, h);
-            let b = if o.raw(ia, ib) & 1 == 0 { b0 } else { b1 };
-            let mut seed = self.t.inline_seed(b);
+            let b = if self.loc.raw(q.ia, q.ib) & 1 == 0 { b0 } else { b1 };
+            // Buckets of at most 64 bits (l + f ≤ 14) are read with one
+            // two-word load: seed and slots come out of the same bits.
+            let whole = self.t.small_bucket(b);
+            let mut seed = match whole {
+                Some(x) => (x & crate::mask(super::SEED_BITS)) as u32,
+                None => self.t.inline_seed(b),
+            };
             let mut ok = true;
             if seed == OVERFLOW_SEED {
                 seed = loop {
@@ -98,7 +111,14 @@ impl Inner {
                     }
                 };
             }
-            let x = self.t.slot(b, slot_of(h, seed));
+            let t = slot_of(h, seed);
+            let x = match whole {
+                Some(x) => {
+                    let sw = self.p.sw();
+                    (x >> (super::SEED_BITS + t as u32 * sw)) & crate::mask(sw)
+                }
+                None => self.t.slot(b, t),
+            };
             if self.lock.read_validate(s0, v0) && self.lock.read_validate(s1, v1) {
                 return if ok { self.p.answer(h, x) } else { None };
             }
@@ -121,8 +141,9 @@ impl Inner {
         if let Some(r) = self.fallback(key, h) {
             return r;
         }
-        self.prefetch(h);
-        self.read(h)
+        let q = self.probe(h);
+        self.prefetch(&q);
+        self.read(&q)
     }
 
     /// Prefetches everything a lookup of hash `h` may read: both locator
@@ -130,12 +151,17 @@ impl Inner {
     /// locator miss instead of following it (one memory round trip per key
     /// instead of two dependent ones).
     #[inline(always)]
-    fn prefetch(&self, h: u64) {
+    fn probe(&self, h: u64) -> Probe {
         let (ia, ib) = locate(&self.loc.p, h);
-        self.loc.prefetch(ia, ib);
         let (b0, b1) = self.p.buckets(h);
-        self.t.prefetch_bucket(b0);
-        self.t.prefetch_bucket(b1);
+        Probe { h, ia, ib, b0, b1 }
+    }
+
+    #[inline(always)]
+    fn prefetch(&self, q: &Probe) {
+        self.loc.prefetch(q.ia, q.ib);
+        self.t.prefetch_bucket(q.b0);
+        self.t.prefetch_bucket(q.b1);
     }
 
     fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
@@ -145,16 +171,21 @@ impl Inner {
             }
             return;
         }
-        let mut hs = [0u64; BATCH];
-        for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
-            // 1: hash, prefetch the locator slots and both candidate buckets.
-            for (k, h) in ks.iter().zip(hs.iter_mut()) {
-                *h = self.p.hash(k);
-                self.prefetch(*h);
+        // Software pipeline: key i is hashed and its locator slots and both
+        // candidate buckets are prefetched while key i − AHEAD is read
+        // (Algorithm 4). For the usual 16-key batch that is "prefetch all,
+        // then read all"; measured at 16M keys, a distance of 16 beat 8.
+        const AHEAD: usize = 16;
+        let n = keys.len().min(out.len());
+        let mut qs = [Probe::default(); AHEAD];
+        for i in 0..n + AHEAD {
+            if i >= AHEAD {
+                out[i - AHEAD] = self.read(&qs[i % AHEAD]);
             }
-            // 2: Algorithm 4 per key on (mostly) cached lines.
-            for (h, o) in hs.iter().zip(os.iter_mut()) {
-                *o = self.read(*h);
+            if i < n {
+                let q = self.probe(self.p.hash(keys[i]));
+                self.prefetch(&q);
+                qs[i % AHEAD] = q;
             }
         }
     }

@@ -162,8 +162,19 @@ impl Table {
     #[inline(always)]
     pub fn prefetch_bucket(&self, b: u32) {
         let pos = self.base(b);
-        crate::mem::prefetch(self.buckets.ptr(pos));
-        crate::mem::prefetch(self.buckets.ptr(pos + self.bw - 1));
+        let (first, last) = (self.buckets.ptr(pos), self.buckets.ptr(pos + self.bw - 1));
+        crate::mem::prefetch(first);
+        // The second cache line only when the bucket straddles one.
+        if (first as usize) >> 6 != (last as usize) >> 6 {
+            crate::mem::prefetch(last);
+        }
+    }
+
+    /// All bits of bucket `b` (seed in the low bits) when a bucket fits in
+    /// 64 bits, else `None`.
+    #[inline(always)]
+    pub fn small_bucket(&self, b: u32) -> Option<u64> {
+        if self.bw <= 64 { Some(self.buckets.get(self.base(b), self.bw as u32)) } else { None }
     }
 
     #[inline(always)]
