@@ -176,6 +176,10 @@ impl Options {
     }
 }
 
+/// Lookup-form layout revision, written into every blob and rebuild delta:
+/// 2 = bucket-locator indices derived from the Ludo hash (`mix64(h ^ seed)`).
+const LAYOUT: u8 = 2;
+
 /// Parameters every lookup form carries (the skeleton and the slot layout).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Params {
@@ -246,11 +250,17 @@ impl Params {
     }
 
     pub fn encode(&self, w: &mut crate::wire::Writer) {
-        w.u64(self.seed).u32(self.nb).u8(self.vbits as u8).u8(self.fbits as u8);
+        w.u64(self.seed).u32(self.nb).u8(self.vbits as u8).u8(self.fbits as u8).u8(LAYOUT);
     }
 
     pub fn decode(r: &mut crate::wire::Reader<'_>) -> Result<Self> {
         let p = Params { seed: r.u64()?, nb: r.u32()?, vbits: r.u8()? as u32, fbits: r.u8()? as u32 };
+        let layout = r.u8()?;
+        if layout != LAYOUT {
+            return Err(Error::Corrupt(format!(
+                "ludo layout {layout}, this version reads {LAYOUT} (blobs of an older keyplane are not readable)"
+            )));
+        }
         p.validate().map_err(|e| Error::Corrupt(e.to_string()))?;
         Ok(p)
     }
