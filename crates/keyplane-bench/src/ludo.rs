@@ -5,7 +5,7 @@
 use crate::common::*;
 use keyplane::bits::PackedArray;
 use keyplane::ludo::{self, Control, Options};
-use keyplane::{ControlTable, LookupTable, othello};
+use keyplane::{ControlTable, LookupTable, ReadHandle, othello};
 use std::hint::black_box;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,6 +52,36 @@ pub fn cpu_best_ns(reps: usize, ops: usize, mut f: impl FnMut()) -> f64 {
         best = best.min((thread_cpu_ns() - t) as f64 / ops as f64);
     }
     best
+}
+
+/// CPU-time lookup figures through a per-thread read handle: (single ns, batched ns).
+fn cpu_reader_lookups<L: LookupTable>(t: &L, q: &KeySet) -> (f64, f64) {
+    let rd = t.reader();
+    let refs: Vec<&[u8]> = q.iter().collect();
+    let single = cpu_best_ns(3, refs.len(), || {
+        let mut acc = 0u64;
+        for k in &refs {
+            acc = acc.wrapping_add(rd.get(k).unwrap_or(1));
+        }
+        black_box(acc);
+    });
+    let mut out = vec![None; 16];
+    let batch = cpu_best_ns(3, refs.len(), || {
+        let mut acc = 0u64;
+        for ch in refs.chunks(16) {
+            rd.get_batch(ch, &mut out[..ch.len()]);
+            acc = acc.wrapping_add(out[0].unwrap_or(1));
+        }
+        black_box(acc);
+    });
+    (single, batch)
+}
+
+/// Per-component memory of a Ludo lookup form, in bits per key.
+fn breakdown(r: &mut Record, t: &ludo::Lookup, n: usize) {
+    for (name, bytes) in t.memory_breakdown() {
+        r.set(&format!("bits_{name}"), bytes as f64 * 8.0 / n as f64);
+    }
 }
 
 /// CPU-time lookup figures for any lookup form: (single ns, batched ns).
@@ -130,6 +160,11 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
         r.set("build_cpu_s", build_cpu.get() as f64 / 1e9);
         let (cs, cb) = cpu_lookups(&table, &w.queries);
         r.set("lookup_cpu_ns", cs).set("batch_lookup_cpu_ns", cb);
+        let (rs, rb) = cpu_reader_lookups(&table, &w.queries);
+        r.set("reader_lookup_cpu_ns", rs).set("reader_batch_lookup_cpu_ns", rb);
+        breakdown(&mut r, &table, n);
+        r.set("relocations", ctl.stats().relocations);
+        r.set("locator_failed_seeds_build", ctl.locator_stats().failed_seeds);
         r.set("load_factor", ctl.load());
         r.set("buckets", ctl.buckets());
         r.set("paper_bits_per_key", 3.76 + 1.05 * l as f64);
@@ -194,6 +229,8 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
     });
     let (cs, cb) = cpu_lookups(&ot, &w.queries);
     o.set("lookup_cpu_ns", cs).set("batch_lookup_cpu_ns", cb);
+    let (rs, rb) = cpu_reader_lookups(&ot, &w.queries);
+    o.set("reader_lookup_cpu_ns", rs).set("reader_batch_lookup_cpu_ns", rb);
     drop(ot);
     o.set("note", "keyplane Othello, compact sizing, same keys and values");
     out.push(o);
@@ -212,6 +249,9 @@ fn memory_only(w: &Workload) -> Record {
         assert_eq!(t.get(k), Some(w.values[i]), "key {i} wrong after build");
     }
     let mut r = Record::new("ludo", n, w.value_bits, w.kt);
+    breakdown(&mut r, &t, n);
+    r.set("relocations", ctl.stats().relocations);
+    r.set("locator_failed_seeds_build", ctl.locator_stats().failed_seeds);
     let mem = t.memory_bytes();
     r.set("memory_bytes", mem).set("bits_per_key", mem as f64 * 8.0 / n as f64);
     r.set("paper_bits_per_key", 3.76 + 1.05 * w.value_bits as f64);

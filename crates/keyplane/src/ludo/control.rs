@@ -1,20 +1,26 @@
 //! The Ludo maintenance structure (thesis §4.4.2, §4.4.7, §4.4.8).
 
 use super::delta::{Body, Delta, Image, Node};
+use super::keys::Keys;
+use super::locator::Locator;
 use super::table::{Table, default_ov_cap};
-use super::{Lookup, OVERFLOW_SEED, Options, Params, find_seed, slot_of};
+use super::{Lookup, OVERFLOW_SEED, Options, Params, advised_vec, find_seed, slot_of};
 use crate::ControlTable;
 use crate::error::{Error, Result, check_value};
 use crate::hash::SeedSeq;
 use crate::othello;
-use crate::store::{Inserted, KeyStore};
 
-const NONE: u32 = u32::MAX;
+pub(super) const NONE: u32 = u32::MAX;
 /// BFS gives up after visiting this many buckets (far beyond what paths of
 /// `max_cuckoo_path` ≤ 8 need at 95% load).
 const MAX_BFS: usize = 1 << 16;
 /// Rebuild attempts (re-seeds, enlargements) before construction reports failure.
 const MAX_ATTEMPTS: u32 = 64;
+/// Largest seed stored inline in a bucket (31 means "overflow table").
+const INLINE_MAX: u32 = OVERFLOW_SEED - 1;
+/// The overflow-avoiding BFS gives up after this many buckets and falls back
+/// to an unconstrained path (whose buckets may need overflow seeds).
+const MAX_VALID_BFS: usize = 4096;
 
 /// Counters describing the maintenance structure's history.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -37,6 +43,11 @@ pub struct Stats {
     pub fallback_inserts: u64,
     /// Bucket-locator (Othello) rebuild deltas carried inside path nodes.
     pub locator_rebuilds: u64,
+    /// Construction-time relocations: buckets without a seed ≤ 30 whose key
+    /// set was changed by a cuckoo path so that every touched bucket has one.
+    pub relocations: u64,
+    /// Inserts whose cuckoo path had to give a bucket an overflow seed.
+    pub overflow_paths: u64,
 }
 
 /// Ludo maintenance structure. See the [module docs](super).
@@ -45,15 +56,16 @@ pub struct Control {
     opts: Options,
     p: Params,
     seeds: SeedSeq,
-    store: KeyStore,
+    keys: Keys,
     /// Source (2,4)-cuckoo table: 4 key ids (and their hashes) per bucket,
     /// in lookup-slot order; one cache line per bucket.
     cells: Vec<Cell>,
     bseed: Vec<u8>,
     /// Bit-exact shadow of the lookup form's buckets and overflow table.
     img: Table,
-    oth: othello::Control,
-    fallback: hashbrown::HashSet<u32>,
+    loc: Locator,
+    /// Fallback table (§4.4.6): full key → id.
+    fallback: hashbrown::HashMap<Box<[u8]>, u32>,
     cap: usize,
     seq: u64,
     stats: Stats,
@@ -61,15 +73,28 @@ pub struct Control {
     visit: Vec<u32>,
     epoch: u32,
     queue: Vec<(u32, u32, u8, u8)>,
+    vqueue: Vec<QNode>,
     path: Vec<(u32, u8)>,
+}
+
+/// A node of the overflow-avoiding BFS: bucket, parent node, slot of the
+/// parent whose key moves here, depth, and the hash of the key moving in
+/// (`None` only for a relocation root, which receives no key).
+#[derive(Debug, Clone, Copy)]
+struct QNode {
+    b: u32,
+    parent: u32,
+    slot: u8,
+    depth: u8,
+    inc: Option<u64>,
 }
 
 /// One bucket of the source cuckoo table.
 #[derive(Debug, Clone, Copy)]
 #[repr(C, align(64))]
-struct Cell {
-    h: [u64; 4],
-    id: [u32; 4],
+pub(super) struct Cell {
+    pub h: [u64; 4],
+    pub id: [u32; 4],
 }
 
 const EMPTY: Cell = Cell { h: [0; 4], id: [NONE; 4] };
@@ -78,6 +103,28 @@ impl Cell {
     #[inline(always)]
     fn free(&self) -> Option<usize> {
         self.id.iter().position(|&k| k == NONE)
+    }
+
+    /// True if the bucket's keys, without the one in slot `out` and with a
+    /// key of hash `inc` added, have a slot-locator seed ≤ 30 (inline).
+    #[inline]
+    fn inline_ok(&self, out: Option<usize>, inc: Option<u64>) -> bool {
+        let mut hs = [0u64; 4];
+        let mut n = 0;
+        for t in 0..4 {
+            if self.id[t] != NONE && Some(t) != out {
+                hs[n] = self.h[t];
+                n += 1;
+            }
+        }
+        if let Some(h) = inc {
+            if n == 4 {
+                return false;
+            }
+            hs[n] = h;
+            n += 1;
+        }
+        find_seed(&hs[..n], INLINE_MAX).is_some()
     }
 }
 
@@ -88,7 +135,7 @@ fn buckets_for(n: usize, permille: u32) -> usize {
 impl Control {
     /// Empty table with explicit options.
     pub fn with_options(value_bits: u32, opts: Options) -> Result<Self> {
-        Self::build(KeyStore::new(), value_bits, opts)
+        Self::build(Keys::default(), value_bits, opts)
     }
 
     /// Bulk construction with explicit options (Ludo §4.4.7). A repeated
@@ -100,32 +147,33 @@ impl Control {
     {
         opts.validate(value_bits)?;
         let it = items.into_iter();
-        let mut store = KeyStore::with_capacity(it.size_hint().0, 16);
+        let mut keys = Keys::with_capacity(it.size_hint().0, 16);
         for (k, v) in it {
             check_value(v, value_bits)?;
             if k.as_ref().len() >= u32::MAX as usize {
                 return Err(Error::InvalidParameter("key longer than 4 GiB".into()));
             }
-            store.insert(k.as_ref(), v);
+            // Repeated keys are merged by the first rebuild (last value wins).
+            keys.add(k.as_ref(), v);
         }
-        Self::build(store, value_bits, opts)
+        Self::build(keys, value_bits, opts)
     }
 
-    fn build(store: KeyStore, value_bits: u32, opts: Options) -> Result<Self> {
+    fn build(keys: Keys, value_bits: u32, opts: Options) -> Result<Self> {
         opts.validate(value_bits)?;
         let mut seeds = SeedSeq::new(opts.seed);
         let p = Params { seed: seeds.next(), nb: 2, vbits: value_bits, fbits: opts.fingerprint_bits };
-        let nb = buckets_for(store.len(), opts.max_load_permille);
+        let nb = buckets_for(keys.len(), opts.max_load_permille);
         let mut c = Control {
             opts,
             p,
             seeds,
-            store,
+            keys,
             cells: Vec::new(),
             bseed: Vec::new(),
             img: Table::new(p, 8),
-            oth: othello::Control::with_value_bits(1)?,
-            fallback: hashbrown::HashSet::new(),
+            loc: Locator::build(&[], &p, 0, 4, 0)?,
+            fallback: hashbrown::HashMap::new(),
             cap: 0,
             seq: 0,
             stats: Stats::default(),
@@ -133,9 +181,10 @@ impl Control {
             visit: Vec::new(),
             epoch: 0,
             queue: Vec::new(),
+            vqueue: Vec::new(),
             path: Vec::new(),
         };
-        c.rebuild(nb, default_ov_cap(nb as u32), false)?;
+        c.rebuild(nb, default_ov_cap(nb as u32, opts.avoid_overflow), false)?;
         Ok(c)
     }
 
@@ -150,7 +199,7 @@ impl Control {
     /// History counters of the bucket locator (Othello): cycle re-seeds and
     /// growth rebuilds since the last Ludo rebuild.
     pub fn locator_stats(&self) -> othello::Stats {
-        self.oth.stats()
+        self.loc.stats()
     }
     /// Number of buckets.
     pub fn buckets(&self) -> u32 {
@@ -170,7 +219,7 @@ impl Control {
     }
     /// Load factor: keys in the cuckoo table / slots.
     pub fn load(&self) -> f64 {
-        (self.store.len() - self.fallback.len()) as f64 / (4.0 * self.p.nb as f64)
+        (self.keys.len() - self.fallback.len()) as f64 / (4.0 * self.p.nb as f64)
     }
     /// Buckets whose seed needs the overflow table (seed ≥ 31).
     pub fn overflow_buckets(&self) -> usize {
@@ -198,7 +247,7 @@ impl Control {
     }
     /// Iterates over `(key, value)` pairs.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], u64)> + '_ {
-        self.store.iter().map(|(_, k, v)| (k, v))
+        self.keys.iter()
     }
 
     #[inline(always)]
@@ -217,7 +266,7 @@ impl Control {
     }
 
     fn fb_limit(&self) -> usize {
-        4 + self.store.len() / 4096
+        4 + self.keys.len() / 4096
     }
 
     /// BFS for a cuckoo path (Ludo §4.4.8 step 1). On success `self.path`
@@ -225,7 +274,7 @@ impl Control {
     /// the key in `path[j]` moves to `path[j+1]`; the last slot is free.
     /// Buckets are checked for a free slot when discovered, and the four
     /// alternates of a bucket are prefetched together.
-    fn find_path(&mut self, h: u64) -> bool {
+    fn find_any_path(&mut self, h: u64) -> bool {
         let (b0, b1) = self.p.buckets(h);
         self.path.clear();
         for b in [b0, b1] {
@@ -237,11 +286,7 @@ impl Control {
         if self.opts.max_cuckoo_path == 0 {
             return false;
         }
-        self.epoch = self.epoch.wrapping_add(1);
-        if self.epoch == 0 {
-            self.visit.iter_mut().for_each(|v| *v = 0);
-            self.epoch = 1;
-        }
+        self.next_epoch();
         self.queue.clear();
         for b in [b0, b1] {
             self.visit[b as usize] = self.epoch;
@@ -281,6 +326,147 @@ impl Control {
         false
     }
 
+    fn next_epoch(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.visit.iter_mut().for_each(|v| *v = 0);
+            self.epoch = 1;
+        }
+    }
+
+    /// Overflow-avoiding cuckoo path (Ludo §4.4.8 step 1 with the slot
+    /// locator's constraint): a BFS like [`Control::find_any_path`] that only
+    /// accepts paths on which every bucket's new key set has a seed ≤ 30, so
+    /// no bucket of the path needs the overflow table. `inc` is the hash of
+    /// the key entering the roots (an insert), or `None` to relocate one key
+    /// out of a single root (construction). Same `self.path` convention.
+    fn find_valid_path(&mut self, roots: &[u32], inc: Option<u64>) -> bool {
+        self.path.clear();
+        if let Some(h) = inc {
+            for &b in roots {
+                let c = &self.cells[b as usize];
+                if let Some(f) = c.free() {
+                    if c.inline_ok(None, Some(h)) {
+                        self.path.push((b, f as u8));
+                        return true;
+                    }
+                }
+            }
+        }
+        if self.opts.max_cuckoo_path == 0 {
+            return false;
+        }
+        self.next_epoch();
+        self.vqueue.clear();
+        for &b in roots {
+            self.visit[b as usize] = self.epoch;
+            self.vqueue.push(QNode { b, parent: NONE, slot: 0, depth: 0, inc });
+        }
+        let mut head = 0;
+        while head < self.vqueue.len() && self.vqueue.len() < MAX_VALID_BFS {
+            let q = self.vqueue[head];
+            let cell = self.cells[q.b as usize];
+            let mut alts = [NONE; 4];
+            for (a, (&id, &h)) in alts.iter_mut().zip(cell.id.iter().zip(&cell.h)) {
+                if id != NONE {
+                    *a = self.other(h, q.b);
+                    crate::mem::prefetch(&self.cells[*a as usize] as *const Cell);
+                }
+            }
+            for (t, &alt) in alts.iter().enumerate() {
+                if alt == NONE || self.visit[alt as usize] == self.epoch || !cell.inline_ok(Some(t), q.inc) {
+                    continue;
+                }
+                self.visit[alt as usize] = self.epoch;
+                let ac = &self.cells[alt as usize];
+                if let Some(f) = ac.free() {
+                    if ac.inline_ok(None, Some(cell.h[t])) {
+                        self.path.push((alt, f as u8));
+                        self.path.push((q.b, t as u8));
+                        let mut i = head;
+                        while self.vqueue[i].parent != NONE {
+                            let n = self.vqueue[i];
+                            self.path.push((self.vqueue[n.parent as usize].b, n.slot));
+                            i = n.parent as usize;
+                        }
+                        self.path.reverse();
+                        return true;
+                    }
+                }
+                if (q.depth as u32) + 1 < self.opts.max_cuckoo_path {
+                    self.vqueue.push(QNode {
+                        b: alt,
+                        parent: head as u32,
+                        slot: t as u8,
+                        depth: q.depth + 1,
+                        inc: Some(cell.h[t]),
+                    });
+                }
+            }
+            head += 1;
+        }
+        false
+    }
+
+    /// True if every bucket of `self.path` (an insert of hash `h`) keeps a
+    /// seed ≤ 30 after the moves.
+    fn path_inline_ok(&self, h: u64) -> bool {
+        let m = self.path.len() - 1;
+        (0..=m).all(|j| {
+            let (bj, tj) = self.path[j];
+            let inc = if j == 0 {
+                h
+            } else {
+                let (bp, tp) = self.path[j - 1];
+                self.cells[bp as usize].h[tp as usize]
+            };
+            self.cells[bj as usize].inline_ok((j < m).then_some(tj as usize), Some(inc))
+        })
+    }
+
+    /// Gives bucket `b` the smallest seed ≤ `max` for its current keys and
+    /// puts them in lookup-slot order. `false` (nothing changed) if there is none.
+    fn settle(&mut self, b: usize, max: u32) -> bool {
+        let cell = self.cells[b];
+        let mut ks = [NONE; 4];
+        let mut hs = [0u64; 4];
+        let mut n = 0;
+        for t in 0..4 {
+            if cell.id[t] != NONE {
+                ks[n] = cell.id[t];
+                hs[n] = cell.h[t];
+                n += 1;
+            }
+        }
+        let Some(s) = find_seed(&hs[..n], max) else { return false };
+        self.bseed[b] = s as u8;
+        self.stats.max_seed = self.stats.max_seed.max(s);
+        let mut new = EMPTY;
+        for i in 0..n {
+            let t = slot_of(hs[i], s);
+            new.id[t] = ks[i];
+            new.h[t] = hs[i];
+        }
+        self.cells[b] = new;
+        true
+    }
+
+    /// Moves the keys along `self.path` (the key in `path[j-1]` to
+    /// `path[j]`), emptying `path[0]`'s slot. Construction only (no deltas).
+    fn shift_path(&mut self) {
+        for j in (1..self.path.len()).rev() {
+            let (bj, tj) = self.path[j];
+            let (bp, tp) = self.path[j - 1];
+            let src = self.cells[bp as usize];
+            let dst = &mut self.cells[bj as usize];
+            dst.id[tj as usize] = src.id[tp as usize];
+            dst.h[tj as usize] = src.h[tp as usize];
+        }
+        let (b, t) = self.path[0];
+        self.cells[b as usize].id[t as usize] = NONE;
+        self.cells[b as usize].h[t as usize] = 0;
+    }
+
     /// Rebuilds everything from the key store (Ludo §4.4.7) with `nb`
     /// buckets; re-seeds the hash when `new_seed`, when a bucket has no valid
     /// seed, and enlarges when too many keys would need the fallback table.
@@ -293,9 +479,9 @@ impl Control {
     }
 
     fn rebuild_inner(&mut self, mut nb: usize, mut ov_cap: usize, mut new_seed: bool) -> Result<()> {
-        let ids: Vec<u32> = self.store.ids().collect();
         let mut attempts = 0;
         loop {
+            let ids: Vec<u32> = self.keys.ids().collect();
             attempts += 1;
             if attempts > MAX_ATTEMPTS {
                 return Err(Error::BuildFailed(format!(
@@ -312,17 +498,26 @@ impl Control {
             new_seed = true;
             self.p.nb = nb as u32;
             let p = self.p;
-            self.cells.clear();
-            self.cells.resize(nb, EMPTY);
-            self.visit.clear();
-            self.visit.resize(nb, 0);
+            self.cells = Vec::new();
+            self.cells = advised_vec(nb, EMPTY);
+            self.visit = Vec::new();
+            self.visit = advised_vec(nb, 0);
             self.epoch = 0;
             self.fallback.clear();
             let mut max_path = 0u32;
             // Step 1: cuckoo insertion, less loaded bucket first, BFS when both are full.
             for &id in &ids {
-                let h = p.hash(self.store.key(id));
+                let key = self.keys.key(id);
+                let h = p.hash(key);
                 let (b0, b1) = p.buckets(h);
+                // A repeated key (bulk construction only): the later value
+                // wins, the later id is dropped.
+                if let Some((old, _)) = self.find_in(key, h) {
+                    let v = self.keys.value(id);
+                    self.keys.set_value(old, v);
+                    self.keys.remove(id);
+                    continue;
+                }
                 let nfree = |c: &Cell| c.id.iter().filter(|&&x| x == NONE).count();
                 let (f0, f1) = (nfree(&self.cells[b0 as usize]), nfree(&self.cells[b1 as usize]));
                 let path_ok = if f0 > 0 || f1 > 0 {
@@ -332,7 +527,7 @@ impl Control {
                     self.path.push((b, t as u8));
                     true
                 } else {
-                    self.find_path(h)
+                    self.find_any_path(h)
                 };
                 if path_ok {
                     max_path = max_path.max(self.path.len() as u32 - 1);
@@ -349,42 +544,49 @@ impl Control {
                     c.id[t as usize] = id;
                     c.h[t as usize] = h;
                 } else {
-                    self.fallback.insert(id);
+                    self.fallback.insert(self.keys.key(id).into(), id);
                 }
             }
             if self.fallback.len() > self.fb_limit() {
                 nb = nb * 3 / 2 + 1;
                 continue;
             }
-            // Step 2: seeds, slots in lookup order.
+            // Step 2: seeds, slots in lookup order. With `avoid_overflow`,
+            // a bucket without an inline seed (≤ 30) first tries to hand one
+            // key to a cuckoo path on which every bucket keeps an inline seed.
             self.bseed.clear();
             self.bseed.resize(nb, 0);
-            let mut ok = true;
-            let mut hs = [0u64; 4];
+            let first_max = if self.opts.avoid_overflow { INLINE_MAX } else { self.opts.max_seed };
+            let mut failing = Vec::new();
             for b in 0..nb {
-                let cell = self.cells[b];
-                let mut ks = [NONE; 4];
-                let mut n = 0;
-                for t in 0..4 {
-                    if cell.id[t] != NONE {
-                        ks[n] = cell.id[t];
-                        hs[n] = cell.h[t];
-                        n += 1;
+                if !self.settle(b, first_max) {
+                    failing.push(b);
+                }
+            }
+            let mut ok = true;
+            for &b in &failing {
+                if self.opts.avoid_overflow {
+                    // An earlier relocation may have changed this bucket.
+                    if self.settle(b, INLINE_MAX) {
+                        continue;
+                    }
+                    if self.find_valid_path(&[b as u32], None) {
+                        self.shift_path();
+                        self.stats.relocations += 1;
+                        for j in 0..self.path.len() {
+                            let bj = self.path[j].0 as usize;
+                            // The BFS checked these sets; the fallback keeps it total.
+                            if !self.settle(bj, INLINE_MAX) && !self.settle(bj, self.opts.max_seed) {
+                                ok = false;
+                            }
+                        }
+                        continue;
                     }
                 }
-                let Some(s) = find_seed(&hs[..n], self.opts.max_seed) else {
+                if !self.settle(b, self.opts.max_seed) {
                     ok = false;
                     break;
-                };
-                self.bseed[b] = s as u8;
-                self.stats.max_seed = self.stats.max_seed.max(s);
-                let mut new = EMPTY;
-                for i in 0..n {
-                    let t = slot_of(hs[i], s);
-                    new.id[t] = ks[i];
-                    new.h[t] = hs[i];
                 }
-                self.cells[b] = new;
             }
             if !ok {
                 self.stats.reseed_rebuilds += 1;
@@ -400,7 +602,7 @@ impl Control {
                     for (t, x) in c.iter_mut().enumerate() {
                         let k = cell.id[t];
                         if k != NONE {
-                            *x = p.content(cell.h[t], self.store.value(k));
+                            *x = p.content(cell.h[t], self.keys.value(k));
                         }
                     }
                     let s = self.bseed[b] as u32;
@@ -414,22 +616,20 @@ impl Control {
                 }
                 ov_cap *= 2;
             };
-            // Steps 3-4: the bucket locator, one bit per key.
-            let oopts = othello::Options { seed: self.seeds.next(), ..othello::Options::default() };
-            // Bit = 1 when the key sits in its bucket h1.
-            let mut bits: Vec<(u32, bool)> = Vec::with_capacity(ids.len() - self.fallback.len());
-            for (b, cell) in self.cells.iter().enumerate() {
-                for t in 0..4 {
-                    if cell.id[t] != NONE {
-                        bits.push((cell.id[t], p.buckets(cell.h[t]).1 == b as u32));
-                    }
-                }
-            }
-            let items = bits.iter().map(|&(id, bit)| (self.store.key(id), bit as u64));
-            // The locator is sized for this table's capacity, so it grows only
-            // when the table does.
+            // Steps 3-4: the bucket locator, one bit per key (1 = the key
+            // sits in its bucket h1), sized for this table's capacity so it
+            // grows only when the table does. Identical 64-bit key hashes make
+            // it fail for every seed: re-seed the hash.
             let cap = nb * 4 * self.opts.max_load_permille as usize / 1000;
-            self.oth = othello::Control::from_items_with_capacity(items, 1, oopts, cap)?;
+            let lseed = self.seeds.next();
+            self.loc = match Locator::build(&self.cells, &p, self.keys.id_bound(), cap, lseed) {
+                Ok(l) => l,
+                Err(Error::BuildFailed(_)) => {
+                    self.stats.reseed_rebuilds += 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             self.img = img;
             self.cap = cap;
             self.stats.rebuilds += 1;
@@ -442,13 +642,10 @@ impl Control {
         let mut fallback: Vec<(Vec<u8>, u64)> = self
             .fallback
             .iter()
-            .map(|&id| {
-                let k = self.store.key(id);
-                (k.to_vec(), self.p.content(self.p.hash(k), self.store.value(id)))
-            })
+            .map(|(k, &id)| (k.to_vec(), self.p.content(self.p.hash(k), self.keys.value(id))))
             .collect();
         fallback.sort_unstable();
-        Image { table: self.img.clone(), oth: self.oth.export(), fallback }
+        Image { table: self.img.clone(), oth: self.loc.export(), fallback }
     }
 
     fn delta(&mut self, body: Body) -> Delta {
@@ -462,17 +659,17 @@ impl Control {
         let ov = self.img.ov_cap();
         match kind {
             0 => {
-                let want = buckets_for(self.store.len() + 1, self.opts.max_load_permille) + 1;
+                let want = buckets_for(self.keys.len() + 1, self.opts.max_load_permille) + 1;
                 let nb = (nb * 3 / 2).max(want);
                 // Refuse before touching any state.
                 if nb > 1 << 30 {
                     return Err(Error::CapacityExceeded(format!(
                         "{} keys need more than 2^30 buckets",
-                        self.store.len()
+                        self.keys.len()
                     )));
                 }
                 self.stats.grow_rebuilds += 1;
-                self.rebuild(nb, default_ov_cap(nb as u32), false)?;
+                self.rebuild(nb, default_ov_cap(nb as u32, self.opts.avoid_overflow), false)?;
             }
             1 => {
                 self.stats.reseed_rebuilds += 1;
@@ -487,25 +684,60 @@ impl Control {
         Ok(self.delta(Body::Replace(Box::new(img))))
     }
 
-    /// Position `(bucket, slot)` of a key in the cuckoo table.
-    fn position(&self, id: u32, h: u64) -> Option<(u32, usize)> {
+    /// Id and position of a key with hash `h`: `(id, Some((bucket, slot)))`
+    /// in the cuckoo table, `(id, None)` in the fallback table. The cuckoo
+    /// cells are the key index: only a cell with the same 64-bit hash has its
+    /// key compared.
+    #[inline]
+    fn find_in(&self, key: &[u8], h: u64) -> Option<(u32, Option<(u32, usize)>)> {
+        if !self.fallback.is_empty() {
+            if let Some(&id) = self.fallback.get(key) {
+                return Some((id, None));
+            }
+        }
         let (b0, b1) = self.p.buckets(h);
         for b in [b0, b1] {
-            if let Some(t) = self.cells[b as usize].id.iter().position(|&k| k == id) {
-                return Some((b, t));
+            let c = &self.cells[b as usize];
+            for t in 0..4 {
+                if c.h[t] == h && c.id[t] != NONE && self.keys.is(c.id[t], key) {
+                    return Some((c.id[t], Some((b, t))));
+                }
             }
         }
         None
     }
 
-    fn insert_new(&mut self, id: u32, key: &[u8], value: u64) -> Result<Delta> {
-        let h = self.p.hash(key);
-        if self.store.len() - self.fallback.len() > self.cap {
+    /// Prefetches everything an update of a key with hash `h` touches first.
+    #[inline]
+    fn prefetch(&self, h: u64) {
+        let (b0, b1) = self.p.buckets(h);
+        for b in [b0, b1] {
+            crate::mem::prefetch(&self.cells[b as usize] as *const Cell);
+            self.img.prefetch_bucket(b);
+        }
+        self.loc.prefetch(h);
+    }
+
+    fn insert_new(&mut self, id: u32, key: &[u8], h: u64, value: u64) -> Result<Delta> {
+        if self.keys.len() - self.fallback.len() > self.cap {
             return self.rebuild_delta(0);
         }
-        if !self.find_path(h) {
+        // The shortest path first; if one of its buckets would need an
+        // overflow seed, search for a path on which none does.
+        let (b0, b1) = self.p.buckets(h);
+        let any = self.find_any_path(h);
+        let found = if !self.opts.avoid_overflow || (any && self.path_inline_ok(h)) {
+            any
+        } else if self.find_valid_path(&[b0, b1], Some(h)) {
+            true
+        } else {
+            let any = self.find_any_path(h);
+            self.stats.overflow_paths += any as u64;
+            any
+        };
+        if !found {
             if self.fallback.len() < self.fb_limit() {
-                self.fallback.insert(id);
+                self.fallback.insert(key.into(), id);
                 self.stats.fallback_inserts += 1;
                 let content = Some(self.p.content(h, value));
                 return Ok(self.delta(Body::Fallback { key: key.to_vec(), content }));
@@ -587,8 +819,12 @@ impl Control {
             }
             self.cells[bj as usize] = new;
             self.bseed[bj as usize] = seed as u8;
-            let (_, b1) = self.p.buckets(inc_h);
-            let od = self.oth.insert(self.store.key(inc), (bj == b1) as u64)?;
+            let bit = (self.p.buckets(inc_h).1 == bj) as u64;
+            let od = if j == 0 {
+                self.loc.insert(inc, inc_h, bit, &self.cells, &self.p, self.keys.id_bound())?
+            } else {
+                self.loc.set(inc, bit)
+            };
             if od.is_rebuild() {
                 self.stats.locator_rebuilds += 1;
             }
@@ -620,71 +856,78 @@ impl ControlTable for Control {
         if key.len() >= u32::MAX as usize {
             return Err(Error::InvalidParameter("key longer than 4 GiB".into()));
         }
-        match self.store.insert(key, value) {
-            Inserted::Existing(id, old) => {
-                if old == value {
+        // Hash once and start the key's cache misses (cuckoo cells, shadow
+        // buckets, locator heads) at once.
+        let h = self.p.hash(key);
+        self.prefetch(h);
+        match self.find_in(key, h) {
+            Some((id, pos)) => {
+                if self.keys.value(id) == value {
                     return Ok(self.delta(Body::Nop));
                 }
-                let h = self.p.hash(key);
+                self.keys.set_value(id, value);
                 let content = self.p.content(h, value);
-                if self.fallback.contains(&id) {
-                    return Ok(self.delta(Body::Fallback { key: key.to_vec(), content: Some(content) }));
-                }
-                match self.position(id, h) {
+                match pos {
                     Some((b, t)) => {
                         self.img.write_slot(b, t, content);
                         Ok(self.delta(Body::Set { bucket: b, slot: t as u8, content }))
                     }
-                    // Unreachable by construction; recover by rebuilding rather than failing.
-                    None => self.rebuild_delta(1),
+                    None => Ok(self.delta(Body::Fallback { key: key.to_vec(), content: Some(content) })),
                 }
             }
-            Inserted::New(id) => match self.insert_new(id, key, value) {
-                Ok(d) => Ok(d),
-                Err(e) => {
-                    // Nothing may be half-done: drop the key and restore a consistent state.
-                    self.store.remove(key);
-                    self.fallback.remove(&id);
-                    // Refused before any state changed (growth beyond 2^30 buckets).
-                    if matches!(e, Error::CapacityExceeded(_))
-                        && self.cells.len() == self.p.nb as usize
-                        && self.img.p.nb == self.p.nb
-                    {
-                        return Err(e);
+            None => {
+                let id = self.keys.add(key, value);
+                match self.insert_new(id, key, h, value) {
+                    Ok(d) => Ok(d),
+                    Err(e) => {
+                        // Nothing may be half-done: drop the key and restore a consistent state.
+                        self.keys.remove(id);
+                        self.fallback.remove(key);
+                        // Refused before any state changed (growth beyond 2^30 buckets).
+                        if matches!(e, Error::CapacityExceeded(_))
+                            && self.cells.len() == self.p.nb as usize
+                            && self.img.p.nb == self.p.nb
+                        {
+                            return Err(e);
+                        }
+                        let nb = self.p.nb as usize;
+                        let ov = self.img.ov_cap();
+                        let r = self.rebuild(nb, ov, true);
+                        // Replicas must reload a blob rather than apply later deltas.
+                        self.seq += 1;
+                        r?;
+                        Err(e)
                     }
-                    let nb = self.p.nb as usize;
-                    let ov = self.img.ov_cap();
-                    let r = self.rebuild(nb, ov, true);
-                    // Replicas must reload a blob rather than apply later deltas.
-                    self.seq += 1;
-                    r?;
-                    Err(e)
                 }
-            },
+            }
         }
     }
 
     fn remove(&mut self, key: &[u8]) -> Result<Option<Delta>> {
         self.check_poisoned()?;
-        let Some((id, _)) = self.store.remove(key) else { return Ok(None) };
-        if self.fallback.remove(&id) {
-            return Ok(Some(self.delta(Body::Fallback { key: key.to_vec(), content: None })));
-        }
-        if let Some((b, t)) = self.position(id, self.p.hash(key)) {
-            self.cells[b as usize].id[t] = NONE;
-        }
-        match self.oth.remove(key)? {
-            Some(oth) => Ok(Some(self.delta(Body::Remove { oth }))),
-            None => Ok(Some(self.delta(Body::Nop))),
+        let h = self.p.hash(key);
+        self.prefetch(h);
+        let Some((id, pos)) = self.find_in(key, h) else { return Ok(None) };
+        self.keys.remove(id);
+        match pos {
+            None => {
+                self.fallback.remove(key);
+                Ok(Some(self.delta(Body::Fallback { key: key.to_vec(), content: None })))
+            }
+            Some((b, t)) => {
+                self.cells[b as usize].id[t] = NONE;
+                let oth = self.loc.remove(id);
+                Ok(Some(self.delta(Body::Remove { oth })))
+            }
         }
     }
 
     fn get(&self, key: &[u8]) -> Option<u64> {
-        self.store.get(key)
+        self.find_in(key, self.p.hash(key)).map(|(id, _)| self.keys.value(id))
     }
 
     fn len(&self) -> usize {
-        self.store.len()
+        self.keys.len()
     }
 
     fn value_bits(&self) -> u32 {
@@ -696,12 +939,13 @@ impl ControlTable for Control {
     }
 
     fn memory_bytes(&self) -> usize {
-        self.store.memory_bytes()
+        self.keys.memory_bytes()
             + std::mem::size_of::<Cell>() * self.cells.capacity()
             + self.bseed.capacity()
             + self.img.memory_bytes()
-            + self.oth.memory_bytes()
+            + self.loc.memory_bytes()
             + 4 * self.visit.capacity()
-            + self.fallback.capacity() * 5
+            + self.fallback.capacity() * (std::mem::size_of::<(Box<[u8]>, u32)>() + 1)
+            + self.fallback.keys().map(|k| k.len()).sum::<usize>()
     }
 }

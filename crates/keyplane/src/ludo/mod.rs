@@ -6,15 +6,25 @@
 //!
 //! A key `k` is hashed once (`h = hash64(k, seed)`); `h` gives its two
 //! alternate buckets `h0(k) ≠ h1(k)`. The **bucket locator** (§4.4.4), a
-//! 1-bit Othello, says which of the two holds `k`. Each bucket is
+//! 1-bit Othello whose two slot indices come from `mix64(h ^ locator seed)`
+//! (no second key hash), says which of the two holds `k`. Each bucket is
 //! `seed (5 bits) | 4 value slots`, bit-packed with no wasted bits; the
 //! **slot locator** (§4.4.5) `H_seed(h) ∈ {0,1,2,3}` picks the slot. A
 //! lookup is two Othello reads and one bucket read, plus a probe of the small
 //! **overflow table** when the bucket's inline seed is 31 (the seed needed
-//! more than 5 bits; overflow seeds are 8 bits, up to 255). A **fallback
+//! more than 5 bits; overflow seeds are 8 bits, up to 255). With a uniformly
+//! random slot hash a full bucket has no 5-bit seed with probability
+//! (1 − 4!/4⁴)³¹ ≈ 4.7%; construction therefore relocates one key of every
+//! such bucket through a cuckoo path on which every bucket keeps a seed ≤ 30
+//! (`Options::avoid_overflow`), and inserts prefer such paths, so the
+//! overflow table stays empty in practice and is sized at 1/1024 of the
+//! bucket count. A **fallback
 //! table** (§4.4.6 "Insertion fallback table") with full keys holds keys
 //! whose insertion found no cuckoo path; it is consulted first, and only when
 //! its flag says it is non-empty.
+//!
+//! A lookup loads one snapshot of the whole form (see [`Lookup`]); a
+//! per-thread [`Reader`] ([`crate::LookupTable::reader`]) loads none.
 //!
 //! Optional fingerprint bits per slot (`Options::fingerprint_bits`, f bits)
 //! make `get` answer `None` for most alien keys: a slot holds
@@ -23,12 +33,17 @@
 //!
 //! # Maintenance structure (Ludo §4.4.2, §4.4.7)
 //!
-//! [`Control`] keeps all keys and values ([`crate::store::KeyStore`]), the
-//! source (2,4)-cuckoo table (4 key ids per bucket, in lookup-slot order),
-//! per-bucket seeds, the Othello maintenance structure of the bucket bits,
-//! and a bit-exact shadow of the lookup form's bucket array and overflow
-//! table, so [`crate::ControlTable::export`] is a copy and deltas reproduce it bit
-//! for bit.
+//! [`Control`] keeps all keys and values once, in a key arena with stable
+//! ids (value next to the key span); the source (2,4)-cuckoo table (4 key ids
+//! and hashes per bucket, in lookup-slot order) is also the key index — a
+//! key is found by comparing hashes in its two buckets, then its bytes. Next
+//! to it: per-bucket seeds, the Othello maintenance structure of the bucket
+//! bits (kept over the same ids and hashes, so the keys are neither stored
+//! nor hashed twice), and a bit-exact shadow of the lookup form's bucket
+//! array and overflow table, so [`crate::ControlTable::export`] is a copy and
+//! deltas reproduce it bit for bit. An update hashes its key once and
+//! prefetches its two cuckoo buckets, shadow buckets and locator heads
+//! before touching any of them.
 //!
 //! # Updates (Ludo §4.4.8)
 //!
@@ -68,17 +83,22 @@
 //! * a cuckoo path is not found and the fallback table is already at its
 //!   limit (4 + n/4096 keys): grow.
 //!
-//! The Othello bucket locator re-seeds and grows on its own; its rebuild
-//! deltas travel inside Ludo's path nodes.
+//! The Othello bucket locator re-seeds (an insert closing a cycle) on its
+//! own, from the cuckoo cells; its rebuild delta travels inside the insert's
+//! last path node, and the lookup form publishes a new snapshot with it (the
+//! buckets copied, so readers of the old snapshot keep a locator and buckets
+//! that belong together).
 
 mod control;
 mod delta;
+mod keys;
+mod locator;
 mod lookup;
 mod table;
 
 pub use control::{Control, Stats};
 pub use delta::Delta;
-pub use lookup::Lookup;
+pub use lookup::{Lookup, Reader};
 
 use crate::error::{Error, Result, mask};
 use crate::hash::{hi, lo, mix64, reduce};
@@ -109,6 +129,11 @@ pub struct Options {
     /// (31..=255, default 255). Lower values only exist to exercise the
     /// re-seed path in tests.
     pub max_seed: u32,
+    /// Keep overflow seeds rare (default `true`): construction relocates a
+    /// key out of every bucket without a seed ≤ 30 through a cuckoo path on
+    /// which every bucket keeps an inline seed, and inserts prefer such
+    /// paths. Without it about 4% of full buckets need the overflow table.
+    pub avoid_overflow: bool,
 }
 
 impl Default for Options {
@@ -119,6 +144,7 @@ impl Default for Options {
             max_load_permille: 950,
             max_cuckoo_path: 8,
             max_seed: MAX_SEED,
+            avoid_overflow: true,
         }
     }
 }
@@ -149,6 +175,10 @@ impl Options {
         Ok(())
     }
 }
+
+/// Lookup-form layout revision, written into every blob and rebuild delta:
+/// 2 = bucket-locator indices derived from the Ludo hash (`mix64(h ^ seed)`).
+const LAYOUT: u8 = 2;
 
 /// Parameters every lookup form carries (the skeleton and the slot layout).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,11 +250,17 @@ impl Params {
     }
 
     pub fn encode(&self, w: &mut crate::wire::Writer) {
-        w.u64(self.seed).u32(self.nb).u8(self.vbits as u8).u8(self.fbits as u8);
+        w.u64(self.seed).u32(self.nb).u8(self.vbits as u8).u8(self.fbits as u8).u8(LAYOUT);
     }
 
     pub fn decode(r: &mut crate::wire::Reader<'_>) -> Result<Self> {
         let p = Params { seed: r.u64()?, nb: r.u32()?, vbits: r.u8()? as u32, fbits: r.u8()? as u32 };
+        let layout = r.u8()?;
+        if layout != LAYOUT {
+            return Err(Error::Corrupt(format!(
+                "ludo layout {layout}, this version reads {LAYOUT} (blobs of an older keyplane are not readable)"
+            )));
+        }
         p.validate().map_err(|e| Error::Corrupt(e.to_string()))?;
         Ok(p)
     }
@@ -252,6 +288,20 @@ pub(crate) fn find_seed(hs: &[u64], max: u32) -> Option<u32> {
         return Some(s);
     }
     None
+}
+
+/// `n` copies of `fill` in a vector whose pages got huge-page advice before
+/// they were first touched (the maintenance structure's big arrays are read
+/// at random: without huge pages every access is also a TLB miss).
+pub(crate) fn advised_vec<T: Clone>(n: usize, fill: T) -> Vec<T> {
+    let mut v: Vec<T> = Vec::with_capacity(n);
+    // SAFETY: a slice of `MaybeUninit<T>` over the vector's allocated (not
+    // yet initialised) capacity is valid; it is only used for its address
+    // range and dropped before the vector is written.
+    let spare = unsafe { std::slice::from_raw_parts(v.as_ptr() as *const std::mem::MaybeUninit<T>, n) };
+    crate::mem::advise_hugepages(spare);
+    v.resize(n, fill);
+    v
 }
 
 /// Expected alien false-positive rate with `f` fingerprint bits (a full

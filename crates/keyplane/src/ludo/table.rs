@@ -104,12 +104,15 @@ impl PartialEq for Table {
     }
 }
 
-/// Slots of an overflow table for `nb` buckets: 5.5% of the bucket count.
-/// A full bucket overflows with probability (29/32)^31 ≈ 4.7%, so at 95% load
-/// about 3.9% of buckets do; the table is rebuilt larger beyond 7/8 load
-/// (4.8% of buckets, above the 4.7% ceiling of the mean).
-pub(crate) fn default_ov_cap(nb: u32) -> usize {
-    (nb as usize * 11 / 200).max(8)
+/// Slots of an overflow table for `nb` buckets. Without `avoid_overflow`,
+/// 5.5% of the bucket count: a full bucket overflows with probability
+/// (29/32)^31 ≈ 4.7%, so at 95% load about 3.9% of buckets do; the table is
+/// rebuilt larger beyond 7/8 load (4.8% of buckets, above the 4.7% ceiling of
+/// the mean). With it, construction leaves no overflow bucket and inserts
+/// create one only when no overflow-free cuckoo path exists: 1/1024 of the
+/// bucket count (0.008 bits/key), doubled by a rebuild if it ever fills.
+pub(crate) fn default_ov_cap(nb: u32, avoid_overflow: bool) -> usize {
+    if avoid_overflow { (nb as usize / 1024).max(8) } else { (nb as usize * 11 / 200).max(8) }
 }
 
 fn bucket_bits(nb: u32) -> u32 {
@@ -132,6 +135,11 @@ impl Table {
         self.buckets.memory_bytes() + self.ov.memory_bytes()
     }
 
+    /// `(bucket array, overflow table)` heap bytes.
+    pub fn memory_parts(&self) -> (usize, usize) {
+        (self.buckets.memory_bytes(), self.ov.memory_bytes())
+    }
+
     pub fn ov_cap(&self) -> usize {
         self.ov.len()
     }
@@ -150,9 +158,23 @@ impl Table {
         b as usize * self.bw
     }
 
+    /// Prefetches both ends of bucket `b`'s bits.
     #[inline(always)]
-    pub fn bucket_ptr(&self, b: u32) -> *const u8 {
-        self.buckets.ptr(self.base(b))
+    pub fn prefetch_bucket(&self, b: u32) {
+        let pos = self.base(b);
+        let (first, last) = (self.buckets.ptr(pos), self.buckets.ptr(pos + self.bw - 1));
+        crate::mem::prefetch(first);
+        // The second cache line only when the bucket straddles one.
+        if (first as usize) >> 6 != (last as usize) >> 6 {
+            crate::mem::prefetch(last);
+        }
+    }
+
+    /// All bits of bucket `b` (seed in the low bits) when a bucket fits in
+    /// 64 bits, else `None`.
+    #[inline(always)]
+    pub fn small_bucket(&self, b: u32) -> Option<u64> {
+        if self.bw <= 64 { Some(self.buckets.get(self.base(b), self.bw as u32)) } else { None }
     }
 
     #[inline(always)]

@@ -88,24 +88,6 @@ impl Control {
         Self::build(store, value_bits, opts, 0)
     }
 
-    /// Crate-internal hook (Ludo's bucket locator): bulk construction sized
-    /// for at least `cap` keys, so a structure that knows its own capacity
-    /// does not trigger a growth rebuild on its next insert.
-    pub(crate) fn from_items_with_capacity<I, K>(items: I, value_bits: u32, opts: Options, cap: usize) -> Result<Self>
-    where
-        I: IntoIterator<Item = (K, u64)>,
-        K: AsRef<[u8]>,
-    {
-        check_value_bits(value_bits, 1, 64)?;
-        let it = items.into_iter();
-        let mut store = KeyStore::with_capacity(it.size_hint().0, 16);
-        for (k, v) in it {
-            check_value(v, value_bits)?;
-            store.insert(k.as_ref(), v);
-        }
-        Self::build(store, value_bits, opts, cap)
-    }
-
     fn build(store: KeyStore, value_bits: u32, opts: Options, min_cap: usize) -> Result<Self> {
         check_value_bits(value_bits, 1, 64)?;
         let mut seeds = SeedSeq::new(opts.seed);
@@ -490,7 +472,7 @@ impl Control {
 /// Peels the forest (repeatedly removing a slot of degree one and its edge,
 /// using the XOR-of-edge-ids trick), then assigns slot values in reverse peel
 /// order. Returns `None` when the graph has a cycle (the 2-core is not empty).
-fn peel_and_assign(
+pub(crate) fn peel_and_assign(
     p: &Params,
     ids: &[u32],
     ends: &[(u32, u32)],

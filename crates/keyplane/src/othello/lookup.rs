@@ -43,13 +43,6 @@ impl Inner {
         (i.wrapping_mul(0x9e37_79b9) >> 7) & self.smask
     }
 
-    /// Crate-internal hook: slot indices of a key.
-    #[inline(always)]
-    pub(crate) fn locate(&self, key: &[u8]) -> (usize, usize) {
-        let (_, ia, ib) = self.p.locate(key);
-        (ia, ib)
-    }
-
     /// Crate-internal hook: prefetches both slots of a key.
     #[inline(always)]
     pub(crate) fn prefetch(&self, ia: usize, ib: usize) {
@@ -147,12 +140,6 @@ impl Lookup {
         let (_, ia, ib) = c.p.locate(key);
         let (x, y) = c.lock.read2(c.stripe_a(ia), c.stripe_b(ib), || (c.a.get(ia), c.b.get(ib)));
         (x ^ y) & crate::mask(c.p.vbits)
-    }
-
-    /// Crate-internal hook (Ludo's bucket locator): the current snapshot.
-    #[inline(always)]
-    pub(crate) fn snapshot(&self) -> arc_swap::Guard<std::sync::Arc<Inner>> {
-        self.cur.load()
     }
 
     /// Crate-internal hook: an independent copy of this lookup form (same

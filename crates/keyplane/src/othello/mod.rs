@@ -32,8 +32,11 @@ mod lookup;
 pub use control::{Control, Stats};
 pub use delta::Delta;
 pub use lookup::{Lookup, Reader};
-// For structures that embed Othello lookup forms (lb): raw arrays and images.
-pub(crate) use delta::Image;
+// For structures that embed Othello lookup forms (lb, ludo): raw arrays,
+// images, delta bodies and the peeling builder.
+pub(crate) use control::peel_and_assign;
+pub(crate) use delta::{Body, Image};
+pub(crate) use lookup::Inner as LookupInner;
 
 use crate::error::{Error, Result, mask};
 use crate::hash::{hash64, hi, lo, mix64, reduce};
