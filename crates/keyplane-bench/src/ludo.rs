@@ -223,6 +223,24 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
         }
     }
     out.push(fr);
+    // The floor is three random *DRAM* reads. A buffer the size of
+    // the table is L3-resident when the table is (25 MB at l = 8 against a
+    // 32 MiB L3), so also measure the floor in a buffer far larger than any
+    // L3 (256 MiB) and report the ratio to it separately.
+    let dram_bytes = bytes.max(256 << 20);
+    let dfloor = dram_floor_ns(dram_bytes, 3);
+    let dcfloor = cpu_dram_floor_ns(dram_bytes, 3);
+    let mut dr = Record::new("floor_3_dram_reads", n, l, w.kt);
+    dr.set("batch_lookup_ns", dfloor).set("batch_lookup_cpu_ns", dcfloor).set("memory_bytes", dram_bytes);
+    for r in out.iter_mut().filter(|r| r.num("batch_vs_floor").is_some()) {
+        if let Some(b) = r.num("batch_lookup_ns") {
+            r.set("batch_vs_dram_floor", b / dfloor);
+        }
+        if let Some(b) = r.num("batch_lookup_cpu_ns") {
+            r.set("batch_cpu_vs_dram_floor", b / dcfloor);
+        }
+    }
+    out.push(dr);
     // Baselines, same run.
     let (mut o, _, ot) = measure::<othello::Control>("othello_compact", &w, |w| {
         othello::Control::from_items_with(w.items(), w.value_bits, othello::Options::default())
