@@ -104,6 +104,7 @@ pub fn run(dir: &str, scale_name: &str, only: Option<&[String]>) -> Result<(), C
     let mut found: Vec<&str> = Vec::new();
     let mut skipped: Vec<&str> = Vec::new();
     let mut failures: Vec<String> = Vec::new();
+    let mut unsupported: Vec<String> = Vec::new();
     for r in &runs {
         pb.inc(1);
         if skipped.contains(&r.bench) {
@@ -131,6 +132,10 @@ pub fn run(dir: &str, scale_name: &str, only: Option<&[String]>) -> Result<(), C
             Ok(Err(e)) if e.starts_with("unknown benchmark") => {
                 skipped.push(r.bench);
             }
+            // A value width the structure does not support is a limit, not a failure.
+            Ok(Err(e)) if e.contains("needs --value-bits") => {
+                unsupported.push(format!("{} n={} l={} {}: {e}", r.bench, r.n, r.bits, r.dist))
+            }
             Ok(Err(e)) => failures.push(format!("{} n={} l={} {}: {e}", r.bench, r.n, r.bits, r.dist)),
             Err(_) => failures.push(format!("{} n={} l={} {}: panicked", r.bench, r.n, r.bits, r.dist)),
             Ok(Ok(recs)) => {
@@ -156,6 +161,7 @@ pub fn run(dir: &str, scale_name: &str, only: Option<&[String]>) -> Result<(), C
         "updates": sc.updates,
         "benchmarks": found,
         "failures": failures,
+        "unsupported": unsupported,
         "seconds": elapsed,
         "machine": machine(),
         "load_average_start": load_start,
@@ -527,6 +533,13 @@ fn index(dir: &str, doc: &Value, figs: &[Fig], sc: &Scale) -> Result<(), CliErro
                 ""
             }
         );
+    }
+    if let Some(f) = meta["unsupported"].as_array().filter(|f| !f.is_empty()) {
+        let _ = writeln!(md, "Configurations a structure does not support (skipped):\n");
+        for x in f {
+            let _ = writeln!(md, "- {}", x.as_str().unwrap_or(""));
+        }
+        md.push('\n');
     }
     if let Some(f) = meta["failures"].as_array().filter(|f| !f.is_empty()) {
         let _ = writeln!(md, "Failed runs (not plotted):\n");
