@@ -44,4 +44,6 @@ fi
 )
 
 echo "== fuzz targets compile"
+# libfuzzer-sys builds libFuzzer's C++ sources in its build script.
+if ! command -v c++ >/dev/null 2>&1; then apt_install g++; fi
 CARGO_TARGET_DIR=target/fuzz-check cargo check -q --manifest-path fuzz/Cargo.toml --bins
