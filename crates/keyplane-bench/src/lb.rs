@@ -40,12 +40,24 @@ fn vip(v: usize) -> Vip {
     Vip::new(Ipv4Addr::from(0xc000_0200 + v as u32), 80, 6)
 }
 
+/// Fixed-width keys, back to back.
+struct Keys(Vec<u8>);
+
+impl Keys {
+    fn key(&self, i: usize) -> &[u8] {
+        &self.0[i * KEY_LEN..(i + 1) * KEY_LEN]
+    }
+    fn len(&self) -> usize {
+        self.0.len() / KEY_LEN
+    }
+}
+
 /// The network: per VIP its pool size and its share of the states.
 struct Net {
     pools: Vec<usize>,
     states: Vec<usize>,
-    /// Flat state keys, VIP by VIP.
-    keys: Vec<u8>,
+    /// State keys, VIP by VIP.
+    keys: Keys,
     /// (vip, first state index) per VIP.
     first: Vec<usize>,
 }
@@ -70,10 +82,10 @@ impl Net {
                 keys.extend_from_slice(state_key((v as u64) << 32 | j as u64).as_ref());
             }
         }
-        Self { pools, states, keys, first }
+        Self { pools, states, keys: Keys(keys), first }
     }
     fn key(&self, i: usize) -> &[u8] {
-        &self.keys[i * KEY_LEN..(i + 1) * KEY_LEN]
+        self.keys.key(i)
     }
     fn vip_of(&self, i: usize) -> usize {
         self.first.partition_point(|&f| f <= i) - 1
@@ -98,21 +110,21 @@ fn load<B: Balancer>(lb: &mut B, net: &Net) -> Vec<VipId> {
 
 /// Query stream: random tracked states over all VIPs, as (vip, state index).
 fn queries(net: &Net, len: usize, salt: u64) -> Vec<(u32, u32)> {
-    let n = net.keys.len() / KEY_LEN;
+    let n = net.keys.len();
     sample_indices(n, len, salt).into_iter().map(|i| (net.vip_of(i as usize) as u32, i)).collect()
 }
 
 /// The query stream as packets arrive: the keys copied, in stream order,
 /// into one contiguous buffer (as every other keyplane bench does), so a
 /// lookup reads its key sequentially instead of from a random place in the
-/// 13 MB state table. Returns a key holder and `(vip, position)` pairs.
-fn materialize(net: &Net, q: &[(u32, u32)]) -> (Net, Vec<(u32, u32)>) {
+/// 13 MB state table. Returns the keys and `(vip, position)` pairs.
+fn materialize(net: &Net, q: &[(u32, u32)]) -> (Keys, Vec<(u32, u32)>) {
     let mut keys = Vec::with_capacity(q.len() * KEY_LEN);
     for &(_, i) in q {
         keys.extend_from_slice(net.key(i as usize));
     }
     let seq = q.iter().enumerate().map(|(j, &(v, _))| (v, j as u32)).collect();
-    (Net { pools: Vec::new(), states: Vec::new(), keys, first: Vec::new() }, seq)
+    (Keys(keys), seq)
 }
 
 /// Wall-clock and on-CPU nanoseconds per operation of one run of `f`. On
@@ -131,11 +143,11 @@ fn min2(a: (f64, f64), b: (f64, f64)) -> (f64, f64) {
     (a.0.min(b.0), a.1.min(b.1))
 }
 
-fn lookup_ns(net: &Net, q: &[(u32, u32)], mut f: impl FnMut(u32, &[u8]) -> Option<Backend>) -> (f64, f64) {
+fn lookup_ns(keys: &Keys, q: &[(u32, u32)], mut f: impl FnMut(u32, &[u8]) -> Option<Backend>) -> (f64, f64) {
     timed(q.len(), || {
         let mut acc = 0u64;
         for &(v, i) in q {
-            if let Some(b) = f(v, net.key(i as usize)) {
+            if let Some(b) = f(v, keys.key(i as usize)) {
                 acc = acc.wrapping_add(b.port as u64);
             }
         }
@@ -178,7 +190,7 @@ fn batch_ns<B: Balancer>(lb: &B, ids: &[VipId], net: &Net, q: &[(u32, u32)]) -> 
 }
 
 /// Bursts of 32 packets to random VIPs (Concury's mixed-VIP batch).
-fn batch_mixed_ns(dp: &DataPlane, ids: &[VipId], net: &Net, q: &[(u32, u32)]) -> (f64, f64) {
+fn batch_mixed_ns(dp: &DataPlane, ids: &[VipId], qkeys: &Keys, q: &[(u32, u32)]) -> (f64, f64) {
     let mut r = dp.reader();
     let mut out = vec![None; 32];
     let mut keys: Vec<&[u8]> = Vec::with_capacity(32);
@@ -189,7 +201,7 @@ fn batch_mixed_ns(dp: &DataPlane, ids: &[VipId], net: &Net, q: &[(u32, u32)]) ->
             keys.clear();
             vids.clear();
             for &(v, i) in c {
-                keys.push(net.key(i as usize));
+                keys.push(qkeys.key(i as usize));
                 vids.push(ids[v as usize]);
             }
             r.lookup_batch(&vids, &keys, &mut out);
@@ -200,7 +212,7 @@ fn batch_mixed_ns(dp: &DataPlane, ids: &[VipId], net: &Net, q: &[(u32, u32)]) ->
 }
 
 fn threaded_mops<F: FnMut(u32, &[u8]) -> Option<Backend>>(
-    net: &Net,
+    keys: &Keys,
     q: &[(u32, u32)],
     threads: usize,
     make: impl Fn() -> F + Sync,
@@ -213,7 +225,7 @@ fn threaded_mops<F: FnMut(u32, &[u8]) -> Option<Backend>>(
                 let mut f = make();
                 let mut acc = 0u64;
                 for &(v, i) in part {
-                    if let Some(b) = f(v, net.key(i as usize)) {
+                    if let Some(b) = f(v, keys.key(i as usize)) {
                         acc = acc.wrapping_add(b.port as u64);
                     }
                 }
@@ -296,7 +308,7 @@ fn dynamic_mops(
     let mut arrived = 0u64;
     let mut next_pool = pool_every;
     let mut pool_changes = 0u64;
-    let n = net.keys.len() / KEY_LEN;
+    let n = net.keys.len();
     let mut qi = 0usize;
     let mut acc = 0u64;
     loop {
@@ -352,7 +364,7 @@ fn dynamic_cp_thread(
 ) -> f64 {
     use std::sync::atomic::{AtomicBool, Ordering};
     let stop = AtomicBool::new(false);
-    let n = net.keys.len() / KEY_LEN;
+    let n = net.keys.len();
     let start = Instant::now();
     std::thread::scope(|s| {
         let stop = &stop;

@@ -16,6 +16,7 @@
 
 use arc_swap::{ArcSwap, Guard};
 use std::cell::RefCell;
+use std::ops::Deref;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 
@@ -138,11 +139,6 @@ impl StripeSet {
 /// plain load per access.
 #[derive(Debug)]
 pub struct Published<T> {
-    src: Arc<Source<T>>,
-}
-
-#[derive(Debug)]
-struct Source<T> {
     cur: ArcSwap<T>,
     /// Bumped after every replacement, so cached handles notice it.
     generation: AtomicU64,
@@ -151,49 +147,51 @@ struct Source<T> {
 impl<T> Published<T> {
     /// Publishes `t`.
     pub fn new(t: T) -> Self {
-        Self { src: Arc::new(Source { cur: ArcSwap::from_pointee(t), generation: AtomicU64::new(0) }) }
+        Self { cur: ArcSwap::from_pointee(t), generation: AtomicU64::new(0) }
     }
     /// Cheap snapshot for one read (or a batch of reads).
     #[inline(always)]
     pub fn load(&self) -> Guard<Arc<T>> {
-        self.src.cur.load()
+        self.cur.load()
     }
     /// Snapshot that can be held for long.
     pub fn load_full(&self) -> Arc<T> {
-        self.src.cur.load_full()
+        self.cur.load_full()
     }
     /// Replaces the structure; readers holding the old one finish on it.
     pub fn replace(&self, t: T) {
-        self.src.cur.store(Arc::new(t));
-        self.src.generation.fetch_add(1, Ordering::Release);
+        self.cur.store(Arc::new(t));
+        self.generation.fetch_add(1, Ordering::Release);
     }
-    /// A per-thread handle that caches the current snapshot.
-    pub fn cached(&self) -> Cached<T> {
-        Cached::new(self.src.clone())
+    /// A per-thread handle that caches the current snapshot, borrowing the
+    /// publisher. ([`Cached::new`] takes any owner, e.g. an `Arc<Published<T>>`.)
+    pub fn cached(&self) -> Cached<&Self, T> {
+        Cached::new(self)
     }
 }
 
-/// A per-thread read handle on a [`Published`] structure: it caches the
-/// current snapshot and, on every access, compares the publisher's
-/// generation counter with the one it cached (one acquire load, no
-/// read-modify-write). After a replacement the next access picks up the new
-/// snapshot; an idle handle keeps the old one alive until its next access or
-/// until it is dropped. `Send`, not `Sync`: give each thread its own
-/// (`clone` makes another).
+/// A per-thread read handle on a [`Published`] structure reached through
+/// `P` (a reference or an `Arc`): it caches the current snapshot and, on
+/// every access, compares the publisher's generation counter with the one
+/// it cached (one acquire load, no read-modify-write). After a replacement
+/// the next access picks up the new snapshot; an idle handle keeps the old
+/// one alive until its next access or until it is dropped. `Send`, not
+/// `Sync`: give each thread its own (`clone` makes another).
 #[derive(Debug)]
-pub struct Cached<T> {
-    src: Arc<Source<T>>,
+pub struct Cached<P: Deref<Target = Published<T>>, T> {
+    src: P,
     cache: RefCell<(u64, Arc<T>)>,
 }
 
-impl<T> Clone for Cached<T> {
+impl<P: Deref<Target = Published<T>> + Clone, T> Clone for Cached<P, T> {
     fn clone(&self) -> Self {
         Cached::new(self.src.clone())
     }
 }
 
-impl<T> Cached<T> {
-    fn new(src: Arc<Source<T>>) -> Self {
+impl<P: Deref<Target = Published<T>>, T> Cached<P, T> {
+    /// A handle on the publisher `src` points to.
+    pub fn new(src: P) -> Self {
         // Generation first: if a replacement lands in between, the next
         // access sees a newer generation and reloads.
         let g = src.generation.load(Ordering::Acquire);
@@ -230,9 +228,9 @@ macro_rules! cached_reader {
         /// per-call snapshot pinning (see [`crate::sync::Cached`]). Applied
         /// deltas and whole-table replacements are visible to it.
         #[derive(Debug, Clone)]
-        pub struct Reader(crate::sync::Cached<$inner>);
+        pub struct Reader<'a>(crate::sync::Cached<&'a crate::sync::Published<$inner>, $inner>);
 
-        impl crate::ReadHandle for Reader {
+        impl crate::ReadHandle for Reader<'_> {
             #[inline]
             fn get(&self, key: &[u8]) -> Option<u64> {
                 self.0.with(|c| c.get(key))
@@ -245,6 +243,29 @@ macro_rules! cached_reader {
     };
 }
 pub(crate) use cached_reader;
+
+/// Inside `impl LookupTable for Lookup` of a lookup form whose `cur:
+/// Published<Inner>` has inherent `get` / `get_batch` (and whose module used
+/// [`cached_reader!`]): the reader type, `reader`, `get` and `get_batch`.
+macro_rules! snapshot_reads {
+    () => {
+        type Reader<'a> = Reader<'a>;
+
+        fn reader(&self) -> Reader<'_> {
+            Reader(self.cur.cached())
+        }
+
+        #[inline]
+        fn get(&self, key: &[u8]) -> Option<u64> {
+            self.cur.load().get(key)
+        }
+
+        fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+            self.cur.load().get_batch(keys, out)
+        }
+    };
+}
+pub(crate) use snapshot_reads;
 
 #[cfg(test)]
 mod tests {
@@ -315,7 +336,7 @@ mod tests {
         let p = Arc::new(Published::new(0u64));
         let stop = Arc::new(AtomicBool::new(false));
         let h = {
-            let (c, stop) = (p.cached(), stop.clone());
+            let (c, stop) = (Cached::new(p.clone()), stop.clone());
             std::thread::spawn(move || {
                 let mut last = 0;
                 while !stop.load(Ordering::Acquire) {

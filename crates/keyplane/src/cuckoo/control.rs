@@ -31,27 +31,9 @@ pub struct Stats {
 }
 
 /// The published table (whole-table replacement on resize; reader handles
-/// cache it, see [`crate::sync::Cached`]).
-#[derive(Debug)]
-pub(crate) struct Shared {
-    cur: Published<Table>,
-}
-
-impl Shared {
-    pub fn new(t: Table) -> Self {
-        Self { cur: Published::new(t) }
-    }
-    #[inline(always)]
-    pub fn load(&self) -> arc_swap::Guard<Arc<Table>> {
-        self.cur.load()
-    }
-    pub fn load_full(&self) -> Arc<Table> {
-        self.cur.load_full()
-    }
-    pub fn replace(&self, t: Table) {
-        self.cur.replace(t);
-    }
-}
+/// cache it, see [`crate::sync::Cached`]), shared by the writer, its reader
+/// handles and replicas.
+pub(crate) type Shared = Published<Table>;
 
 /// A per-thread read handle on a table — the writer's own
 /// ([`Control::reader`]) or a replica's ([`crate::LookupTable::reader`]):
@@ -66,12 +48,12 @@ impl Shared {
 /// lookup or until it is dropped.
 #[derive(Debug, Clone)]
 pub struct Reader {
-    cache: Cached<Table>,
+    cache: Cached<Arc<Shared>, Table>,
 }
 
 impl Reader {
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        Reader { cache: shared.cur.cached() }
+        Reader { cache: Cached::new(shared) }
     }
 
     #[inline(always)]

@@ -218,9 +218,9 @@ fn get_fresh(key: &[u8], stale: &Inner, latest: impl Fn() -> Arc<Inner>) -> Opti
 /// [`Lookup`]'s `get` / `get_batch` without the per-call snapshot pinning
 /// (see [`crate::sync::Cached`]). Applied deltas are visible to it.
 #[derive(Debug, Clone)]
-pub struct Reader(crate::sync::Cached<Inner>);
+pub struct Reader<'a>(crate::sync::Cached<&'a Published<Inner>, Inner>);
 
-impl crate::ReadHandle for Reader {
+impl crate::ReadHandle for Reader<'_> {
     #[inline]
     fn get(&self, key: &[u8]) -> Option<u64> {
         self.0.with(|c| c.get(key, || self.0.latest()))
@@ -344,9 +344,9 @@ impl Lookup {
 impl LookupTable for Lookup {
     type Delta = Delta;
 
-    type Reader<'a> = Reader;
+    type Reader<'a> = Reader<'a>;
 
-    fn reader(&self) -> Reader {
+    fn reader(&self) -> Reader<'_> {
         Reader(self.cur.cached())
     }
 

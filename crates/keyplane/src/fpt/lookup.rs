@@ -136,20 +136,7 @@ crate::sync::cached_reader!(Inner);
 impl LookupTable for Lookup {
     type Delta = Delta;
 
-    type Reader<'a> = Reader;
-
-    fn reader(&self) -> Reader {
-        Reader(self.cur.cached())
-    }
-
-    #[inline]
-    fn get(&self, key: &[u8]) -> Option<u64> {
-        self.cur.load().get(key)
-    }
-
-    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
-        self.cur.load().get_batch(keys, out)
-    }
+    crate::sync::snapshot_reads!();
 
     fn apply(&self, delta: &Delta) -> Result<()> {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
