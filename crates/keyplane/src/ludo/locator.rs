@@ -22,6 +22,7 @@ use super::control::{Cell, NONE};
 use crate::bits::PackedArray;
 use crate::error::{Error, Result};
 use crate::hash::{SeedSeq, hi, lo, mix64, reduce};
+use crate::othello::graph::{self, Edge, NO_EDGE, Walk};
 use crate::othello::{self, Body, Image, SIDE_B};
 
 /// Consecutive failed seeds before a rebuild gives up.
@@ -32,21 +33,6 @@ const MAX_ATTEMPTS: u32 = 64;
 pub(crate) fn locate(p: &othello::Params, h: u64) -> (usize, usize) {
     let x = mix64(h ^ p.seed);
     (reduce(lo(x), p.ma) as usize, reduce(hi(x), p.mb) as usize)
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Edge {
-    a: u32,
-    b: u32,
-    na: u32,
-    nb: u32,
-}
-
-const NO_EDGE: Edge = Edge { a: NONE, b: NONE, na: NONE, nb: NONE };
-
-enum Walk {
-    Connected,
-    Separate(usize),
 }
 
 /// 1-bit Othello maintenance structure over external ids. See the module docs.
@@ -197,42 +183,9 @@ impl Locator {
         othello::Delta { seq: self.seq, body: Body::Slots { seed: self.p.seed, xor, xors, sets } }
     }
 
-    /// Walks the trees of `s0` and `s1` in lock step (never crossing edge
-    /// `skip`) until one is exhausted or the walks meet (Othello's walk).
+    /// See [`graph::walk`].
     fn walk(&mut self, s0: u32, s1: u32, skip: u32) -> Walk {
-        let starts = [s0, s1];
-        let mut pos = [0usize; 2];
-        for (q, &st) in self.q.iter_mut().zip(&starts) {
-            q.clear();
-            q.push((st, skip));
-        }
-        for (s, &st) in starts.iter().enumerate() {
-            if self.head(st) == NONE {
-                return Walk::Separate(s);
-            }
-        }
-        loop {
-            for s in 0..2 {
-                let (v, parent) = self.q[s][pos[s]];
-                pos[s] += 1;
-                let side_b = v & SIDE_B != 0;
-                let mut e = self.head(v);
-                while e != NONE {
-                    let ed = self.edges[e as usize];
-                    let (w, next) = if side_b { (ed.a, ed.nb) } else { (ed.b | SIDE_B, ed.na) };
-                    if e != parent {
-                        if w == starts[1 - s] {
-                            return Walk::Connected;
-                        }
-                        self.q[s].push((w, e));
-                    }
-                    e = next;
-                }
-                if pos[s] == self.q[s].len() {
-                    return Walk::Separate(s);
-                }
-            }
-        }
+        graph::walk(&self.edges, &self.head_a, &self.head_b, &mut self.q, s0, s1, skip)
     }
 
     #[inline]
@@ -351,26 +304,8 @@ impl Locator {
         self.slots_delta(0, Vec::new(), Vec::new())
     }
 
+    /// See [`graph::unlink`].
     fn unlink(&mut self, side_b: bool, at: usize, id: u32) {
-        let next = |e: &Edge| if side_b { e.nb } else { e.na };
-        let after = next(&self.edges[id as usize]);
-        let head = if side_b { &mut self.head_b[at] } else { &mut self.head_a[at] };
-        if *head == id {
-            *head = after;
-            return;
-        }
-        let mut cur = *head;
-        while cur != NONE {
-            let ed = &mut self.edges[cur as usize];
-            if next(ed) == id {
-                if side_b {
-                    ed.nb = after
-                } else {
-                    ed.na = after
-                }
-                return;
-            }
-            cur = next(ed);
-        }
+        graph::unlink(&mut self.edges, &mut self.head_a, &mut self.head_b, side_b, at, id)
     }
 }

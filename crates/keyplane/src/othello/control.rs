@@ -8,7 +8,7 @@ use crate::error::{Error, Result, check_value, check_value_bits, mask};
 use crate::hash::SeedSeq;
 use crate::store::{Inserted, KeyStore};
 
-const NONE: u32 = u32::MAX;
+use super::graph::{self, Edge, NO_EDGE, NONE, Walk};
 /// Consecutive failed seeds before construction gives up (each attempt
 /// succeeds with probability ≈ 0.5 at full compact load).
 const MAX_ATTEMPTS: u32 = 64;
@@ -47,23 +47,6 @@ pub struct Control {
     stats: Stats,
     // Traversal scratch.
     q: [Vec<(u32, u32)>; 2],
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Edge {
-    a: u32,
-    b: u32,
-    na: u32,
-    nb: u32,
-}
-
-const NO_EDGE: Edge = Edge { a: NONE, b: NONE, na: NONE, nb: NONE };
-
-enum Walk {
-    /// The start vertices are connected (without the skipped edge).
-    Connected,
-    /// Separate trees; `side` names the smaller one, whose vertices are in `q[side]`.
-    Separate(usize),
 }
 
 impl Control {
@@ -291,46 +274,9 @@ impl Control {
         }
     }
 
-    /// Walks the trees of `s0` and `s1` in lock step (never crossing edge
-    /// `skip`) until one is exhausted or the walks meet.
+    /// See [`graph::walk`].
     fn walk(&mut self, s0: u32, s1: u32, skip: u32) -> Walk {
-        let starts = [s0, s1];
-        let mut pos = [0usize; 2];
-        for (q, &st) in self.q.iter_mut().zip(&starts) {
-            q.clear();
-            q.push((st, skip));
-        }
-        // An isolated start vertex is a whole tree by itself: no walk at all
-        // (about 40% of inserts at full compact load).
-        for (s, &st) in starts.iter().enumerate() {
-            let (side_b, i) = (st & SIDE_B != 0, (st & !SIDE_B) as usize);
-            if (if side_b { self.head_b[i] } else { self.head_a[i] }) == NONE {
-                return Walk::Separate(s);
-            }
-        }
-        loop {
-            for s in 0..2 {
-                let (v, parent) = self.q[s][pos[s]];
-                pos[s] += 1;
-                let (side_b, i) = (v & SIDE_B != 0, (v & !SIDE_B) as usize);
-                let mut e = if side_b { self.head_b[i] } else { self.head_a[i] };
-                while e != NONE {
-                    let ed = self.edges[e as usize];
-                    let (w, next) = if side_b { (ed.a, ed.nb) } else { (ed.b | SIDE_B, ed.na) };
-                    if e != parent {
-                        if w == starts[1 - s] {
-                            return Walk::Connected;
-                        }
-                        self.q[s].push((w, e));
-                    }
-                    e = next;
-                }
-                // Exhausted without meeting the other start: this tree is the smaller one.
-                if pos[s] == self.q[s].len() {
-                    return Walk::Separate(s);
-                }
-            }
-        }
+        graph::walk(&self.edges, &self.head_a, &self.head_b, &mut self.q, s0, s1, skip)
     }
 
     #[inline]
@@ -444,28 +390,9 @@ impl Control {
         }
     }
 
-    /// Removes edge `id` from the list of slot `at` on side B (`side_b`) or A.
+    /// See [`graph::unlink`].
     fn unlink(&mut self, side_b: bool, at: usize, id: u32) {
-        let next = |e: &Edge| if side_b { e.nb } else { e.na };
-        let after = next(&self.edges[id as usize]);
-        let head = if side_b { &mut self.head_b[at] } else { &mut self.head_a[at] };
-        if *head == id {
-            *head = after;
-            return;
-        }
-        let mut cur = *head;
-        while cur != NONE {
-            let ed = &mut self.edges[cur as usize];
-            if next(ed) == id {
-                if side_b {
-                    ed.nb = after
-                } else {
-                    ed.na = after
-                }
-                return;
-            }
-            cur = next(ed);
-        }
+        graph::unlink(&mut self.edges, &mut self.head_a, &mut self.head_b, side_b, at, id)
     }
 }
 

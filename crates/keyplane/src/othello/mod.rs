@@ -27,6 +27,7 @@
 
 mod control;
 mod delta;
+pub(crate) mod graph;
 mod lookup;
 
 pub use control::{Control, Stats};
