@@ -129,6 +129,13 @@ impl PackedArray {
         }
     }
 
+    /// Raw word `i` (a relaxed load), for readers that decode several
+    /// neighbouring elements at once.
+    #[inline(always)]
+    pub fn word(&self, i: usize) -> u64 {
+        self.words[i].load(Relaxed)
+    }
+
     /// Address of the word holding element `i` (for prefetching).
     #[inline(always)]
     pub fn word_ptr(&self, i: usize) -> *const u8 {

@@ -45,6 +45,13 @@ impl StripedSeqLock {
         (crate::hash::mix64(slot) as usize) & self.mask
     }
 
+    /// Stripe of an index without mixing: neighbouring indices get
+    /// neighbouring stripes (for callers whose indices are already random).
+    #[inline(always)]
+    pub fn stripe_direct(&self, i: usize) -> usize {
+        i & self.mask
+    }
+
     /// Reader: version of a stripe before reading, waiting while a writer holds it.
     #[inline(always)]
     pub fn read_begin(&self, stripe: usize) -> u64 {

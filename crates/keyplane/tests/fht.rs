@@ -375,3 +375,39 @@ fn deltas_stay_small_and_alien_names_mostly_miss() {
     let want = ctl.expected_alien_match_rate();
     assert!(fp < want * 1.5 + 1e-4, "alien rate {fp} vs {want}");
 }
+
+/// Every entry width of 8-entry buckets around the specialised decoders
+/// (8..=32 bits) and past them, both lookup orders, subtables 1..=4: every
+/// stored name answers its value through `get`, `get_batch` and a reader,
+/// and names never inserted mostly miss.
+#[test]
+fn every_entry_width_decodes() {
+    use keyplane::ReadHandle;
+    let names: Vec<Vec<u8>> = (0..3_000u64).map(|i| name::generate(i, (i % 3) as usize, 1)).collect();
+    for (fbits, vbits) in
+        [(1, 7), (2, 6), (4, 4), (7, 9), (12, 8), (16, 8), (15, 16), (20, 12), (24, 8), (16, 17), (30, 20)]
+    {
+        for order in [LookupOrder::CollisionTableFirst, LookupOrder::MainFirst] {
+            for d in [1, 4] {
+                let opts = Options { fingerprint_bits: fbits, order, subtables: d, ..Options::default() };
+                let vm = (1u64 << vbits) - 1;
+                let items = names.iter().enumerate().map(|(i, n)| (n.as_slice(), (i as u64 * 7919) & vm));
+                let t = Control::from_items_with(items, vbits, opts).unwrap().export();
+                let refs: Vec<&[u8]> = names.iter().map(|n| n.as_slice()).collect();
+                let mut out = vec![None; refs.len()];
+                t.get_batch(&refs, &mut out);
+                let rd = t.reader();
+                for (i, n) in names.iter().enumerate() {
+                    let want = Some((i as u64 * 7919) & vm);
+                    assert_eq!(t.get(n), want, "w={fbits} v={vbits} {order:?} d={d} name #{i}");
+                    assert_eq!(out[i], want);
+                    assert_eq!(rd.get(n), want);
+                }
+                if fbits >= 12 {
+                    let hits = (0..2_000u64).filter(|&i| t.get(&name::generate(1 << 40 | i, 1, 2)).is_some()).count();
+                    assert!(hits < 100, "w={fbits}: {hits} of 2000 alien names hit");
+                }
+            }
+        }
+    }
+}

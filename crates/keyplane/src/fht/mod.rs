@@ -198,15 +198,21 @@ impl Params {
         Loc { h, b0: reduce(hi(h), self.b), f }
     }
 
-    /// First slot of the candidate bucket of subtable `i`.
+    /// Index (over all subtables) of the candidate bucket of subtable `i`.
     #[inline(always)]
-    pub fn bucket(&self, i: u32, l: &Loc) -> usize {
+    pub fn bucket_index(&self, i: u32, l: &Loc) -> usize {
         let off = if i == 0 { 0 } else { reduce(mix64(l.f ^ ((i as u64) << 40) ^ self.seed) as u32, self.b) as u64 };
         let mut bi = l.b0 as u64 + off;
         if bi >= self.b as u64 {
             bi -= self.b as u64;
         }
-        (i as usize * self.b as usize + bi as usize) * self.e as usize
+        i as usize * self.b as usize + bi as usize
+    }
+
+    /// First slot of the candidate bucket of subtable `i`.
+    #[inline(always)]
+    pub fn bucket(&self, i: u32, l: &Loc) -> usize {
+        self.bucket_index(i, l) * self.e as usize
     }
 
     #[inline(always)]
