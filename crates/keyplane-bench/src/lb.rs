@@ -127,11 +127,15 @@ fn materialize(net: &Net, q: &[(u32, u32)]) -> (Keys, Vec<(u32, u32)>) {
     (Keys(keys), seq)
 }
 
-/// Wall-clock and on-CPU nanoseconds per operation of one run of `f`. On
+/// Wall-clock and on-CPU nanoseconds per operation of one run of `f`,
+/// after one untimed run: the designs take turns, so each measurement would
+/// otherwise start with the caches full of the previous design's tables
+/// (refilling Concury's 5–6 MB of planes cost ~10% of a 4M-lookup run). On
 /// this shared machine the wall figure includes time the thread spent
 /// descheduled; the CPU figure does not (it has scheduler-tick resolution,
 /// negligible over a run of ≥ 100 ms).
-fn timed(ops: usize, f: impl FnOnce()) -> (f64, f64) {
+fn timed(ops: usize, mut f: impl FnMut()) -> (f64, f64) {
+    f();
     let c0 = thread_cpu_ms();
     let t = Instant::now();
     f();

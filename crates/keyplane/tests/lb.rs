@@ -374,7 +374,7 @@ fn dcodes_of_new_connections_are_uniform_chi_squared() {
                 fails += 1;
             }
             eprintln!("l_d {dbits}, {states} states: chi2 {x:.0} (crit@0.01 {crit:.0})");
-            // Gross failure (e.g. un-whitened zero roots) would be far above.
+            // Gross failure (e.g. free slots left at zero) would be far above.
             assert!(x < 1.5 * crit, "Dcodes far from uniform: chi2 {x} vs {crit}");
         }
     }
@@ -821,8 +821,7 @@ fn incremental_bas_equals_recoloured_bas_for_every_state() {
     let rec = map.recoloured_bas().unwrap();
     let mut n = 0;
     for (k, _, _) in map.iter() {
-        let w = keyplane::hash::hash64(k, keyplane::lb::WHITEN_SEED) & 0xfff;
-        assert_eq!(dp.dcode(v, k).unwrap() as u64, rec.get_unchecked(k) ^ w);
+        assert_eq!(dp.dcode(v, k).unwrap() as u64, rec.get_unchecked(k));
         assert_eq!(dp.lookup(v, k), ctl.backend_of(v, k));
         n += 1;
     }

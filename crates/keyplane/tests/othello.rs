@@ -329,3 +329,42 @@ mod prop {
         }
     }
 }
+
+/// Free slots (isolated ones and tree roots) hold random values (thesis
+/// §5.4.3), so keys never inserted read values spread over the whole range
+/// instead of mostly 0 — after bulk construction, after inserts (trees
+/// merge), after deletes and after `export_with` recolouring.
+#[test]
+fn unknown_keys_read_uniform_values() {
+    let zero_share = |t: &Lookup| {
+        let n = 40_000u64;
+        let mut hist = [0u32; 256];
+        for i in 0..n {
+            let v = t.get_unchecked(&(1u64 << 50 | i).to_le_bytes());
+            hist[v as usize] += 1;
+        }
+        let max = *hist.iter().max().unwrap() as f64 / n as f64;
+        (hist[0] as f64 / n as f64, max)
+    };
+    // Every key stores 0: with zeroed free slots all of them would read 0.
+    let items: Vec<([u8; 8], u64)> = (0..2_000u64).map(|i| (i.to_le_bytes(), 0)).collect();
+    let mut c = Control::from_items_with(items.iter().map(|(k, v)| (k, *v)), 8, Options::default()).unwrap();
+    for phase in 0..3 {
+        let (z, max) = zero_share(&c.export());
+        assert!(z < 0.02 && max < 0.02, "phase {phase}: share of 0 {z:.3}, largest share {max:.3}");
+        match phase {
+            0 => {
+                for i in 2_000..3_000u64 {
+                    c.insert(&i.to_le_bytes(), 0).unwrap();
+                }
+            }
+            _ => {
+                for i in (0..3_000u64).step_by(3) {
+                    c.remove(&i.to_le_bytes()).unwrap();
+                }
+            }
+        }
+    }
+    let (z, max) = zero_share(&c.export_with(|_| 0).unwrap());
+    assert!(z < 0.02 && max < 0.02, "export_with: share of 0 {z:.3}, largest share {max:.3}");
+}

@@ -3,7 +3,7 @@
 
 use super::plane::{DataPlane, Delta, NO_BACKEND, Op, VipPlane};
 use super::weights::{Share, apportion, rebalance};
-use super::{Backend, Params, Vip, VipId, whiten};
+use super::{Backend, Params, Vip, VipId, spread};
 use crate::ControlTable;
 use crate::bits::PackedArray;
 use crate::error::{Error, Result, mask};
@@ -39,9 +39,9 @@ struct Entry {
 ///   as dense as the peak state count.)
 ///
 /// **The BAS is a bit-slice of `O`.** `O`'s value for a state is
-/// `index << l_d | (Dcode ⊕ w(k))`. XOR acts bit by bit, so the low `l_d`
+/// `index << l_d | Dcode`. XOR acts bit by bit, so the low `l_d`
 /// bits of `O`'s two arrays *are* a BAS mapping every state to its
-/// whitened Dcode, on `O`'s own graph (§5.4.5: "re-use the G from the
+/// Dcode, on `O`'s own graph (§5.4.5: "re-use the G from the
 /// OthelloMap and assign the Dcode values"). Instead of recolouring the
 /// whole graph at each pool change ([`OthelloMap::recoloured_bas`], the
 /// `export_with` route, kept for comparison), the Dcode part is kept current
@@ -59,9 +59,18 @@ pub struct OthelloMap {
     dbits: u32,
 }
 
-/// The Dcode among `dcodes` a state uses: spread by the whitening hash.
+/// Smallest capacity of a VIP's Othello: arrays of at least `2^min(l_d, 12)`
+/// slots a side. An unknown key's Dcode is the XOR of two random free
+/// slots, so the Dcode distribution of new connections is made of `ma · mb`
+/// equally likely pairs; at `2^l_d` slots a side every Dcode gets about
+/// `2^l_d` of them (±1.6% at `l_d` = 12), whatever the VIP's state count.
+fn min_bas_capacity(dcode_bits: u32) -> usize {
+    1 << dcode_bits.min(12)
+}
+
+/// The Dcode among `dcodes` a state uses: spread by a fixed-seed hash.
 fn pick(dcodes: &[u16], key: &[u8]) -> u16 {
-    if dcodes.is_empty() { NO_BACKEND } else { dcodes[((whiten(key) >> 32) % dcodes.len() as u64) as usize] }
+    if dcodes.is_empty() { NO_BACKEND } else { dcodes[((spread(key) >> 32) % dcodes.len() as u64) as usize] }
 }
 
 impl OthelloMap {
@@ -70,7 +79,7 @@ impl OthelloMap {
         crate::check_value_bits(dcode_bits, super::MIN_DCODE_BITS, super::MAX_DCODE_BITS)?;
         let opts = othello::Options { seed, ..othello::Options::default() };
         Ok(Self {
-            o: othello::Control::with_options(INDEX_BITS + dcode_bits, opts)?,
+            o: othello::Control::with_min_capacity(INDEX_BITS + dcode_bits, opts, min_bas_capacity(dcode_bits))?,
             c: Vec::new(),
             free: Vec::new(),
             dbits: dcode_bits,
@@ -78,8 +87,8 @@ impl OthelloMap {
     }
 
     #[inline]
-    fn value(&self, key: &[u8], idx: u32, dcode: u16) -> u64 {
-        (idx as u64) << self.dbits | ((dcode as u64 ^ whiten(key)) & mask(self.dbits))
+    fn value(&self, idx: u32, dcode: u16) -> u64 {
+        (idx as u64) << self.dbits | (dcode as u64 & mask(self.dbits))
     }
 
     #[inline]
@@ -109,7 +118,7 @@ impl OthelloMap {
             let e = self.c[i as usize];
             if e.backend != backend {
                 let d = pick(dcodes, state);
-                let v = self.value(state, i, d);
+                let v = self.value(i, d);
                 self.o.insert(state, v)?;
                 self.c[i as usize].dcode = d;
             }
@@ -129,7 +138,7 @@ impl OthelloMap {
             }
         };
         let d = pick(dcodes, state);
-        if let Err(e) = self.o.insert(state, self.value(state, i, d)) {
+        if let Err(e) = self.o.insert(state, self.value(i, d)) {
             self.free.push(i);
             return Err(e);
         }
@@ -207,7 +216,7 @@ impl OthelloMap {
         for (k, i) in &stale {
             let b = self.c[*i as usize].backend;
             let d = pick(dcodes_of.get(b as usize).map_or(&[][..], |x| x), k);
-            let v = self.value(k, *i, d);
+            let v = self.value(*i, d);
             self.o.insert(k, v)?;
             self.c[*i as usize].dcode = d;
         }
@@ -220,7 +229,7 @@ impl OthelloMap {
     }
 
     /// The same BAS built the §5.4.5 way: recolour `O`'s graph from scratch
-    /// with every state's whitened Dcode ([`othello::Control::export_with`])
+    /// with every state's Dcode ([`othello::Control::export_with`])
     /// and narrow it. Answers exactly like the incremental BAS for every
     /// state; kept to compare response times.
     pub fn recoloured_bas(&self) -> Result<othello::Lookup> {

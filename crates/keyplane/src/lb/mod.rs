@@ -48,17 +48,18 @@
 //! [`DataPlane::lookup_batch`] serves packet bursts (hash, prefetch, then
 //! read). IPv4 and IPv6 VIPs and backends mix freely.
 //!
-//! **Whitening.** The paper assigns uniformly random values to the "free"
-//! Othello slots so that unknown keys get uniform Dcodes (§5.4.3). Othello
-//! construction and [`crate::othello::Control::export_with`] leave isolated
-//! slots and tree roots at zero, which would send ~17% of new connections to
-//! Dcode 0. We therefore store `Dcode ⊕ w(k)` in the BAS, with `w(k)` the low
-//! `l_d` bits of a second, fixed-seed hash of the key ([`WHITEN_SEED`]), and
-//! XOR `w(k)` back at lookup: known states read their Dcode exactly, and the
-//! Dcode of an unknown key is `τ(k) ⊕ w(k)` with `w(k)` uniform and
-//! independent of the slots read, i.e. uniform. This is the paper's second
-//! hash computation per lookup; the chi-squared test in `tests/lb.rs` checks
-//! the result (Figs. 5.3–5.5).
+//! **Free slots hold random values.** The paper assigns uniformly random
+//! values to the "free" Othello slots — those no state constrains: isolated
+//! slots and one slot per tree — so that unknown keys get uniform Dcodes
+//! (§5.4.3). Othello construction does exactly that
+//! ([`crate::othello::Control`] fills every slot with pseudo-random value bits
+//! before colouring the trees, and [`crate::othello::Control::export_with`]
+//! keeps the roots' values), and incremental inserts only XOR whole trees or
+//! solve a new slot from its neighbour, so each tree keeps one random
+//! constant. An unknown key reads two slots of different trees (all but a
+//! vanishing fraction of pairs), whose XOR is uniform: the lookup is one hash
+//! and two slots, with no whitening. The chi-squared test in `tests/lb.rs`
+//! checks the result (Figs. 5.3–5.5).
 //!
 //! # Weighted randomizer (§5.4.3)
 //!
@@ -278,16 +279,15 @@ impl std::fmt::Debug for StateKey {
     }
 }
 
-/// Seed of the whitening hash. Fixed (not the BAS seed), so a state's stored
-/// value stays valid when its OthelloMap re-seeds or grows.
-pub const WHITEN_SEED: u64 = 0x0c0c_0a11_b1ea_c4ed;
+/// Seed of the control plane's spreading hash, which picks among a
+/// backend's Dcodes the one a new state is pinned to (it never runs on the
+/// data plane).
+pub const SPREAD_SEED: u64 = 0x0c0c_0a11_b1ea_c4ed;
 
-/// The whitening mask `w(k)` (see the module docs): the low `l_d` bits are
-/// XORed into the Dcode; the high bits spread a backend's states over its
-/// Dcodes.
+/// The spreading hash of a state (see [`SPREAD_SEED`]).
 #[inline(always)]
-pub(crate) fn whiten(key: &[u8]) -> u64 {
-    crate::hash::hash64(key, WHITEN_SEED)
+pub(crate) fn spread(key: &[u8]) -> u64 {
+    crate::hash::hash64(key, SPREAD_SEED)
 }
 
 pub(crate) fn put_ip(w: &mut Writer, ip: &IpAddr) {

@@ -1,7 +1,7 @@
 //! Concury data plane (thesis §5.4.2, Fig. 5.2, Algorithm 7) and its update
 //! message (Algorithm 8).
 
-use super::{Backend, MAX_DCODE_BITS, MIN_DCODE_BITS, Vip, VipId, get_backend, get_vip, put_backend, put_vip, whiten};
+use super::{Backend, MAX_DCODE_BITS, MIN_DCODE_BITS, Vip, VipId, get_backend, get_vip, put_backend, put_vip};
 use crate::bits::PackedArray;
 use crate::error::{Error, Result, mask};
 use crate::mem::prefetch;
@@ -12,6 +12,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 const BATCH: usize = 16;
+/// Layout tag of an encoded VIP plane. 0xC2: BAS values are plain Dcodes
+/// (free slots random); the untagged layout before it XORed a whitening
+/// hash of the key into every Dcode, so its planes are refused.
+const PLANE_LAYOUT: u8 = 0xC2;
 /// "No backend" marker in control-side DIP rows.
 pub(crate) const NO_BACKEND: u16 = u16::MAX;
 
@@ -77,16 +81,16 @@ impl VipPlane {
         Ok(Self { vip, generation, dbits, dmask: mask(dbits), p, a, b, da, backends })
     }
 
-    /// Dcode of a key (Algorithm 7, step 2).
+    /// Dcode of a key (Algorithm 7, step 2): one hash, two slots.
     #[inline(always)]
-    fn dcode_at(&self, w: u64, ia: usize, ib: usize) -> usize {
-        ((self.a.get(ia) ^ self.b.get(ib) ^ w) & self.dmask) as usize
+    fn dcode_at(&self, ia: usize, ib: usize) -> usize {
+        ((self.a.get(ia) ^ self.b.get(ib)) & self.dmask) as usize
     }
 
     #[inline(always)]
     pub fn dcode(&self, key: &[u8]) -> usize {
         let (_, ia, ib) = self.p.locate(key);
-        self.dcode_at(whiten(key), ia, ib)
+        self.dcode_at(ia, ib)
     }
 
     /// Step 3: DIP array and backend list.
@@ -110,6 +114,7 @@ impl VipPlane {
     }
 
     pub fn encode(&self, w: &mut Writer) {
+        w.u8(PLANE_LAYOUT);
         put_vip(w, &self.vip);
         w.u64(self.generation).u8(self.dbits as u8).u32(self.backends.len() as u32);
         for b in self.backends.iter() {
@@ -124,6 +129,13 @@ impl VipPlane {
     }
 
     pub fn decode(r: &mut Reader<'_>) -> Result<Self> {
+        let layout = r.u8()?;
+        Reader::ensure(layout == PLANE_LAYOUT, || {
+            format!(
+                "VIP plane layout {layout:#x}, expected {PLANE_LAYOUT:#x} (planes from keyplane before the \
+                 random-free-slot BAS XOR a whitening hash in; re-export them)"
+            )
+        })?;
         let vip = get_vip(r)?;
         let generation = r.u64()?;
         let dbits = r.u8()? as u32;
@@ -252,7 +264,7 @@ impl PacketReader<'_> {
 
 fn batch_mixed(g: &PlaneSet, vips: &[VipId], keys: &[&[u8]], out: &mut [Option<Backend>]) {
     let n = vips.len().min(keys.len()).min(out.len());
-    let mut loc: [(Option<&VipPlane>, u64, usize, usize); BATCH] = [(None, 0, 0, 0); BATCH];
+    let mut loc: [(Option<&VipPlane>, usize, usize); BATCH] = [(None, 0, 0); BATCH];
     let mut start = 0;
     while start < n {
         let end = (start + BATCH).min(n);
@@ -263,13 +275,13 @@ fn batch_mixed(g: &PlaneSet, vips: &[VipId], keys: &[&[u8]], out: &mut [Option<B
                     let (_, ia, ib) = p.p.locate(keys[j]);
                     prefetch(p.a.word_ptr(ia));
                     prefetch(p.b.word_ptr(ib));
-                    (Some(p), whiten(keys[j]), ia, ib)
+                    (Some(p), ia, ib)
                 }
-                None => (None, 0, 0, 0),
+                None => (None, 0, 0),
             };
         }
         for (j, l) in (start..end).zip(loc.iter()) {
-            out[j] = l.0.and_then(|p| p.resolve(p.dcode_at(l.1, l.2, l.3)));
+            out[j] = l.0.and_then(|p| p.resolve(p.dcode_at(l.1, l.2)));
         }
         start = end;
     }
@@ -280,16 +292,16 @@ fn batch_vip(g: &PlaneSet, vip: VipId, keys: &[&[u8]], out: &mut [Option<Backend
         out.iter_mut().take(keys.len()).for_each(|o| *o = None);
         return;
     };
-    let mut loc = [(0u64, 0usize, 0usize); BATCH];
+    let mut loc = [(0usize, 0usize); BATCH];
     for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
         for (k, l) in ks.iter().zip(loc.iter_mut()) {
             let (_, ia, ib) = p.p.locate(k);
-            *l = (whiten(k), ia, ib);
+            *l = (ia, ib);
             prefetch(p.a.word_ptr(ia));
             prefetch(p.b.word_ptr(ib));
         }
         for (l, o) in loc.iter().zip(os.iter_mut()).take(ks.len()) {
-            *o = p.resolve(p.dcode_at(l.0, l.1, l.2));
+            *o = p.resolve(p.dcode_at(l.0, l.1));
         }
     }
 }

@@ -134,7 +134,7 @@ impl Locator {
                 let (ia, ib) = locate(&p, hs[id as usize]);
                 ends[id as usize] = (ia as u32, ib as u32);
             }
-            if let Some(ab) = othello::peel_and_assign(&p, &ids, &ends, |id| bits[id as usize] as u64) {
+            if let Some(ab) = othello::peel_and_assign(&p, &ids, &ends, |id| bits[id as usize] as u64, None) {
                 break ab;
             }
             self.stats.failed_seeds += 1;

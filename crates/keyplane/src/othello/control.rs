@@ -12,6 +12,8 @@ use super::graph::{self, Edge, NO_EDGE, NONE, Walk};
 /// Consecutive failed seeds before construction gives up (each attempt
 /// succeeds with probability ≈ 0.5 at full compact load).
 const MAX_ATTEMPTS: u32 = 64;
+/// Salt (XORed with the table seed) of the random values in free slots.
+const FREE_SALT: u64 = 0x0f4e_e5a1_7000_d1ce;
 
 /// Counters describing the control form's history.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -53,6 +55,14 @@ impl Control {
     /// Empty table with explicit options.
     pub fn with_options(value_bits: u32, opts: Options) -> Result<Self> {
         Self::build(KeyStore::new(), value_bits, opts, 0)
+    }
+
+    /// Empty table whose arrays are sized for at least `min_capacity` keys
+    /// from the start (and never shrink below that). Useful when the values
+    /// unknown keys read matter: they come from pairs of free slots, and
+    /// arrays of `ma` and `mb` slots hold only `ma · mb` such pairs.
+    pub fn with_min_capacity(value_bits: u32, opts: Options, min_capacity: usize) -> Result<Self> {
+        Self::build(KeyStore::new(), value_bits, opts, min_capacity)
     }
 
     /// Bulk construction with explicit options. A repeated key: the last value wins.
@@ -139,9 +149,10 @@ impl Control {
             check_value(v, self.p.vbits)?;
             vals[id as usize] = v;
         }
-        let wd = self.p.width();
-        let a = PackedArray::new(self.p.ma as usize, wd);
-        let b = PackedArray::new(self.p.mb as usize, wd);
+        // Start from the current arrays: free slots (isolated ones and tree
+        // roots) keep their random values; every other slot is recoloured.
+        let a = self.a.clone();
+        let b = self.b.clone();
         // Colour every tree from an arbitrary root with BFS over the adjacency lists.
         let mut seen_a = vec![false; self.p.ma as usize];
         let mut seen_b = vec![false; self.p.mb as usize];
@@ -152,7 +163,7 @@ impl Control {
                 continue;
             }
             seen_a[root as usize] = true;
-            a.set(root as usize, eb);
+            a.set(root as usize, (a.get(root as usize) & self.p.xmask()) | eb);
             queue.clear();
             queue.push(root);
             while let Some(v) = queue.pop() {
@@ -212,8 +223,8 @@ impl Control {
                 hs[id as usize] = h;
                 ends[id as usize] = (ia as u32, ib as u32);
             }
-            if let Some(arrays) = peel_and_assign(&p, &ids, &ends, |id| p.target(hs[id as usize], self.store.value(id)))
-            {
+            let target = |id: u32| p.target(hs[id as usize], self.store.value(id));
+            if let Some(arrays) = peel_and_assign(&p, &ids, &ends, target, Some(p.seed ^ FREE_SALT)) {
                 break arrays;
             }
             self.stats.failed_seeds += 1;
@@ -399,11 +410,19 @@ impl Control {
 /// Peels the forest (repeatedly removing a slot of degree one and its edge,
 /// using the XOR-of-edge-ids trick), then assigns slot values in reverse peel
 /// order. Returns `None` when the graph has a cycle (the 2-core is not empty).
+///
+/// With `free = Some(salt)` every slot starts with pseudo-random value bits
+/// (a hash of its index and `salt`) instead of zero: the "free" slots —
+/// isolated ones and each tree's root, whose values no key constrains — then
+/// hold uniformly random values, as thesis §5.4.3 prescribes ("we assign
+/// uniformly random values for every free element"), so a key that was never
+/// inserted reads a uniformly random value rather than one biased towards 0.
 pub(crate) fn peel_and_assign(
     p: &Params,
     ids: &[u32],
     ends: &[(u32, u32)],
     target: impl Fn(u32) -> u64,
+    free: Option<u64>,
 ) -> Option<(PackedArray, PackedArray)> {
     let (ma, mb) = (p.ma as usize, p.mb as usize);
     // (degree, XOR of incident edge ids) per slot, interleaved: one cache
@@ -451,6 +470,10 @@ pub(crate) fn peel_and_assign(
     let wd = p.width();
     let a = PackedArray::new(ma, wd);
     let b = PackedArray::new(mb, wd);
+    if let Some(salt) = free {
+        fill_free(&a, salt, p.xmask());
+        fill_free(&b, !salt, p.xmask());
+    }
     // Reverse peel order: the fixed end of each edge is final when the edge
     // is reached, so the free end can be solved, and both ends get their
     // emptiness bit without a second pass.
@@ -474,6 +497,13 @@ pub(crate) fn peel_and_assign(
         }
     }
     Some((a, b))
+}
+
+/// Pseudo-random value bits (`xm`) in every slot of `t`, from `salt`.
+fn fill_free(t: &PackedArray, salt: u64, xm: u64) {
+    for i in 0..t.len() {
+        t.set(i, crate::hash::mix64(i as u64 ^ salt.rotate_left(17)) & xm);
+    }
 }
 
 impl ControlTable for Control {
