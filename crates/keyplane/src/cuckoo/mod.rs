@@ -75,7 +75,7 @@
 //!   process, another machine); [`Delta`]s carry the writer's slot steps,
 //!   arena appends and resize decisions, so the replica stays bit-identical
 //!   to the writer's table (a resize is re-executed deterministically by the
-//!   replica instead of shipping the whole table). [`Lookup::reader`] gives
+//!   replica instead of shipping the whole table). [`crate::LookupTable::reader`] gives
 //!   the same per-thread handles on a replica.
 //!
 //! Lookups are exact: an absent key gives `None`.

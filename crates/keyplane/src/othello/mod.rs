@@ -24,6 +24,13 @@
 //! `value (l bits) | fingerprint (f bits) | emptiness (1 bit, optional)`.
 //! XOR covers value and fingerprint; the emptiness bit is set when a slot has
 //! at least one key.
+//!
+//! Free slots — isolated ones and one root per tree, which no key constrains
+//! — hold pseudo-random value bits (a hash of the slot index and the seed),
+//! as the thesis prescribes (§5.4.3: "we assign uniformly random values for
+//! every free element"): a key that was never inserted reads a uniformly
+//! random value, not one biased towards 0. Concury's weighted randomizer
+//! relies on it ([`crate::lb`]).
 
 mod control;
 mod delta;
