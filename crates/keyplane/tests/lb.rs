@@ -827,3 +827,36 @@ fn incremental_bas_equals_recoloured_bas_for_every_state() {
     }
     assert!(n > 20_000);
 }
+
+/// Planes of the earlier layout (no layout tag; BAS values XORed with a
+/// whitening hash) must be refused, not decoded into wrong Dcodes.
+#[test]
+fn planes_of_the_untagged_whitened_layout_are_refused() {
+    let mut ctl = Control::new(small()).unwrap();
+    let pool: Vec<(Backend, u32)> = (0..4).map(|i| (be(i), 1)).collect();
+    let (v, _) = ctl.add_vip(vip(0), &pool).unwrap();
+    for i in 0..100 {
+        ctl.connection_start(v, &key(i), be((i % 4) as u32)).unwrap();
+    }
+    let blob = ctl.export().to_bytes();
+    let mut r = keyplane::wire::Frame::open(&blob, Kind::LbDataPlane).unwrap();
+    let payload = r.raw(r.remaining()).unwrap().to_vec();
+    // seq u64, dbits u8, array size u32, VIP count u32, VIP index u32, then the tag.
+    assert_eq!(payload[21], 0xC2, "layout tag where the plane starts");
+    let reframe = |p: &[u8]| {
+        let mut w = keyplane::wire::Writer::new(Kind::LbDataPlane);
+        w.raw(p);
+        w.finish()
+    };
+    assert!(DataPlane::from_bytes(&reframe(&payload)).is_ok());
+    let mut untagged = payload.clone();
+    untagged.remove(21);
+    let mut other = payload.clone();
+    other[21] = 0;
+    for bad in [untagged, other] {
+        match DataPlane::from_bytes(&reframe(&bad)) {
+            Err(Error::Corrupt(m)) => assert!(m.contains("layout"), "{m}"),
+            x => panic!("expected a layout error, got {:?}", x.map(|_| ())),
+        }
+    }
+}
