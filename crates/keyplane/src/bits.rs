@@ -136,6 +136,13 @@ impl PackedArray {
         self.words[i].load(Relaxed)
     }
 
+    /// Address of the first word, for prefetching by word index
+    /// (`wrapping_add` keeps out-of-range indices harmless: prefetches never fault).
+    #[inline(always)]
+    pub fn words_ptr(&self) -> *const AtomicU64 {
+        self.words.as_ptr()
+    }
+
     /// Address of the word holding element `i` (for prefetching).
     #[inline(always)]
     pub fn word_ptr(&self, i: usize) -> *const u8 {

@@ -31,20 +31,50 @@ pub(crate) struct Ct {
     t: HashTable<CtEntry>,
     seed: u64,
     name_bytes: usize,
+    /// Lookup-side prefilter: one bit per hash bucket of the entries' name
+    /// hashes (about 16 bits per entry). A clear bit means "not in the CT",
+    /// which saves the hash-table probe on most lookups. `None` until
+    /// [`Ct::seal`]: then every name may be present.
+    hint: Option<Box<[u64]>>,
 }
 
 impl Ct {
     pub fn new(seed: u64) -> Self {
-        Self { t: HashTable::new(), seed, name_bytes: 0 }
+        Self { t: HashTable::new(), seed, name_bytes: 0, hint: None }
+    }
+
+    #[inline(always)]
+    fn hint_bit(h: u64, bits: usize) -> usize {
+        (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize & (bits - 1)
+    }
+
+    /// Rebuilds the prefilter for the current entries (lookup forms call it
+    /// before publishing a CT; any later `put` drops it).
+    pub fn seal(&mut self) {
+        let bits = (self.t.len() * 16).next_power_of_two().max(512);
+        let mut hint = vec![0u64; bits / 64].into_boxed_slice();
+        for e in self.t.iter() {
+            let b = Self::hint_bit(crate::hash::hash64(&e.name, self.seed), bits);
+            hint[b / 64] |= 1 << (b % 64);
+        }
+        self.hint = Some(hint);
+    }
+
+    /// False only if no entry has hash `h` (then `get` would miss).
+    #[inline(always)]
+    pub fn may_contain(&self, h: u64) -> bool {
+        match &self.hint {
+            Some(hint) => {
+                let b = Self::hint_bit(h, hint.len() * 64);
+                hint[b / 64] >> (b % 64) & 1 != 0
+            }
+            None => !self.t.is_empty(),
+        }
     }
 
     #[inline]
     pub fn len(&self) -> usize {
         self.t.len()
-    }
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.t.is_empty()
     }
 
     #[inline]
@@ -53,6 +83,7 @@ impl Ct {
     }
 
     pub fn put(&mut self, h: u64, name: &[u8], val: Option<u64>) {
+        self.hint = None;
         let raw = val.unwrap_or(MARKER);
         match self.t.find_mut(h, |e| &*e.name == name) {
             Some(e) => e.raw = raw,
@@ -81,7 +112,9 @@ impl Ct {
 
     /// Heap bytes: table slots, control bytes and the names.
     pub fn memory_bytes(&self) -> usize {
-        self.t.capacity() * (std::mem::size_of::<CtEntry>() + 1) + self.name_bytes
+        self.t.capacity() * (std::mem::size_of::<CtEntry>() + 1)
+            + self.name_bytes
+            + self.hint.as_ref().map_or(0, |h| h.len() * 8)
     }
 
     /// Entries as a sorted list (deterministic encoding).
