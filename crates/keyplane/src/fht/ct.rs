@@ -32,7 +32,7 @@ pub(crate) struct Ct {
     seed: u64,
     name_bytes: usize,
     /// Lookup-side prefilter: one bit per hash bucket of the entries' name
-    /// hashes (about 16 bits per entry). A clear bit means "not in the CT",
+    /// hashes (8–32 bits per entry). A clear bit means "not in the CT",
     /// which saves the hash-table probe on most lookups. `None` until
     /// [`Ct::seal`]: then every name may be present.
     hint: Option<Box<[u64]>>,
@@ -48,9 +48,15 @@ impl Ct {
         (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize & (bits - 1)
     }
 
-    /// Rebuilds the prefilter for the current entries (lookup forms call it
-    /// before publishing a CT; any later `put` drops it).
+    /// Makes the prefilter cover the current entries (lookup forms call it
+    /// before publishing a CT). `put` keeps an existing prefilter current
+    /// and deletes leave stale bits (false "maybe"s only), so this rebuilds
+    /// only when there is none or it has grown too dense (under 8 bits per
+    /// entry): publishing a changed CT does not rehash every name.
     pub fn seal(&mut self) {
+        if self.hint.as_ref().is_some_and(|h| h.len() * 64 >= self.t.len() * 8) {
+            return;
+        }
         let bits = (self.t.len() * 16).next_power_of_two().max(512);
         let mut hint = vec![0u64; bits / 64].into_boxed_slice();
         for e in self.t.iter() {
@@ -83,7 +89,10 @@ impl Ct {
     }
 
     pub fn put(&mut self, h: u64, name: &[u8], val: Option<u64>) {
-        self.hint = None;
+        if let Some(hint) = &mut self.hint {
+            let b = Self::hint_bit(h, hint.len() * 64);
+            hint[b / 64] |= 1 << (b % 64);
+        }
         let raw = val.unwrap_or(MARKER);
         match self.t.find_mut(h, |e| &*e.name == name) {
             Some(e) => e.raw = raw,
