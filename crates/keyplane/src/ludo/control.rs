@@ -72,12 +72,11 @@ pub struct Control {
     poisoned: bool,
     visit: Vec<u32>,
     epoch: u32,
-    queue: Vec<(u32, u32, u8, u8)>,
-    vqueue: Vec<QNode>,
+    queue: Vec<QNode>,
     path: Vec<(u32, u8)>,
 }
 
-/// A node of the overflow-avoiding BFS: bucket, parent node, slot of the
+/// A node of the cuckoo-path BFS: bucket, parent node, slot of the
 /// parent whose key moves here, depth, and the hash of the key moving in
 /// (`None` only for a relocation root, which receives no key).
 #[derive(Debug, Clone, Copy)]
@@ -181,7 +180,6 @@ impl Control {
             visit: Vec::new(),
             epoch: 0,
             queue: Vec::new(),
-            vqueue: Vec::new(),
             path: Vec::new(),
         };
         c.rebuild(nb, default_ov_cap(nb as u32, opts.avoid_overflow), false)?;
@@ -269,56 +267,91 @@ impl Control {
         4 + self.keys.len() / 4096
     }
 
-    /// BFS for a cuckoo path (Ludo §4.4.8 step 1). On success `self.path`
-    /// holds `(bucket, slot)` from a bucket of the new key to a free slot:
-    /// the key in `path[j]` moves to `path[j+1]`; the last slot is free.
-    /// Buckets are checked for a free slot when discovered, and the four
-    /// alternates of a bucket are prefetched together.
+    /// Shortest cuckoo path for a new key of hash `h` (Ludo §4.4.8 step 1),
+    /// whatever seeds its buckets will need. See [`Control::find_path`].
     fn find_any_path(&mut self, h: u64) -> bool {
         let (b0, b1) = self.p.buckets(h);
+        self.find_path(&[b0, b1], Some(h), false)
+    }
+
+    /// Overflow-avoiding cuckoo path (the slot locator's constraint): only
+    /// paths on which every bucket's new key set has a seed ≤ 30, so no
+    /// bucket of the path needs the overflow table. See [`Control::find_path`].
+    fn find_valid_path(&mut self, roots: &[u32], inc: Option<u64>) -> bool {
+        self.find_path(roots, inc, true)
+    }
+
+    /// BFS for a cuckoo path from `roots`. On success `self.path` holds
+    /// `(bucket, slot)` from a root to a free slot: the key in `path[j]`
+    /// moves to `path[j+1]`; the last slot is free. `inc` is the hash of the
+    /// key entering the roots (an insert), or `None` to relocate one key out
+    /// of a single root (construction). Buckets are checked for a free slot
+    /// when discovered, and the alternates of a bucket are prefetched
+    /// together. `inline` keeps to buckets whose new key sets have an
+    /// inline seed (and gives up sooner: [`MAX_VALID_BFS`] buckets).
+    fn find_path(&mut self, roots: &[u32], inc: Option<u64>, inline: bool) -> bool {
         self.path.clear();
-        for b in [b0, b1] {
-            if let Some(f) = self.cells[b as usize].free() {
-                self.path.push((b, f as u8));
-                return true;
+        if let Some(h) = inc {
+            for &b in roots {
+                let c = &self.cells[b as usize];
+                if let Some(f) = c.free()
+                    && (!inline || c.inline_ok(None, Some(h)))
+                {
+                    self.path.push((b, f as u8));
+                    return true;
+                }
             }
         }
         if self.opts.max_cuckoo_path == 0 {
             return false;
         }
+        let limit = if inline { MAX_VALID_BFS } else { MAX_BFS };
         self.next_epoch();
         self.queue.clear();
-        for b in [b0, b1] {
+        for &b in roots {
             self.visit[b as usize] = self.epoch;
-            self.queue.push((b, NONE, 0, 0));
+            self.queue.push(QNode { b, parent: NONE, slot: 0, depth: 0, inc });
         }
         let mut head = 0;
-        while head < self.queue.len() && self.queue.len() < MAX_BFS {
-            let (b, _, _, depth) = self.queue[head];
-            let cell = self.cells[b as usize];
-            let alts = [0, 1, 2, 3].map(|t| self.other(cell.h[t], b));
-            for &a in &alts {
-                crate::mem::prefetch(&self.cells[a as usize] as *const Cell);
+        while head < self.queue.len() && self.queue.len() < limit {
+            let q = self.queue[head];
+            let cell = self.cells[q.b as usize];
+            let mut alts = [NONE; 4];
+            for (a, (&id, &h)) in alts.iter_mut().zip(cell.id.iter().zip(&cell.h)) {
+                if id != NONE {
+                    *a = self.other(h, q.b);
+                    crate::mem::prefetch(&self.cells[*a as usize] as *const Cell);
+                }
             }
             for (t, &alt) in alts.iter().enumerate() {
-                if self.visit[alt as usize] == self.epoch {
+                if alt == NONE || self.visit[alt as usize] == self.epoch || (inline && !cell.inline_ok(Some(t), q.inc))
+                {
                     continue;
                 }
                 self.visit[alt as usize] = self.epoch;
-                if let Some(f) = self.cells[alt as usize].free() {
+                let ac = &self.cells[alt as usize];
+                if let Some(f) = ac.free()
+                    && (!inline || ac.inline_ok(None, Some(cell.h[t])))
+                {
                     self.path.push((alt, f as u8));
-                    self.path.push((b, t as u8));
+                    self.path.push((q.b, t as u8));
                     let mut i = head;
-                    while self.queue[i].1 != NONE {
-                        let (_, parent, slot, _) = self.queue[i];
-                        self.path.push((self.queue[parent as usize].0, slot));
-                        i = parent as usize;
+                    while self.queue[i].parent != NONE {
+                        let n = self.queue[i];
+                        self.path.push((self.queue[n.parent as usize].b, n.slot));
+                        i = n.parent as usize;
                     }
                     self.path.reverse();
                     return true;
                 }
-                if (depth as u32) + 1 < self.opts.max_cuckoo_path {
-                    self.queue.push((alt, head as u32, t as u8, depth + 1));
+                if (q.depth as u32) + 1 < self.opts.max_cuckoo_path {
+                    self.queue.push(QNode {
+                        b: alt,
+                        parent: head as u32,
+                        slot: t as u8,
+                        depth: q.depth + 1,
+                        inc: Some(cell.h[t]),
+                    });
                 }
             }
             head += 1;
@@ -332,80 +365,6 @@ impl Control {
             self.visit.iter_mut().for_each(|v| *v = 0);
             self.epoch = 1;
         }
-    }
-
-    /// Overflow-avoiding cuckoo path (Ludo §4.4.8 step 1 with the slot
-    /// locator's constraint): a BFS like [`Control::find_any_path`] that only
-    /// accepts paths on which every bucket's new key set has a seed ≤ 30, so
-    /// no bucket of the path needs the overflow table. `inc` is the hash of
-    /// the key entering the roots (an insert), or `None` to relocate one key
-    /// out of a single root (construction). Same `self.path` convention.
-    fn find_valid_path(&mut self, roots: &[u32], inc: Option<u64>) -> bool {
-        self.path.clear();
-        if let Some(h) = inc {
-            for &b in roots {
-                let c = &self.cells[b as usize];
-                if let Some(f) = c.free() {
-                    if c.inline_ok(None, Some(h)) {
-                        self.path.push((b, f as u8));
-                        return true;
-                    }
-                }
-            }
-        }
-        if self.opts.max_cuckoo_path == 0 {
-            return false;
-        }
-        self.next_epoch();
-        self.vqueue.clear();
-        for &b in roots {
-            self.visit[b as usize] = self.epoch;
-            self.vqueue.push(QNode { b, parent: NONE, slot: 0, depth: 0, inc });
-        }
-        let mut head = 0;
-        while head < self.vqueue.len() && self.vqueue.len() < MAX_VALID_BFS {
-            let q = self.vqueue[head];
-            let cell = self.cells[q.b as usize];
-            let mut alts = [NONE; 4];
-            for (a, (&id, &h)) in alts.iter_mut().zip(cell.id.iter().zip(&cell.h)) {
-                if id != NONE {
-                    *a = self.other(h, q.b);
-                    crate::mem::prefetch(&self.cells[*a as usize] as *const Cell);
-                }
-            }
-            for (t, &alt) in alts.iter().enumerate() {
-                if alt == NONE || self.visit[alt as usize] == self.epoch || !cell.inline_ok(Some(t), q.inc) {
-                    continue;
-                }
-                self.visit[alt as usize] = self.epoch;
-                let ac = &self.cells[alt as usize];
-                if let Some(f) = ac.free() {
-                    if ac.inline_ok(None, Some(cell.h[t])) {
-                        self.path.push((alt, f as u8));
-                        self.path.push((q.b, t as u8));
-                        let mut i = head;
-                        while self.vqueue[i].parent != NONE {
-                            let n = self.vqueue[i];
-                            self.path.push((self.vqueue[n.parent as usize].b, n.slot));
-                            i = n.parent as usize;
-                        }
-                        self.path.reverse();
-                        return true;
-                    }
-                }
-                if (q.depth as u32) + 1 < self.opts.max_cuckoo_path {
-                    self.vqueue.push(QNode {
-                        b: alt,
-                        parent: head as u32,
-                        slot: t as u8,
-                        depth: q.depth + 1,
-                        inc: Some(cell.h[t]),
-                    });
-                }
-            }
-            head += 1;
-        }
-        false
     }
 
     /// True if every bucket of `self.path` (an insert of hash `h`) keeps a
