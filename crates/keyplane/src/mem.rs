@@ -27,6 +27,20 @@ pub fn advise_hugepages<T>(v: &[T]) {
     let _ = v;
 }
 
+/// `n` copies of `fill` in a vector whose pages got huge-page advice before
+/// they were first touched (big arrays read at random: without huge pages every
+/// access is also a TLB miss).
+pub(crate) fn advised_vec<T: Clone>(n: usize, fill: T) -> Vec<T> {
+    let mut v: Vec<T> = Vec::with_capacity(n);
+    // SAFETY: a slice of `MaybeUninit<T>` over the vector's allocated (not
+    // yet initialised) capacity is valid; it is only used for its address
+    // range and dropped before the vector is written.
+    let spare = unsafe { std::slice::from_raw_parts(v.as_ptr() as *const std::mem::MaybeUninit<T>, n) };
+    advise_hugepages(spare);
+    v.resize(n, fill);
+    v
+}
+
 #[cfg(target_os = "linux")]
 const MADV_HUGEPAGE: i32 = 14;
 

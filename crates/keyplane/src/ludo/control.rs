@@ -4,10 +4,11 @@ use super::delta::{Body, Delta, Image, Node};
 use super::keys::Keys;
 use super::locator::Locator;
 use super::table::{Table, default_ov_cap};
-use super::{Lookup, OVERFLOW_SEED, Options, Params, advised_vec, find_seed, slot_of};
+use super::{Lookup, OVERFLOW_SEED, Options, Params, find_seed, slot_of};
 use crate::ControlTable;
 use crate::error::{Error, Result, check_value};
 use crate::hash::SeedSeq;
+use crate::mem::advised_vec;
 use crate::othello;
 
 pub(super) const NONE: u32 = u32::MAX;

@@ -17,11 +17,11 @@
 //! from the cuckoo cells (which hold every key's id, hash and bucket).
 
 use super::Params as LParams;
-use super::advised_vec;
 use super::control::{Cell, NONE};
 use crate::bits::PackedArray;
 use crate::error::{Error, Result};
 use crate::hash::{SeedSeq, hi, lo, mix64, reduce};
+use crate::mem::advised_vec;
 use crate::othello::graph::{self, Edge, NO_EDGE, Walk};
 use crate::othello::{self, Body, Image, SIDE_B};
 
@@ -151,16 +151,9 @@ impl Locator {
         self.edges = Vec::new();
         self.head_a = Vec::new();
         self.head_b = Vec::new();
-        let mut head_a = advised_vec(ma as usize, NONE);
-        let mut head_b = advised_vec(mb as usize, NONE);
         // Room for ids handed out later without a reallocation soon.
-        let mut edges = advised_vec(id_bound.max(cap + cap / 8), NO_EDGE);
-        for &id in &ids {
-            let (i, j) = ends[id as usize];
-            edges[id as usize] = Edge { a: i, b: j, na: head_a[i as usize], nb: head_b[j as usize] };
-            head_a[i as usize] = id;
-            head_b[j as usize] = id;
-        }
+        let (head_a, head_b, edges) =
+            graph::link_all(&ids, &ends, ma as usize, mb as usize, id_bound.max(cap + cap / 8));
         self.p = p;
         self.cap = cap;
         self.a = a;

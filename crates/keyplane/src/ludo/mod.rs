@@ -290,20 +290,6 @@ pub(crate) fn find_seed(hs: &[u64], max: u32) -> Option<u32> {
     None
 }
 
-/// `n` copies of `fill` in a vector whose pages got huge-page advice before
-/// they were first touched (the maintenance structure's big arrays are read
-/// at random: without huge pages every access is also a TLB miss).
-pub(crate) fn advised_vec<T: Clone>(n: usize, fill: T) -> Vec<T> {
-    let mut v: Vec<T> = Vec::with_capacity(n);
-    // SAFETY: a slice of `MaybeUninit<T>` over the vector's allocated (not
-    // yet initialised) capacity is valid; it is only used for its address
-    // range and dropped before the vector is written.
-    let spare = unsafe { std::slice::from_raw_parts(v.as_ptr() as *const std::mem::MaybeUninit<T>, n) };
-    crate::mem::advise_hugepages(spare);
-    v.resize(n, fill);
-    v
-}
-
 /// Expected alien false-positive rate with `f` fingerprint bits (a full
 /// slot's fingerprint matches with probability 1/(2^f − 1); empty slots never
 /// match).

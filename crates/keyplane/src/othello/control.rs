@@ -239,16 +239,7 @@ impl Control {
             p.seed = self.seeds.next();
         };
         drop(hs);
-        // Adjacency lists.
-        let mut head_a = vec![NONE; ma as usize];
-        let mut head_b = vec![NONE; mb as usize];
-        let mut edges = vec![NO_EDGE; bound];
-        for &id in &ids {
-            let (i, j) = ends[id as usize];
-            edges[id as usize] = Edge { a: i, b: j, na: head_a[i as usize], nb: head_b[j as usize] };
-            head_a[i as usize] = id;
-            head_b[j as usize] = id;
-        }
+        let (head_a, head_b, edges) = graph::link_all(&ids, &ends, ma as usize, mb as usize, bound);
         drop(ends);
         self.p = p;
         self.cap = cap;

@@ -106,3 +106,26 @@ pub(crate) fn unlink(edges: &mut [Edge], head_a: &mut [u32], head_b: &mut [u32],
         cur = next(ed);
     }
 }
+
+/// The forest's adjacency lists for edges `ids` with slot pairs `ends`
+/// (indexed by id): `(head_a, head_b, edges)` for arrays of `ma` and `mb`
+/// slots, with `edge_len` ≥ every id entries of edge links. Allocated with
+/// huge-page advice (the walks read them at random).
+pub(crate) fn link_all(
+    ids: &[u32],
+    ends: &[(u32, u32)],
+    ma: usize,
+    mb: usize,
+    edge_len: usize,
+) -> (Vec<u32>, Vec<u32>, Vec<Edge>) {
+    let mut head_a = crate::mem::advised_vec(ma, NONE);
+    let mut head_b = crate::mem::advised_vec(mb, NONE);
+    let mut edges = crate::mem::advised_vec(edge_len, NO_EDGE);
+    for &id in ids {
+        let (i, j) = ends[id as usize];
+        edges[id as usize] = Edge { a: i, b: j, na: head_a[i as usize], nb: head_b[j as usize] };
+        head_a[i as usize] = id;
+        head_b[j as usize] = id;
+    }
+    (head_a, head_b, edges)
+}
