@@ -57,11 +57,26 @@ pub fn cpu_best_ns(reps: usize, ops: usize, mut f: impl FnMut()) -> f64 {
 /// CPU-time lookup figures through a per-thread read handle: (single ns, batched ns).
 fn cpu_reader_lookups<L: LookupTable>(t: &L, q: &KeySet) -> (f64, f64) {
     let rd = t.reader();
+    cpu_timed_lookups(q, |k| rd.get(k), |ks, out| rd.get_batch(ks, out))
+}
+
+/// CPU-time lookup figures for any lookup form: (single ns, batched ns).
+fn cpu_lookups<L: LookupTable>(t: &L, q: &KeySet) -> (f64, f64) {
+    cpu_timed_lookups(q, |k| t.get(k), |ks, out| t.get_batch(ks, out))
+}
+
+/// Best-of-3 thread-CPU ns per lookup of `get` over the stream, and of
+/// `get_batch` in bursts of 16.
+fn cpu_timed_lookups(
+    q: &KeySet,
+    get: impl Fn(&[u8]) -> Option<u64>,
+    get_batch: impl Fn(&[&[u8]], &mut [Option<u64>]),
+) -> (f64, f64) {
     let refs: Vec<&[u8]> = q.iter().collect();
     let single = cpu_best_ns(3, refs.len(), || {
         let mut acc = 0u64;
         for k in &refs {
-            acc = acc.wrapping_add(rd.get(k).unwrap_or(1));
+            acc = acc.wrapping_add(get(k).unwrap_or(1));
         }
         black_box(acc);
     });
@@ -69,7 +84,7 @@ fn cpu_reader_lookups<L: LookupTable>(t: &L, q: &KeySet) -> (f64, f64) {
     let batch = cpu_best_ns(3, refs.len(), || {
         let mut acc = 0u64;
         for ch in refs.chunks(16) {
-            rd.get_batch(ch, &mut out[..ch.len()]);
+            get_batch(ch, &mut out[..ch.len()]);
             acc = acc.wrapping_add(out[0].unwrap_or(1));
         }
         black_box(acc);
@@ -82,28 +97,6 @@ fn breakdown(r: &mut Record, t: &ludo::Lookup, n: usize) {
     for (name, bytes) in t.memory_breakdown() {
         r.set(&format!("bits_{name}"), bytes as f64 * 8.0 / n as f64);
     }
-}
-
-/// CPU-time lookup figures for any lookup form: (single ns, batched ns).
-fn cpu_lookups<L: LookupTable>(t: &L, q: &KeySet) -> (f64, f64) {
-    let refs: Vec<&[u8]> = q.iter().collect();
-    let single = cpu_best_ns(3, refs.len(), || {
-        let mut acc = 0u64;
-        for k in &refs {
-            acc = acc.wrapping_add(t.get(k).unwrap_or(1));
-        }
-        black_box(acc);
-    });
-    let mut out = vec![None; 16];
-    let batch = cpu_best_ns(3, refs.len(), || {
-        let mut acc = 0u64;
-        for ch in refs.chunks(16) {
-            t.get_batch(ch, &mut out[..ch.len()]);
-            acc = acc.wrapping_add(out[0].unwrap_or(1));
-        }
-        black_box(acc);
-    });
-    (single, batch)
 }
 
 /// `dram_floor_ns` in thread CPU time: `reads` independent random 8-byte
