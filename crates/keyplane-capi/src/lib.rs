@@ -173,20 +173,36 @@ pub unsafe extern "C" fn kp_table_get(
     guard(|| {
         // SAFETY: the caller guarantees a live handle or NULL.
         let Some(t) = (unsafe { table.as_ref() }) else { return null_arg("table") };
-        // SAFETY: the caller guarantees `key_len` readable bytes.
-        let Some(k) = (unsafe { bytes(key, key_len) }) else { return null_arg("key") };
-        if value.is_null() {
-            return null_arg("value");
-        }
-        match t.inner.get(k) {
-            Some(v) => {
-                // SAFETY: checked non-NULL; the caller guarantees it is writable.
-                unsafe { *value = v };
-                KP_OK
-            }
-            None => KP_NOT_FOUND,
-        }
+        // SAFETY: forwarded from this function's contract.
+        unsafe { get_into(key, key_len, value, |k| t.inner.get(k)) }
     })
+}
+
+/// The body of the single-key lookups: checks `key` and `value`, runs
+/// `get` and writes its answer.
+///
+/// # Safety
+/// `key` must point to `key_len` readable bytes (or be NULL); `value` must
+/// be writable (or NULL).
+unsafe fn get_into(
+    key: *const u8,
+    key_len: usize,
+    value: *mut u64,
+    get: impl FnOnce(&[u8]) -> Option<u64>,
+) -> kp_status {
+    // SAFETY: the caller guarantees `key_len` readable bytes.
+    let Some(k) = (unsafe { bytes(key, key_len) }) else { return null_arg("key") };
+    if value.is_null() {
+        return null_arg("value");
+    }
+    match get(k) {
+        Some(v) => {
+            // SAFETY: checked non-NULL; the caller guarantees it is writable.
+            unsafe { *value = v };
+            KP_OK
+        }
+        None => KP_NOT_FOUND,
+    }
 }
 
 /// Creates a per-thread read handle on `table` and stores it in `*out`.
@@ -234,19 +250,8 @@ pub unsafe extern "C" fn kp_reader_get(
     guard(|| {
         // SAFETY: the caller guarantees a live handle or NULL.
         let Some(r) = (unsafe { reader.as_ref() }) else { return null_arg("reader") };
-        // SAFETY: the caller guarantees `key_len` readable bytes.
-        let Some(k) = (unsafe { bytes(key, key_len) }) else { return null_arg("key") };
-        if value.is_null() {
-            return null_arg("value");
-        }
-        match r.reader.get(k) {
-            Some(v) => {
-                // SAFETY: checked non-NULL; the caller guarantees it is writable.
-                unsafe { *value = v };
-                KP_OK
-            }
-            None => KP_NOT_FOUND,
-        }
+        // SAFETY: forwarded from this function's contract.
+        unsafe { get_into(key, key_len, value, |k| r.reader.get(k)) }
     })
 }
 
