@@ -128,7 +128,10 @@ impl Inner {
     /// [`Self::scan`] for the default layout (8 entries of a 16-bit
     /// fingerprint over an 8-bit value: 24-byte buckets, three whole words
     /// each): the eight fingerprints are compared in place with constant
-    /// shifts, and only a match's value byte is cut out.
+    /// shifts, and only a match's value byte is cut out. Kept beside
+    /// [`Self::scan8`]: `scan8::<24>` (whole entries decoded into an array)
+    /// made `get_batch` at 16.8M names 59–62 ns against 50–52 ns with this
+    /// (A/B, two alternating pairs).
     #[inline(always)]
     fn scan24(&self, l: &Loc, ks: &[usize; D]) -> Scan {
         let f = l.f as u16;
