@@ -22,6 +22,21 @@ fn main() {
                 acc = acc.wrapping_add(rd.get(k).unwrap_or(r as u64));
             }
         }
+    } else if which == "xxh3" {
+        // The hash alone (what every FHT lookup starts with).
+        for r in 0..reps {
+            for k in keys.iter() {
+                acc = acc.wrapping_add(keyplane::hash::hash64(k, r as u64));
+            }
+        }
+    } else if which == "foldhash" {
+        use std::hash::BuildHasher;
+        let b = foldhash::fast::FixedState::with_seed(7);
+        for r in 0..reps {
+            for k in keys.iter() {
+                acc = acc.wrapping_add(b.hash_one(k) ^ r as u64);
+            }
+        }
     } else {
         let mut m: hashbrown::HashMap<Box<[u8]>, u64> = hashbrown::HashMap::with_capacity(n as usize);
         for k in keys.iter() {

@@ -136,6 +136,13 @@ impl PackedArray {
         self.words[i].load(Relaxed)
     }
 
+    /// The raw words (with the padding word), for readers that decode
+    /// several elements from whole words.
+    #[inline(always)]
+    pub fn raw_words(&self) -> &[AtomicU64] {
+        &self.words
+    }
+
     /// Address of the first word, for prefetching by word index
     /// (`wrapping_add` keeps out-of-range indices harmless: prefetches never fault).
     #[inline(always)]

@@ -27,6 +27,39 @@ pub struct StripedSeqLock {
     mask: usize,
 }
 
+/// A reader's view of a [`StripedSeqLock`] ([`StripedSeqLock::view`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Stripes<'a> {
+    v: &'a [AtomicU64],
+    mask: usize,
+}
+
+impl Stripes<'_> {
+    /// Counter of stripe `i & mask`, without a bounds check.
+    #[inline(always)]
+    fn counter(&self, i: usize) -> &AtomicU64 {
+        // SAFETY: a view's `v` has `mask + 1` counters (`StripedSeqLock::new`
+        // makes them so and they never change), so `i & mask` is in bounds.
+        unsafe { self.v.get_unchecked(i & self.mask) }
+    }
+
+    /// The version of stripe `i` (index `i & mask`) now, without waiting
+    /// for a writer to finish (an odd version is one being written:
+    /// [`Self::still`] then fails).
+    #[inline(always)]
+    pub fn peek(&self, i: usize) -> u64 {
+        self.counter(i).load(Ordering::Acquire)
+    }
+
+    /// After the data loads: true if stripe `i` was not being written
+    /// when [`Self::peek`] returned `v` and has not changed since.
+    #[inline(always)]
+    pub fn still(&self, i: usize, v: u64) -> bool {
+        fence(Ordering::Acquire);
+        (self.counter(i).load(Ordering::Relaxed) == v) & (v & 1 == 0)
+    }
+}
+
 impl StripedSeqLock {
     /// `stripes` counters (rounded up to a power of two).
     pub fn new(stripes: usize) -> Self {
@@ -50,6 +83,14 @@ impl StripedSeqLock {
     #[inline(always)]
     pub fn stripe_direct(&self, i: usize) -> usize {
         i & self.mask
+    }
+
+    /// The counters, for probes that read several stripes at once (the
+    /// view lives in registers, so its loads are not repeated after each
+    /// acquire load).
+    #[inline(always)]
+    pub fn view(&self) -> Stripes<'_> {
+        Stripes { v: &self.v, mask: self.mask }
     }
 
     /// Reader: version of a stripe before reading, waiting while a writer holds it.
