@@ -1,7 +1,8 @@
 //! Instructions per single lookup, Concury reader vs Maglev, at a small
 //! size (run twice under `valgrind --tool=callgrind` with different round
 //! counts and divide the difference by the lookups):
-//! `lb_ir concury|maglev ROUNDS`.
+//! `lb_ir concury|maglev|concury-batch|maglev-batch ROUNDS` (the batch
+//! modes look up bursts of 32 states of one VIP, as the bench does).
 use keyplane::hash::mix64;
 use keyplane::lb::baselines::{Balancer, Concury, Maglev};
 use keyplane::lb::{Backend, Params, StateKey, Vip, VipId};
@@ -43,7 +44,31 @@ fn main() {
     let rounds: usize = std::env::args().nth(2).and_then(|s| s.parse().ok()).unwrap_or(0);
     let ks = keys();
     let mut acc = 0u64;
-    if which == "concury" {
+    // Bursts of 32 keys of one VIP, in the order of `ks` (grouped by VIP).
+    let bursts: Vec<(usize, Vec<&[u8]>)> =
+        ks.chunks(32).map(|c| (c[0].0, c.iter().map(|(_, k)| k.as_ref()).collect())).collect();
+    let mut out = vec![None; 32];
+    if which == "concury-batch" || which == "maglev-batch" {
+        let lb: Box<dyn Balancer> = if which == "concury-batch" {
+            let mut c = Concury::new(Params { max_vips: VIPS as u32, ..Params::default() }, false).unwrap();
+            let ids = load(&mut c, &ks);
+            for &v in &ids {
+                let d = c.control.refresh(v).unwrap();
+                c.data.apply(&d).unwrap();
+            }
+            Box::new(c)
+        } else {
+            let mut m = Maglev::new(65537, PER_VIP * 2, 32).unwrap();
+            load(&mut m, &ks);
+            Box::new(m)
+        };
+        for _ in 0..rounds {
+            for (v, keys) in &bursts {
+                lb.lookup_batch(*v as VipId, keys, &mut out);
+                acc += out[0].map_or(1, |b| b.port as u64);
+            }
+        }
+    } else if which == "concury" {
         let mut c = Concury::new(Params { max_vips: VIPS as u32, ..Params::default() }, false).unwrap();
         let ids = load(&mut c, &ks);
         for &v in &ids {

@@ -292,16 +292,28 @@ fn batch_vip(g: &PlaneSet, vip: VipId, keys: &[&[u8]], out: &mut [Option<Backend
         out.iter_mut().take(keys.len()).for_each(|o| *o = None);
         return;
     };
+    // One row type per burst, so the per-packet loop has no dispatch.
+    match &p.da {
+        DipRow::U8(row) => batch_row(p, row, keys, out),
+        DipRow::U16(row) => batch_row(p, row, keys, out),
+    }
+}
+
+/// [`batch_vip`] for one DIP-row type: hash and prefetch the two BAS words
+/// of every packet of a chunk, then read them (bit positions computed once).
+#[inline(always)]
+fn batch_row<T: Copy + Into<u16>>(p: &VipPlane, row: &[T], keys: &[&[u8]], out: &mut [Option<Backend>]) {
     let mut loc = [(0usize, 0usize); BATCH];
     for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
         for (k, l) in ks.iter().zip(loc.iter_mut()) {
             let (_, ia, ib) = p.p.locate(k);
-            *l = (ia, ib);
-            prefetch(p.a.word_ptr(ia));
-            prefetch(p.b.word_ptr(ib));
+            *l = (p.a.bit_of(ia), p.b.bit_of(ib));
+            prefetch(p.a.bit_ptr(l.0));
+            prefetch(p.b.bit_ptr(l.1));
         }
-        for (l, o) in loc.iter().zip(os.iter_mut()).take(ks.len()) {
-            *o = p.resolve(p.dcode_at(l.0, l.1));
+        for (l, o) in loc.iter().zip(os.iter_mut()) {
+            let d = ((p.a.get_at_bit_flat(l.0) ^ p.b.get_at_bit_flat(l.1)) & p.dmask) as usize;
+            *o = row.get(d).and_then(|&i| p.backends.get(i.into() as usize).copied());
         }
     }
 }
