@@ -61,7 +61,7 @@ impl Inner {
     }
 
     fn is_fast24(p: &Params) -> bool {
-        p.d == 4 && p.e == 8 && p.vbits == 8 && p.fbits == 16 && !p.flag
+        p.bytes24() && p.d == 4
     }
 
     /// The same main table with another collision table.
@@ -107,7 +107,7 @@ impl Inner {
                 }
             };
         }
-        if self.p.e == 8 && self.p.vbits == 8 && self.p.fbits == 16 && !self.p.flag {
+        if self.p.bytes24() {
             return self.scan24(l, ks);
         }
         if self.p.e == 8 {
@@ -183,6 +183,8 @@ impl Inner {
     #[inline(always)]
     fn get24(&self, key: &[u8]) -> Option<u64> {
         use crate::hash::{hash64, hi, lo, reduce};
+        // `Params::locate` with the 16-bit fingerprint folded in (its
+        // general form cost 15 more instructions per lookup, callgrind).
         let h = hash64(key, self.p.seed);
         let l = Loc { h, b0: reduce(hi(h), self.p.b), f: 1 + reduce(lo(h), 0xffff) as u64 };
         debug_assert_eq!((l.b0, l.f), (self.p.locate(key).b0, self.p.locate(key).f));
@@ -190,6 +192,8 @@ impl Inner {
         for (i, k) in ks[..4].iter_mut().enumerate() {
             *k = self.p.bucket_index(i as u32, &l);
         }
+        // `Self::prefetch` with the 24-byte bucket stride folded in (33 fewer
+        // instructions per lookup than its general loop).
         let bytes = self.table.words_ptr() as *const u8;
         for &k in &ks[..4] {
             prefetch(bytes.wrapping_add(24 * k));

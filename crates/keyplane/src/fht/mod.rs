@@ -180,6 +180,14 @@ impl Params {
         Ok(())
     }
 
+    /// The paper's default entry layout: buckets of 8 entries of a 16-bit
+    /// fingerprint over an 8-bit value, no collision flag (24-byte buckets,
+    /// which the lookup form decodes with a dedicated matcher).
+    #[inline(always)]
+    pub fn bytes24(&self) -> bool {
+        self.e == 8 && self.vbits == 8 && self.fbits == 16 && !self.flag
+    }
+
     #[inline(always)]
     pub fn width(&self) -> u32 {
         self.vbits + self.fbits + self.flag as u32
