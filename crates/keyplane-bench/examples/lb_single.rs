@@ -5,31 +5,15 @@
 //! lookups overlap, and the same for Maglev
 //! (`cargo run --release -p keyplane-bench --example lb_single`).
 use keyplane::hash::mix64;
-use keyplane::lb::baselines::{Balancer, Concury, Maglev};
-use keyplane::lb::{Backend, Params, StateKey, Vip, VipId};
+use keyplane::lb::baselines::{Balancer, Maglev};
+use keyplane::lb::{Backend, Params, VipId};
+use keyplane_bench::lb::{Net, load, loaded_concury};
 use std::hint::black_box;
-use std::net::{IpAddr, Ipv4Addr};
 use std::time::Instant;
 
 const VIPS: usize = 128;
 const BPV: usize = 32;
 const PER_VIP: usize = 8_192;
-
-fn load<B: Balancer>(lb: &mut B, ks: &[(usize, StateKey)]) -> Vec<VipId> {
-    let ids: Vec<VipId> = (0..VIPS)
-        .map(|v| {
-            let pool: Vec<(Backend, u32)> = (0..BPV)
-                .map(|i| (Backend::new(Ipv4Addr::from(0x0a00_0000 | ((v as u32) << 10) | i as u32), 8080), 1))
-                .collect();
-            lb.add_vip(Vip::new(Ipv4Addr::from(0xc000_0200 + v as u32), 80, 6), &pool).unwrap()
-        })
-        .collect();
-    for (v, k) in ks {
-        let b = lb.packet(ids[*v], k.as_ref()).backend.unwrap();
-        lb.connection_start(ids[*v], k.as_ref(), b).unwrap();
-    }
-    ids
-}
 
 fn run(name: &str, vids: &[VipId], flat: &[u8], klen: usize, mut f: impl FnMut(VipId, &[u8]) -> Option<Backend>) {
     let n = vids.len();
@@ -55,29 +39,18 @@ fn run(name: &str, vids: &[VipId], flat: &[u8], klen: usize, mut f: impl FnMut(V
 }
 
 fn main() {
-    let mut ks = Vec::new();
-    for vip in 0..VIPS {
-        for j in 0..PER_VIP {
-            let x = mix64(((vip as u64) << 32 | j as u64) ^ 0x5eed);
-            ks.push((vip, StateKey::four_tuple(IpAddr::V4(Ipv4Addr::from((x >> 32) as u32)), x as u16, 443, 6)));
-        }
-    }
-    let mut c = Concury::new(Params { max_vips: VIPS as u32, ..Params::default() }, false).unwrap();
-    let cids = load(&mut c, &ks);
-    for &v in &cids {
-        let d = c.control.refresh(v).unwrap();
-        c.data.apply(&d).unwrap();
-    }
+    let net = Net::new(VIPS, BPV, VIPS * PER_VIP, false);
+    let (c, cids) = loaded_concury(Params { max_vips: VIPS as u32, ..Params::default() }, &net);
     let mut m = Maglev::new(65537, PER_VIP + PER_VIP / 10 + 64, 32).unwrap();
-    let mids = load(&mut m, &ks);
-    let klen = ks[0].1.as_ref().len();
-    let order: Vec<usize> = (0..4_000_000u64).map(|i| (mix64(i ^ 77) % ks.len() as u64) as usize).collect();
+    let mids = load(&mut m, &net);
+    let klen = net.key(0).len();
+    let order: Vec<usize> = (0..4_000_000u64).map(|i| (mix64(i ^ 77) % net.len() as u64) as usize).collect();
     let mut flat = Vec::with_capacity(order.len() * klen);
     for &i in &order {
-        flat.extend_from_slice(ks[i].1.as_ref());
+        flat.extend_from_slice(net.key(i));
     }
-    let cv: Vec<VipId> = order.iter().map(|&i| cids[ks[i].0]).collect();
-    let mv: Vec<VipId> = order.iter().map(|&i| mids[ks[i].0]).collect();
+    let cv: Vec<VipId> = order.iter().map(|&i| cids[net.vip_of(i)]).collect();
+    let mv: Vec<VipId> = order.iter().map(|&i| mids[net.vip_of(i)]).collect();
     let mut r = c.data.reader();
     run("concury", &cv, &flat, klen, |v, k| r.lookup(v, k));
     run("maglev", &mv, &flat, klen, |v, k| m.lookup(v, k));

@@ -52,8 +52,9 @@ impl Keys {
     }
 }
 
-/// The network: per VIP its pool size and its share of the states.
-struct Net {
+/// The network: per VIP its pool size and its share of the states (also
+/// used by the `lb_ir` and `lb_single` examples).
+pub struct Net {
     pools: Vec<usize>,
     states: Vec<usize>,
     /// State keys, VIP by VIP.
@@ -63,7 +64,9 @@ struct Net {
 }
 
 impl Net {
-    fn new(vips: usize, bpv: usize, n: usize, varied: bool) -> Self {
+    /// `vips` VIPs of `bpv` backends each (`varied`: between `bpv/4` and
+    /// `2 bpv`), sharing `n` states in proportion to their pools.
+    pub fn new(vips: usize, bpv: usize, n: usize, varied: bool) -> Self {
         let pools: Vec<usize> =
             (0..vips)
                 .map(|v| {
@@ -84,10 +87,20 @@ impl Net {
         }
         Self { pools, states, keys: Keys(keys), first }
     }
-    fn key(&self, i: usize) -> &[u8] {
+    /// Key of state `i` (states are numbered VIP by VIP).
+    pub fn key(&self, i: usize) -> &[u8] {
         self.keys.key(i)
     }
-    fn vip_of(&self, i: usize) -> usize {
+    /// Number of states.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+    /// True if the network has no states.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// VIP index (0-based, as loaded by [`load`]) of state `i`.
+    pub fn vip_of(&self, i: usize) -> usize {
         self.first.partition_point(|&f| f <= i) - 1
     }
     fn pool(&self, v: usize) -> Vec<(Backend, u32)> {
@@ -95,8 +108,9 @@ impl Net {
     }
 }
 
-/// Loads every state into a balancer (first packet + host report).
-fn load<B: Balancer>(lb: &mut B, net: &Net) -> Vec<VipId> {
+/// Adds the network's VIPs to a balancer and loads every state (first
+/// packet + host report). Returns the VIP ids by VIP index.
+pub fn load<B: Balancer>(lb: &mut B, net: &Net) -> Vec<VipId> {
     let ids: Vec<VipId> = (0..net.pools.len()).map(|v| lb.add_vip(vip(v), &net.pool(v)).unwrap()).collect();
     for (v, &id) in ids.iter().enumerate() {
         for i in net.first[v]..net.first[v] + net.states[v] {
@@ -108,9 +122,21 @@ fn load<B: Balancer>(lb: &mut B, net: &Net) -> Vec<VipId> {
     ids
 }
 
+/// A Concury balancer with the network loaded, every VIP's BAS refreshed
+/// (the steady state after a pool change), and its VIP ids.
+pub fn loaded_concury(params: Params, net: &Net) -> (Concury, Vec<VipId>) {
+    let mut c = Concury::new(params, false).unwrap();
+    let ids = load(&mut c, net);
+    for &v in &ids {
+        let d = c.control.refresh(v).unwrap();
+        c.data.apply(&d).unwrap();
+    }
+    (c, ids)
+}
+
 /// Query stream: random tracked states over all VIPs, as (vip, state index).
 fn queries(net: &Net, len: usize, salt: u64) -> Vec<(u32, u32)> {
-    let n = net.keys.len();
+    let n = net.len();
     sample_indices(n, len, salt).into_iter().map(|i| (net.vip_of(i as usize) as u32, i)).collect()
 }
 
@@ -312,7 +338,7 @@ fn dynamic_mops(
     let mut arrived = 0u64;
     let mut next_pool = pool_every;
     let mut pool_changes = 0u64;
-    let n = net.keys.len();
+    let n = net.len();
     let mut qi = 0usize;
     let mut acc = 0u64;
     loop {
@@ -368,7 +394,7 @@ fn dynamic_cp_thread(
 ) -> f64 {
     use std::sync::atomic::{AtomicBool, Ordering};
     let stop = AtomicBool::new(false);
-    let n = net.keys.len();
+    let n = net.len();
     let start = Instant::now();
     std::thread::scope(|s| {
         let stop = &stop;
@@ -601,16 +627,7 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
     };
 
     // --- static: memory, single / batch / threaded lookups
-    let (mut con, tb) = time(|| {
-        let mut c = Concury::new(params, false).unwrap();
-        let ids = load(&mut c, &net);
-        // Steady state: every VIP's BAS holds its states (as after a pool change).
-        for &v in &ids {
-            let d = c.control.refresh(v).unwrap();
-            c.data.apply(&d).unwrap();
-        }
-        (c, ids)
-    });
+    let (mut con, tb) = time(|| loaded_concury(params, &net));
     let (con, cids) = (&mut con.0, con.1);
     let mut mg = Maglev::new(65537, maxn + maxn / 10 + 64, mg_bits).map_err(|e| e.to_string())?;
     let (mids, tm) = time(|| load(&mut mg, &net));
