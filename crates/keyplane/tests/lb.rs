@@ -552,9 +552,22 @@ fn edge_cases() {
     let (v, d) = ctl.add_vip(vip(0), &[]).unwrap();
     dp.apply(&d).unwrap();
     assert_eq!(dp.lookup(v, b""), None);
+    assert_eq!(dp.dip_array_entry(v, 0), None);
+    assert_eq!(dp.pool(v), Some(vec![]));
+    // The empty pool's plane survives a wire round trip byte for byte.
+    let blob = dp.to_bytes();
+    let back = DataPlane::from_bytes(&blob).unwrap();
+    assert_eq!(back.to_bytes(), blob);
+    assert_eq!(back.lookup(v, b"y"), None);
+    let mut out = [Some(be(9)); 2];
+    back.lookup_batch_vip(v, &[b"a", b"b"], &mut out);
+    assert_eq!(out, [None, None]);
     assert!(matches!(ctl.add_vip(vip(0), &[]), Err(Error::InvalidParameter(_))));
     let d = ctl.update_pool(v, &[PoolOp::Add(be(1), 1), PoolOp::Add(be(2), 1)]).unwrap();
     dp.apply(&d).unwrap();
+    // DA entries: every Dcode below 2^l_d names a pool member, none beyond.
+    assert!((0..16).all(|d| dp.dip_array_entry(v, d).is_some_and(|b| b == be(1) || b == be(2))));
+    assert_eq!(dp.dip_array_entry(v, 16), None);
     assert!(matches!(ctl.add_backend(v, be(3), 1), Err(Error::CapacityExceeded(_))));
     // A failed update changes nothing (all ops are checked first).
     assert!(ctl.update_pool(v, &[PoolOp::Remove(be(1)), PoolOp::Remove(be(9))]).is_err());

@@ -395,7 +395,7 @@ impl Control {
         }
         let seed = mix64(self.p.seed ^ (id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let map = OthelloMap::new(seed, self.p.dcode_bits)?;
-        let empty = VipPlane::new(vip, 0, self.p.dcode_bits, map.bas(), Box::new([]), Box::new([]))?;
+        let empty = VipPlane::new(vip, 0, self.p.dcode_bits, map.bas(), Box::new([]), &[])?;
         let mut v = VipCtl {
             vip,
             pool: Vec::new(),
@@ -551,7 +551,7 @@ impl Control {
         let da: Box<[u16]> =
             if backends.is_empty() { Box::new([]) } else { v.row.iter().map(|&s| compact[s as usize]).collect() };
         v.generation += 1;
-        v.plane = Arc::new(VipPlane::new(v.vip, v.generation, p.dcode_bits, bas, da, backends.into())?);
+        v.plane = Arc::new(VipPlane::new(v.vip, v.generation, p.dcode_bits, bas, da, &backends)?);
         stats.rebuilds += 1;
         Ok(())
     }

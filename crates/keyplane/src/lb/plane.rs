@@ -21,21 +21,57 @@ pub(crate) const NO_BACKEND: u16 = u16::MAX;
 
 /// One VIP's part of the data plane: its BAS, its DIP-array row and its
 /// backend list. Immutable once built; updates replace it as a whole.
+///
+/// The layout serves the lookup, which is one hash and four reads (two BAS
+/// slots, the DIP-row entry, the answer) with no bounds checks and no
+/// branch beyond the row's width: [`VipPlane::new`] checks once that every
+/// position a lookup can compute lies inside its array.
 #[derive(Debug)]
 pub(crate) struct VipPlane {
     pub vip: Vip,
     pub generation: u64,
     pub dbits: u32,
-    dmask: u64,
-    /// The BAS: an Othello lookup form's parameters and arrays, held
-    /// directly (one pointer hop less than through `othello::Lookup`).
+    dmask: u32,
+    /// The BAS skeleton (seed, sizes, slot width = `dbits`).
     p: othello::Params,
-    a: PackedArray,
-    b: PackedArray,
-    /// `DA[vip][Dcode]`: index into `backends` (l_v = 8 bits when the pool
-    /// has at most 256 backends, else 16). Empty when the pool is empty.
+    /// The BAS arrays A and B as the little-endian bytes of their packed
+    /// words (padding word included): a slot of ≤ 16 bits is one unaligned
+    /// 32-bit load and one shift ([`slot`]).
+    a: Box<[u8]>,
+    b: Box<[u8]>,
+    /// `DA[vip][Dcode]`, `2^dbits` entries: an index into `outs` (l_v = 8
+    /// bits when the pool has at most 256 backends, else 16).
     da: DipRow,
-    pub backends: Box<[Backend]>,
+    /// The answers `DA` points at: `Some(backend)` for each pool member in
+    /// pool order, or a single `None` for an empty pool (whose row is all
+    /// zeros), so a lookup copies its answer without a branch.
+    outs: Box<[Option<Backend>]>,
+}
+
+/// The slot starting at bit `bit` of a packed byte image (bits above the
+/// slot are garbage; the caller masks). Slots are at most
+/// [`MAX_DCODE_BITS`] = 16 bits and start at bit `bit & 7 ≤ 7` of the
+/// load, so one 32-bit load holds the whole slot.
+///
+/// # Safety
+/// `(bit >> 3) + 4 <= bytes.len()`.
+#[inline(always)]
+unsafe fn slot(bytes: &[u8], bit: usize) -> u32 {
+    debug_assert!((bit >> 3) + 4 <= bytes.len());
+    // SAFETY: the caller guarantees the four bytes are inside `bytes`.
+    let w = unsafe { bytes.as_ptr().add(bit >> 3).cast::<u32>().read_unaligned() };
+    u32::from_le(w) >> (bit & 7)
+}
+
+/// A packed array's words as little-endian bytes.
+fn image_bytes(a: &PackedArray) -> Box<[u8]> {
+    a.to_words().iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+/// The packed array an image came from (for encoding).
+fn image_array(bytes: &[u8], len: u32, bits: u32) -> PackedArray {
+    let words = bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8-byte chunk"))).collect();
+    PackedArray::from_words(words, len as usize, bits).expect("image made from a packed array of this shape")
 }
 
 impl VipPlane {
@@ -46,7 +82,7 @@ impl VipPlane {
         dbits: u32,
         bas: othello::Lookup,
         da: Box<[u16]>,
-        backends: Box<[Backend]>,
+        backends: &[Backend],
     ) -> Result<Self> {
         if !(MIN_DCODE_BITS..=MAX_DCODE_BITS).contains(&dbits) {
             return Err(Error::Corrupt(format!("dcode bits {dbits} out of range")));
@@ -70,48 +106,64 @@ impl VipPlane {
         if let Some(&bad) = da.iter().find(|&&i| i as usize >= backends.len()) {
             return Err(Error::Corrupt(format!("DIP row names backend #{bad} of {}", backends.len())));
         }
-        // Take the arrays out of the lookup form (no copy when we hold the only reference).
         let snap = bas.snapshot_arc();
-        drop(bas);
-        let (p, a, b) = match Arc::try_unwrap(snap) {
-            Ok(inner) => (inner.p, inner.a, inner.b),
-            Err(shared) => (shared.p, shared.a.clone(), shared.b.clone()),
+        let (p, a, b) = (snap.p, image_bytes(&snap.a), image_bytes(&snap.b));
+        // Every slot a lookup reads: index < m (Lemire reduction), so its
+        // first bit is at most (m - 1)·dbits and its load ends 4 bytes on.
+        for (name, m, img) in [("A", p.ma, &a), ("B", p.mb, &b)] {
+            let need = (((m.max(1) as usize - 1) * dbits as usize) >> 3) + 4;
+            if img.len() < need {
+                return Err(Error::Corrupt(format!("BAS array {name}: {} bytes for {m} slots", img.len())));
+            }
+        }
+        let (da, outs): (DipRow, Box<[Option<Backend>]>) = if backends.is_empty() {
+            (DipRow::U8(vec![0; 1 << dbits].into()), Box::new([None]))
+        } else {
+            (DipRow::new(da, backends.len()), backends.iter().map(|&b| Some(b)).collect())
         };
-        let da = DipRow::new(da, backends.len());
-        Ok(Self { vip, generation, dbits, dmask: mask(dbits), p, a, b, da, backends })
+        Ok(Self { vip, generation, dbits, dmask: mask(dbits) as u32, p, a, b, da, outs })
+    }
+
+    /// The VIP's backends, in pool order.
+    pub fn backends(&self) -> impl Iterator<Item = &Backend> {
+        self.outs.iter().flatten()
+    }
+
+    fn backend_count(&self) -> usize {
+        self.outs.iter().flatten().count()
     }
 
     /// Dcode of a key (Algorithm 7, step 2): one hash, two slots.
     #[inline(always)]
     pub fn dcode(&self, key: &[u8]) -> usize {
-        let (_, ia, ib) = self.p.locate(key);
-        ((self.a.get(ia) ^ self.b.get(ib)) & self.dmask) as usize
+        self.dcode_at(self.slots(key))
     }
 
-    /// Bit positions of a key's two BAS slots, for batches: computed once
-    /// for the prefetch ([`Self::prefetch_slots`]) and the read ([`Self::dcode_at`]).
+    /// Bit positions of a key's two BAS slots: computed once in a batch for
+    /// the prefetch ([`Self::prefetch_slots`]) and the read ([`Self::dcode_at`]).
     #[inline(always)]
     fn slots(&self, key: &[u8]) -> (usize, usize) {
         let (_, ia, ib) = self.p.locate(key);
-        (self.a.bit_of(ia), self.b.bit_of(ib))
+        (ia * self.dbits as usize, ib * self.dbits as usize)
     }
 
     #[inline(always)]
     fn prefetch_slots(&self, s: (usize, usize)) {
-        prefetch(self.a.bit_ptr(s.0));
-        prefetch(self.b.bit_ptr(s.1));
+        prefetch(self.a.as_ptr().wrapping_add(s.0 >> 3));
+        prefetch(self.b.as_ptr().wrapping_add(s.1 >> 3));
     }
 
-    /// [`Self::dcode`] from [`Self::slots`], reading each slot without a
-    /// branch on whether it straddles two words (in a batch that branch
-    /// mispredicted for about one slot in eight; a single lookup measured
-    /// no gain from it).
+    /// The Dcode at two slot positions from [`Self::slots`].
     #[inline(always)]
     fn dcode_at(&self, s: (usize, usize)) -> usize {
-        ((self.a.get_at_bit_flat(s.0) ^ self.b.get_at_bit_flat(s.1)) & self.dmask) as usize
+        // SAFETY: `slots` derives each position from an index below the
+        // array's slot count, and `new` checked that the image holds the
+        // 4-byte load of every such position.
+        let (x, y) = unsafe { (slot(&self.a, s.0), slot(&self.b, s.1)) };
+        ((x ^ y) & self.dmask) as usize
     }
 
-    /// Step 3: DIP array and backend list.
+    /// Step 3: DIP array and backend list, for a Dcode from [`Self::dcode_at`].
     #[inline(always)]
     fn resolve(&self, d: usize) -> Option<Backend> {
         match &self.da {
@@ -123,7 +175,19 @@ impl VipPlane {
     /// [`Self::resolve`] with the DIP row's type known.
     #[inline(always)]
     fn backend_in<T: Copy + Into<u16>>(&self, row: &[T], d: usize) -> Option<Backend> {
-        row.get(d).and_then(|&i| self.backends.get(i.into() as usize).copied())
+        debug_assert!(d < row.len());
+        // SAFETY: `d` is masked to `dbits` bits and every row has `2^dbits`
+        // entries; `new` checked that every entry indexes `outs`.
+        unsafe {
+            let i: u16 = (*row.get_unchecked(d)).into();
+            debug_assert!((i as usize) < self.outs.len());
+            *self.outs.get_unchecked(i as usize)
+        }
+    }
+
+    /// `DA[vip][d]` for any `d` (checked; for tests and tools).
+    fn entry(&self, d: usize) -> Option<Backend> {
+        if d >> self.dbits != 0 { None } else { self.resolve(d) }
     }
 
     #[inline(always)]
@@ -133,24 +197,28 @@ impl VipPlane {
 
     pub fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Self>()
-            + self.a.memory_bytes()
-            + self.b.memory_bytes()
+            + self.a.len()
+            + self.b.len()
             + self.da.bytes()
-            + self.backends.len() * std::mem::size_of::<Backend>()
+            + self.outs.len() * std::mem::size_of::<Option<Backend>>()
     }
 
     pub fn encode(&self, w: &mut Writer) {
         w.u8(PLANE_LAYOUT);
         put_vip(w, &self.vip);
-        w.u64(self.generation).u8(self.dbits as u8).u32(self.backends.len() as u32);
-        for b in self.backends.iter() {
+        let nb = self.backend_count();
+        w.u64(self.generation).u8(self.dbits as u8).u32(nb as u32);
+        for b in self.backends() {
             put_backend(w, b);
         }
-        w.u64(self.da.len() as u64);
-        for d in 0..self.da.len() {
+        // An empty pool's all-zero row is not part of the message.
+        let row = if nb == 0 { 0 } else { self.da.len() };
+        w.u64(row as u64);
+        for d in 0..row {
             w.u16(self.da.get(d).unwrap_or(0));
         }
-        let img = othello::Image { p: self.p, a: self.a.clone(), b: self.b.clone() };
+        let (a, b) = (image_array(&self.a, self.p.ma, self.dbits), image_array(&self.b, self.p.mb, self.dbits));
+        let img = othello::Image { p: self.p, a, b };
         w.bytes(&othello::Lookup::from_image(img, 0).to_bytes());
     }
 
@@ -178,7 +246,7 @@ impl VipPlane {
             da.push(r.u16()?);
         }
         let bas = othello::Lookup::from_bytes(r.bytes()?)?;
-        Self::new(vip, generation, dbits, bas, da.into(), backends.into())
+        Self::new(vip, generation, dbits, bas, da.into(), &backends)
     }
 }
 
@@ -400,13 +468,13 @@ impl DataPlane {
     /// `DA[vip][dcode]`, for tests and tools.
     pub fn dip_array_entry(&self, vip: VipId, dcode: u32) -> Option<Backend> {
         let g = self.cur.load();
-        g.vips.get(vip as usize)?.as_ref()?.resolve(dcode as usize)
+        g.vips.get(vip as usize)?.as_ref()?.entry(dcode as usize)
     }
 
     /// The VIP's backend list (allocates; not for the packet path).
     pub fn pool(&self, vip: VipId) -> Option<Vec<Backend>> {
         let g = self.cur.load();
-        Some(g.vips.get(vip as usize)?.as_ref()?.backends.to_vec())
+        Some(g.vips.get(vip as usize)?.as_ref()?.backends().copied().collect())
     }
 
     /// The VIP at an index.
