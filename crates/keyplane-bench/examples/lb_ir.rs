@@ -1,9 +1,11 @@
 //! Instructions per lookup, Concury vs Maglev, at a small size (run twice
 //! under `valgrind --tool=callgrind` with different round counts and divide
 //! the difference by the lookups):
-//! `lb_ir concury|maglev|concury-batch|maglev-batch ROUNDS`. Single lookups
-//! go through Concury's per-thread reader; the batch modes look up bursts of
-//! 32 states of one VIP, as the bench does.
+//! `lb_ir concury|maglev|concury-batch|maglev-batch|concury-mixed ROUNDS`.
+//! Single lookups go through Concury's per-thread reader; the batch modes
+//! look up bursts of 32 states of one VIP, as the bench does;
+//! `concury-mixed` looks up bursts of 32 packets, each to the next VIP
+//! (the mixed-VIP `lookup_batch`).
 use keyplane::lb::baselines::{Balancer, Maglev};
 use keyplane::lb::{Params, VipId};
 use keyplane_bench::lb::{Net, load, loaded_concury};
@@ -31,6 +33,21 @@ fn main() {
             for _ in 0..rounds {
                 for (i, &v) in vid.iter().enumerate() {
                     acc += r.lookup(v, net.key(i)).map_or(1, |b| b.port as u64);
+                }
+            }
+        }
+        "concury-mixed" => {
+            let (c, ids) = loaded_concury(params, &net);
+            // Interleave VIPs: packet j of the stream is state (j % VIPS)·PER_VIP + j / VIPS.
+            let order: Vec<usize> = (0..net.len()).map(|j| (j % VIPS) * PER_VIP + j / VIPS).collect();
+            let vid: Vec<VipId> = order.iter().map(|&i| ids[net.vip_of(i)]).collect();
+            let keys: Vec<&[u8]> = order.iter().map(|&i| net.key(i)).collect();
+            let mut r = c.data.reader();
+            let mut out = vec![None; 32];
+            for _ in 0..rounds {
+                for (v, k) in vid.chunks(32).zip(keys.chunks(32)) {
+                    r.lookup_batch(v, k, &mut out);
+                    acc += out[0].map_or(1, |b| b.port as u64);
                 }
             }
         }

@@ -1,4 +1,4 @@
-//! Concury single lookups at 128 VIPs × 8K states (1M states), keys
+//! Concury single lookups at 128 VIPs × 8K states (1M states; `VIPS=n` for n VIPs), keys
 //! contiguous in query order as in the bench: independent lookups in a loop
 //! vs the same lookups made dependent on each other (the next key's index
 //! depends on the previous answer), which shows how far consecutive
@@ -11,7 +11,6 @@ use keyplane_bench::lb::{Net, load, loaded_concury};
 use std::hint::black_box;
 use std::time::Instant;
 
-const VIPS: usize = 128;
 const BPV: usize = 32;
 const PER_VIP: usize = 8_192;
 
@@ -39,8 +38,11 @@ fn run(name: &str, vids: &[VipId], flat: &[u8], klen: usize, mut f: impl FnMut(V
 }
 
 fn main() {
-    let net = Net::new(VIPS, BPV, VIPS * PER_VIP, false);
-    let (c, cids) = loaded_concury(Params { max_vips: VIPS as u32, ..Params::default() }, &net);
+    // `VIPS=n` shrinks the network (n × 8K states) to see the same lookups
+    // with the planes in L2 (4 VIPs) or L3 (64 VIPs) instead of 128 VIPs' 5 MB.
+    let vips: usize = std::env::var("VIPS").ok().and_then(|v| v.parse().ok()).unwrap_or(128);
+    let net = Net::new(vips, BPV, vips * PER_VIP, false);
+    let (c, cids) = loaded_concury(Params { max_vips: vips as u32, ..Params::default() }, &net);
     let mut m = Maglev::new(65537, PER_VIP + PER_VIP / 10 + 64, 32).unwrap();
     let mids = load(&mut m, &net);
     let klen = net.key(0).len();
