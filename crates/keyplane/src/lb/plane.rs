@@ -412,7 +412,8 @@ fn put(o: &mut Option<Backend>, a: &Option<Backend>) {
 
 /// [`batch_vip`] for one DIP-row type: hash and prefetch the two BAS slots
 /// of every packet of a chunk, then read them. Not inlined into
-/// `batch_vip`: 121 instead of 125 instructions per packet (callgrind).
+/// `batch_vip`: 84 instead of 89 instructions per packet (callgrind,
+/// `examples/lb_ir.rs concury-batch`).
 #[inline(never)]
 fn batch_row<T: Copy + Into<u16>>(p: &VipPlane, row: &[T], keys: &[&[u8]], out: &mut [Option<Backend>]) {
     let mut loc = [(0usize, 0usize); BATCH];
