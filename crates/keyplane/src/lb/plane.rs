@@ -700,3 +700,34 @@ impl Wire for Delta {
         Ok(Delta { seq, dbits, ops })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::mix64;
+
+    /// The byte-image slot reader agrees with `PackedArray::get` for every
+    /// Dcode width and slot, including the last slot of tiny arrays, and
+    /// every load it makes is inside the image (the bound `VipPlane::new`
+    /// checks).
+    #[test]
+    fn image_slots_match_the_packed_array() {
+        for bits in MIN_DCODE_BITS..=MAX_DCODE_BITS {
+            for len in [1usize, 2, 3, 5, 7, 8, 63, 64, 65, 1000] {
+                let a = PackedArray::new(len, bits);
+                for i in 0..len {
+                    a.set(i, mix64((bits as u64) << 32 | i as u64) & mask(bits));
+                }
+                let img = image_bytes(&a);
+                let m = mask(bits) as u32;
+                for i in 0..len {
+                    let bit = i * bits as usize;
+                    assert!((bit >> 3) + 4 <= img.len(), "bits {bits} len {len} slot {i}");
+                    // SAFETY: asserted just above.
+                    assert_eq!((unsafe { slot(&img, bit) } & m) as u64, a.get(i), "bits {bits} len {len} slot {i}");
+                }
+                assert_eq!(image_array(&img, len as u32, bits), a);
+            }
+        }
+    }
+}
