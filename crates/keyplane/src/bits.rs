@@ -116,26 +116,7 @@ impl PackedArray {
     #[inline(always)]
     pub fn get(&self, i: usize) -> u64 {
         debug_assert!(i < self.len);
-        self.get_at_bit(i * self.bits as usize)
-    }
-
-    /// First bit of element `i` (for callers that prefetch an element
-    /// and read it later: [`Self::bit_ptr`], [`Self::get_at_bit`]).
-    #[inline(always)]
-    pub fn bit_of(&self, i: usize) -> usize {
-        i * self.bits as usize
-    }
-
-    /// Address of the word holding bit `bit`, for prefetching
-    /// (`wrapping_add`: an out-of-range address is harmless, prefetches never fault).
-    #[inline(always)]
-    pub fn bit_ptr(&self, bit: usize) -> *const u8 {
-        self.words.as_ptr().wrapping_add(bit >> 6) as *const u8
-    }
-
-    /// The element starting at bit `bit` (from [`Self::bit_of`]).
-    #[inline(always)]
-    pub fn get_at_bit(&self, bit: usize) -> u64 {
+        let bit = i * self.bits as usize;
         let w = bit >> 6;
         let off = (bit & 63) as u32;
         let lo = self.words[w].load(Relaxed) >> off;
@@ -146,23 +127,6 @@ impl PackedArray {
         } else {
             (lo | (self.words[w + 1].load(Relaxed) << (64 - off))) & self.mask
         }
-    }
-
-    /// [`Self::get_at_bit`] without a branch on whether the element
-    /// straddles two words: the second load reads the element's last word,
-    /// which is the first one unless it straddles (so no extra cache line
-    /// is touched). For loops of independent reads, where the straddle
-    /// branch mispredicts (for 12-bit elements, 12 % of elements straddle).
-    #[inline(always)]
-    pub fn get_at_bit_flat(&self, bit: usize) -> u64 {
-        let w = bit >> 6;
-        let off = (bit & 63) as u32;
-        let last = (bit + self.bits as usize - 1) >> 6;
-        let lo = self.words[w].load(Relaxed) >> off;
-        // `(x << 1) << (63 - off)` is `x << (64 - off)` without the shift by
-        // 64 when `off` is 0; when `last == w` its bits land above the mask.
-        let hi = (self.words[last].load(Relaxed) << 1) << (63 - off);
-        (lo | hi) & self.mask
     }
 
     /// Raw word `i` (a relaxed load), for readers that decode several
@@ -252,8 +216,6 @@ mod tests {
             }
             for (i, &o) in oracle.iter().enumerate() {
                 assert_eq!(a.get(i), o, "bits={bits} i={i}");
-                assert_eq!(a.get_at_bit(a.bit_of(i)), o, "bits={bits} i={i}");
-                assert_eq!(a.get_at_bit_flat(a.bit_of(i)), o, "bits={bits} i={i}");
             }
             let b = PackedArray::from_words(a.to_words(), n, bits).unwrap();
             assert_eq!(a, b);

@@ -129,10 +129,6 @@ impl VipPlane {
         self.outs.iter().flatten()
     }
 
-    fn backend_count(&self) -> usize {
-        self.outs.iter().flatten().count()
-    }
-
     /// Dcode of a key (Algorithm 7, step 2): one hash, two slots.
     #[inline(always)]
     pub fn dcode(&self, key: &[u8]) -> usize {
@@ -221,7 +217,7 @@ impl VipPlane {
     pub fn encode(&self, w: &mut Writer) {
         w.u8(PLANE_LAYOUT);
         put_vip(w, &self.vip);
-        let nb = self.backend_count();
+        let nb = self.backends().count();
         w.u64(self.generation).u8(self.dbits as u8).u32(nb as u32);
         for b in self.backends() {
             put_backend(w, b);
