@@ -1,0 +1,1 @@
+//! keyplane-control (see the crate description; work in progress).

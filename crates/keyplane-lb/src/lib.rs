@@ -1,0 +1,1 @@
+//! keyplane-lb (see the crate description; work in progress).

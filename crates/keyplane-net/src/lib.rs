@@ -1,0 +1,1 @@
+//! keyplane-net (see the crate description; work in progress).

@@ -1,0 +1,1 @@
+//! keyplane-switch (see the crate description; work in progress).
