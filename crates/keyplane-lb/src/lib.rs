@@ -1,1 +1,274 @@
-//! keyplane-lb (see the crate description; work in progress).
+//! `keyplane lb`: a layer-4 load balancer on the Concury lookup
+//! (`keyplane::lb`, thesis ch. 5), with a Maglev mode on the same packet
+//! path. One-armed on a single port: VIP packets come in, are looked up in
+//! bursts and leave on the same port to their backend by L2 direct server
+//! return (destination-MAC rewrite) or IP-in-IP encapsulation; the LB
+//! resolves backends' MACs itself (ARP / ND). See `docs/lb-service.md`.
+//!
+//! Threads: one packet worker ([`dataplane::Worker`] over a
+//! [`io::PacketSocket`]), the control side ([`control::ControlSide`]: new-flow
+//! reports, pool changes, reloads), the health checker, and the metrics
+//! endpoint.
+//!
+//! ```no_run
+//! # fn main() -> keyplane_lb::Result<()> {
+//! use keyplane_lb::{Lb, Options};
+//! let lb = Lb::start(Options::new("eth0", "lb.toml"))?;
+//! lb.reload()?;            // what SIGHUP does
+//! print!("{}", lb.counters().prometheus());
+//! lb.stop();
+//! # Ok(()) }
+//! ```
+
+#![deny(missing_docs)]
+
+pub mod config;
+pub mod conntrack;
+pub mod control;
+pub mod dataplane;
+pub mod encap;
+mod error;
+pub mod health;
+pub mod io;
+pub mod metrics;
+pub mod neigh;
+pub mod packet;
+
+pub use control::Mode;
+pub use error::{Error, Result};
+
+use config::{Config, Prefix};
+use control::{ControlSide, Target};
+use dataplane::{Engine, PortInfo, Report, TxBatch, Worker};
+use metrics::Counters;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, channel, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Packet I/O backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoKind {
+    /// The best available (AF_PACKET in this build).
+    Auto,
+    /// AF_XDP (not in this build: refused with a message).
+    AfXdp,
+    /// AF_PACKET raw socket with burst receive and send.
+    AfPacket,
+}
+
+/// How to run an LB.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The one port (interface name).
+    pub port: String,
+    /// The TOML configuration file.
+    pub config: PathBuf,
+    /// Lookup engine.
+    pub mode: Mode,
+    /// Packet I/O.
+    pub io: IoKind,
+    /// Prometheus endpoint.
+    pub metrics: Option<SocketAddr>,
+}
+
+impl Options {
+    /// Concury mode, automatic I/O, no metrics endpoint.
+    pub fn new(port: impl Into<String>, config: impl Into<PathBuf>) -> Self {
+        Self { port: port.into(), config: config.into(), mode: Mode::Concury, io: IoKind::Auto, metrics: None }
+    }
+}
+
+enum Command {
+    Reload(Box<Config>, SyncSender<std::result::Result<(), String>>),
+    Health(Target, bool),
+}
+
+/// A running LB. Dropping it stops it.
+pub struct Lb {
+    opts: Options,
+    prefixes: Vec<Prefix>,
+    cmd: Sender<Command>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    counters: Arc<Counters>,
+    metrics_addr: Option<SocketAddr>,
+    /// Serialises reloads (file read + apply).
+    reload_lock: Mutex<()>,
+}
+
+impl Lb {
+    /// Validates the configuration, opens the port and starts the threads.
+    pub fn start(opts: Options) -> Result<Self> {
+        if opts.io == IoKind::AfXdp {
+            return Err(Error::Setup(
+                "--io af_xdp is not available in this build (the AF_XDP path lives in keyplane-net); use --io af_packet".into(),
+            ));
+        }
+        let (port, prefixes) = io::port_info(&opts.port)?;
+        if port.v4.is_none() && port.v6.is_none() {
+            return Err(Error::Setup(format!(
+                "{} has no IPv4 or global IPv6 address (the LB needs one to resolve backends)",
+                opts.port
+            )));
+        }
+        let config = Config::load(&opts.config, &prefixes)?;
+        let counters = Arc::new(Counters::default());
+        let mut ctl = ControlSide::new(opts.mode, config.clone(), counters.clone())?;
+        let sock = io::PacketSocket::open(&opts.port, 50)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (rtx, rrx) = sync_channel::<Report>(config.lb.report_queue);
+        let (ctx, crx) = channel::<Command>();
+        let services = ctl.services();
+        let engine = ctl.engine();
+        let targets = Arc::new(arc_swap::ArcSwap::from_pointee(ctl.targets()));
+        let mut threads = Vec::new();
+
+        let reports = (opts.mode == Mode::Concury).then_some(rtx);
+        let rate = config.lb.report_rate;
+        let (c2, s2) = (counters.clone(), stop.clone());
+        threads.push(spawn("lb-worker", move || worker_loop(sock, engine, port, services, reports, rate, c2, s2))?);
+
+        let (t2, s3) = (targets.clone(), stop.clone());
+        threads.push(spawn("lb-control", move || control_loop(&mut ctl, rrx, crx, t2, s3))?);
+
+        let (c4, s4) = (ctx.clone(), stop.clone());
+        threads.push(spawn("lb-health", move || {
+            let mut ck = health::Checker::default();
+            while !s4.load(Ordering::Relaxed) {
+                let ts = targets.load_full();
+                for (t, up) in ck.round(&ts, Instant::now()) {
+                    let _ = c4.send(Command::Health(t, up));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })?);
+        let metrics_addr = match opts.metrics {
+            Some(a) => Some(
+                metrics::serve(a, counters.clone(), stop.clone())
+                    .map_err(|e| Error::io(format!("metrics on {a}"), e))?,
+            ),
+            None => None,
+        };
+        Ok(Self { opts, prefixes, cmd: ctx, stop, threads, counters, metrics_addr, reload_lock: Mutex::new(()) })
+    }
+
+    /// Re-reads the configuration file and applies it (SIGHUP). A bad file
+    /// is refused with a one-line error and the running configuration stays.
+    pub fn reload(&self) -> Result<()> {
+        let _g = self.reload_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let r = Config::load(&self.opts.config, &self.prefixes).and_then(|c| {
+            let (tx, rx) = sync_channel(1);
+            self.cmd.send(Command::Reload(Box::new(c), tx)).map_err(|_| Error::Setup("the LB has stopped".into()))?;
+            rx.recv().map_err(|_| Error::Setup("the LB has stopped".into()))?.map_err(Error::Config)
+        });
+        match &r {
+            Ok(()) => self.counters.reloads_ok.inc(),
+            Err(_) => self.counters.reloads_failed.inc(),
+        }
+        r
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &Arc<Counters> {
+        &self.counters
+    }
+
+    /// Where the metrics endpoint listens.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// True while every thread runs.
+    pub fn running(&self) -> bool {
+        self.threads.iter().all(|t| !t.is_finished())
+    }
+
+    /// Stops the threads and waits for them.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl std::ops::Drop for Lb {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new().name(name.into()).spawn(f).map_err(|e| Error::io(format!("starting thread {name}"), e))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn worker_loop(
+    mut sock: io::PacketSocket,
+    engine: Engine,
+    port: PortInfo,
+    services: Arc<arc_swap::ArcSwap<dataplane::Services>>,
+    reports: Option<SyncSender<Report>>,
+    rate: u64,
+    counters: Arc<Counters>,
+    stop: Arc<AtomicBool>,
+) {
+    let mut w = Worker::new(&engine, port, reports, rate, counters.clone());
+    let mut tx = TxBatch::default();
+    let mut last_resolve = Instant::now() - Duration::from_secs(1);
+    while !stop.load(Ordering::Relaxed) {
+        let svc = services.load();
+        tx.clear();
+        if last_resolve.elapsed() >= Duration::from_millis(100) {
+            w.resolve(&svc, &mut tx);
+            last_resolve = Instant::now();
+        }
+        let frames = sock.recv();
+        counters.rx.add(frames.len() as u64);
+        w.process(&svc, &frames, &mut tx);
+        if !tx.is_empty() {
+            let n = sock.send(tx.frames());
+            counters.tx.add(n as u64);
+            for _ in n..tx.len() {
+                counters.count_drop(metrics::DropReason::TxError);
+            }
+        }
+    }
+    w.flush(&services.load());
+}
+
+fn control_loop(
+    ctl: &mut ControlSide,
+    reports: Receiver<Report>,
+    cmds: Receiver<Command>,
+    targets: Arc<arc_swap::ArcSwap<Vec<Target>>>,
+    stop: Arc<AtomicBool>,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        ctl.drain(&reports);
+        match cmds.recv_timeout(Duration::from_millis(5)) {
+            Ok(Command::Reload(c, reply)) => {
+                ctl.drain(&reports);
+                let r = ctl.apply_config(*c).map_err(|e| e.to_string());
+                targets.store(Arc::new(ctl.targets()));
+                let _ = reply.send(r);
+            }
+            Ok(Command::Health(t, up)) => {
+                ctl.drain(&reports);
+                if let Err(e) = ctl.set_health(t.vip, t.addr, up) {
+                    eprintln!("keyplane lb: health change of {} not applied: {e}", t.addr);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+}
