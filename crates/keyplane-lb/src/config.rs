@@ -6,6 +6,7 @@
 //! report_rate = 200000       # new-flow reports per second from each worker (token bucket)
 //! report_queue = 65536       # bounded report channel
 //! dcode_bits = 12            # Concury Dcode length
+//! remove_grace_ms = 300000   # a removed backend drains (weight 0) until its connections ended or this passed
 //!
 //! [health]                   # defaults for every VIP; a VIP may override with its own [vip.health]
 //! kind = "tcp"               # "tcp" (connect) or "http" (GET path, 2xx/3xx = up) or "none"
@@ -128,11 +129,21 @@ pub struct LbSettings {
     pub report_queue: usize,
     /// Concury Dcode length.
     pub dcode_bits: u32,
+    /// A backend removed from the file stays in the pool at weight 0 (no
+    /// new connections) until its last tracked connection ended or this
+    /// long passed, then leaves (graceful removal). 0: leave at once.
+    pub remove_grace_ms: u64,
 }
 
 impl Default for LbSettings {
     fn default() -> Self {
-        Self { max_connections: 1_000_000, report_rate: 200_000, report_queue: 65_536, dcode_bits: 12 }
+        Self {
+            max_connections: 1_000_000,
+            report_rate: 200_000,
+            report_queue: 65_536,
+            dcode_bits: 12,
+            remove_grace_ms: 300_000,
+        }
     }
 }
 

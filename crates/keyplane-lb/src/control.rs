@@ -60,6 +60,8 @@ pub struct ControlSide {
     ids: HashMap<Vip, VipId>,
     applied: HashMap<Vip, Vec<(Backend, u32)>>,
     down: HashSet<(Vip, IpAddr)>,
+    /// Backends removed from the configuration that still drain.
+    leaving: HashMap<(Vip, IpAddr), Instant>,
     services: Arc<ArcSwap<Services>>,
     counters: Arc<Counters>,
     evicted: Vec<(VipId, keyplane::lb::StateKey)>,
@@ -92,6 +94,7 @@ impl ControlSide {
             ids: HashMap::new(),
             applied: HashMap::new(),
             down: HashSet::new(),
+            leaving: HashMap::new(),
             services: Arc::new(ArcSwap::from_pointee(Services::default())),
             counters,
             evicted: Vec::new(),
@@ -195,14 +198,57 @@ impl ControlSide {
         }
     }
 
-    /// The pool a VIP should have now: configured, healthy, weighted.
+    /// The pool a VIP should have now: configured, healthy, weighted; plus
+    /// the healthy backends still leaving, at weight 0.
     fn wanted(&self, v: &VipConfig) -> Vec<(Backend, u32)> {
         let vip = vip_of(v);
-        v.backends
+        let mut w: Vec<(Backend, u32)> = v
+            .backends
             .iter()
             .filter(|b| !self.down.contains(&(vip, b.address)))
             .map(|b| (Backend::new(b.address, v.port), b.effective_weight()))
-            .collect()
+            .collect();
+        let mut leaving: Vec<IpAddr> = self
+            .leaving
+            .keys()
+            .filter(|(lv, a)| *lv == vip && !self.down.contains(&(vip, *a)))
+            .map(|(_, a)| *a)
+            .collect();
+        leaving.sort();
+        w.extend(leaving.into_iter().map(|a| (Backend::new(a, v.port), 0)));
+        w
+    }
+
+    /// Finishes graceful removals: a leaving backend goes once no tracked
+    /// connection is on it (Concury) or its grace time passed. Returns how
+    /// many left.
+    pub fn tick(&mut self, now: Instant) -> Result<usize> {
+        let mut done = Vec::new();
+        for (&(vip, addr), &deadline) in &self.leaving {
+            let empty = match (&self.concury, self.ids.get(&vip)) {
+                (Some((ctl, _)), Some(&id)) => {
+                    ctl.pool(id).iter().all(|(b, _, tracked, _)| b.addr != addr || *tracked == 0)
+                }
+                _ => false,
+            };
+            if empty || now >= deadline {
+                done.push((vip, addr));
+            }
+        }
+        for k in &done {
+            self.leaving.remove(k);
+            self.down.remove(k);
+            self.counters.retain_health(|v, a| (*v, *a) != *k);
+            if let Some(v) = self.config.vips.iter().find(|v| vip_of(v) == k.0).cloned() {
+                let want = self.wanted(&v);
+                self.reconcile(k.0, &want)?;
+            }
+        }
+        if !done.is_empty() {
+            self.publish_services();
+            self.publish_gauges();
+        }
+        Ok(done.len())
     }
 
     /// Replaces the configuration (already validated): adds and removes
@@ -332,9 +378,8 @@ impl ControlSide {
         let Some(v) = self.config.vips.iter().find(|v| vip_of(v) == vip).cloned() else { return Ok(()) };
         let want = self.wanted(&v);
         self.reconcile(vip, &want)?;
-        if let Some(b) = v.backends.iter().find(|b| b.address == addr) {
-            self.counters.set_health(vip, addr, up, b.effective_weight());
-        }
+        let weight = v.backends.iter().find(|b| b.address == addr).map_or(0, |b| b.effective_weight());
+        self.counters.set_health(vip, addr, up, weight);
         self.publish_services();
         self.publish_gauges();
         Ok(())
@@ -352,6 +397,7 @@ impl ControlSide {
                 nb.insert(b.address);
             }
         }
+        nb.extend(self.leaving.keys().map(|(_, a)| *a));
         let mut nb: Vec<IpAddr> = nb.into_iter().collect();
         nb.sort();
         self.services.store(Arc::new(Services::new(svcs, nb)));
@@ -365,8 +411,10 @@ impl ControlSide {
             if h.kind == crate::config::CheckKind::None {
                 continue;
             }
-            for b in &v.backends {
-                t.push(Target { vip: vip_of(v), addr: b.address, port: h.port.unwrap_or(v.port), health: h.clone() });
+            let vip = vip_of(v);
+            let leaving = self.leaving.keys().filter(|(lv, _)| *lv == vip).map(|(_, a)| *a);
+            for a in v.backends.iter().map(|b| b.address).chain(leaving) {
+                t.push(Target { vip, addr: a, port: h.port.unwrap_or(v.port), health: h.clone() });
             }
         }
         t

@@ -363,7 +363,12 @@ impl<'a> Worker<'a> {
         self.vips.clear();
         self.keys.clear();
         for f in frames {
-            let c = classify(services, f);
+            // Only frames to the port (or broadcast / multicast), never our own.
+            let c = if f.len() >= 12 && (f[6..12] == self.port.mac || (f[0] & 1 == 0 && f[0..6] != self.port.mac)) {
+                Class::Ignore
+            } else {
+                classify(services, f)
+            };
             match c {
                 Class::Vip { svc, key, .. } => {
                     self.vips.push(svc.id);

@@ -49,16 +49,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Packet I/O backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IoKind {
-    /// The best available (AF_PACKET in this build).
-    Auto,
-    /// AF_XDP (not in this build: refused with a message).
-    AfXdp,
-    /// AF_PACKET raw socket with burst receive and send.
-    AfPacket,
-}
+pub use keyplane_net::IoKind;
 
 /// How to run an LB.
 #[derive(Debug, Clone)]
@@ -103,11 +94,6 @@ pub struct Lb {
 impl Lb {
     /// Validates the configuration, opens the port and starts the threads.
     pub fn start(opts: Options) -> Result<Self> {
-        if opts.io == IoKind::AfXdp {
-            return Err(Error::Setup(
-                "--io af_xdp is not available in this build (the AF_XDP path lives in keyplane-net); use --io af_packet".into(),
-            ));
-        }
         let (port, prefixes) = io::port_info(&opts.port)?;
         if port.v4.is_none() && port.v6.is_none() {
             return Err(Error::Setup(format!(
@@ -118,7 +104,7 @@ impl Lb {
         let config = Config::load(&opts.config, &prefixes)?;
         let counters = Arc::new(Counters::default());
         let mut ctl = ControlSide::new(opts.mode, config.clone(), counters.clone())?;
-        let sock = io::PacketSocket::open(&opts.port, 50)?;
+        let sock = io::open(&opts.port, opts.io)?;
         let stop = Arc::new(AtomicBool::new(false));
         let (rtx, rrx) = sync_channel::<Report>(config.lb.report_queue);
         let (ctx, crx) = channel::<Command>();
@@ -212,7 +198,7 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
 
 #[allow(clippy::too_many_arguments)]
 fn worker_loop(
-    mut sock: io::PacketSocket,
+    mut sock: Box<dyn keyplane_net::Port>,
     engine: Engine,
     port: PortInfo,
     services: Arc<arc_swap::ArcSwap<dataplane::Services>>,
@@ -223,6 +209,7 @@ fn worker_loop(
 ) {
     let mut w = Worker::new(&engine, port, reports, rate, counters.clone());
     let mut tx = TxBatch::default();
+    let mut burst = keyplane_net::Burst::with_capacity(dataplane::BURST);
     let mut last_resolve = Instant::now() - Duration::from_secs(1);
     while !stop.load(Ordering::Relaxed) {
         let svc = services.load();
@@ -231,13 +218,24 @@ fn worker_loop(
             w.resolve(&svc, &mut tx);
             last_resolve = Instant::now();
         }
-        let frames = sock.recv();
-        counters.rx.add(frames.len() as u64);
-        w.process(&svc, &frames, &mut tx);
+        if sock.recv_timeout(&mut burst, Duration::from_millis(50)).is_err() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut frames: [&[u8]; dataplane::BURST] = [&[]; dataplane::BURST];
+        let n = burst.len().min(dataplane::BURST);
+        for (i, f) in burst.iter().take(n).enumerate() {
+            frames[i] = f;
+        }
+        counters.rx.add(n as u64);
+        w.process(&svc, &frames[..n], &mut tx);
         if !tx.is_empty() {
-            let n = sock.send(tx.frames());
-            counters.tx.add(n as u64);
-            for _ in n..tx.len() {
+            let mut sent = 0;
+            for f in tx.frames() {
+                sent += matches!(sock.tx_stage(f), Ok(true)) as usize;
+            }
+            let _ = sock.tx_flush();
+            counters.tx.add(sent as u64);
+            for _ in sent..tx.len() {
                 counters.count_drop(metrics::DropReason::TxError);
             }
         }
@@ -252,8 +250,18 @@ fn control_loop(
     targets: Arc<arc_swap::ArcSwap<Vec<Target>>>,
     stop: Arc<AtomicBool>,
 ) {
+    let mut last_tick = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         ctl.drain(&reports);
+        if last_tick.elapsed() >= Duration::from_millis(200) {
+            last_tick = Instant::now();
+            let before = ctl.targets().len();
+            match ctl.tick(last_tick) {
+                Ok(n) if n > 0 || ctl.targets().len() != before => targets.store(Arc::new(ctl.targets())),
+                Ok(_) => {}
+                Err(e) => eprintln!("keyplane lb: finishing a graceful removal failed: {e}"),
+            }
+        }
         match cmds.recv_timeout(Duration::from_millis(5)) {
             Ok(Command::Reload(c, reply)) => {
                 ctl.drain(&reports);

@@ -17,6 +17,7 @@ use std::time::Instant;
 const CONFIG: &str = r#"
 [lb]
 max_connections = 100000
+remove_grace_ms = 0
 [health]
 kind = "none"
 [[vip]]
