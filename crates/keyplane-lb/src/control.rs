@@ -50,6 +50,21 @@ pub struct Target {
     pub health: crate::config::Health,
 }
 
+/// Bytes of Concury control state one tracked connection may take at most
+/// (OthelloMap: Othello with 44-bit values at ≤ 3.5 slots per state, key
+/// store, graph links, `C` entry; measured ≈ 118 B per state at 1M).
+pub const CONTROL_BYTES_PER_STATE: usize = 400;
+/// Fixed Concury control state per VIP at most (minimum Othello size of
+/// 2^12 states, DIP row, plane).
+pub const CONTROL_BYTES_PER_VIP: usize = 256 << 10;
+
+/// The bound on the control side's connection-state memory (the
+/// `control_state_bytes` gauge) for `max_connections` states over `vips`
+/// VIPs: the connection table's bound plus the Concury control state.
+pub fn memory_bound(max_connections: usize, vips: usize) -> usize {
+    ConnTable::memory_bound(max_connections) + max_connections * CONTROL_BYTES_PER_STATE + vips * CONTROL_BYTES_PER_VIP
+}
+
 /// The control side. See the [module docs](self).
 pub struct ControlSide {
     mode: Mode,

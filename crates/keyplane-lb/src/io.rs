@@ -30,16 +30,9 @@ pub fn ifindex(name: &str) -> Result<i32> {
 
 /// The port's MAC and addresses, and its on-link prefixes.
 pub fn port_info(name: &str) -> Result<(PortInfo, Vec<Prefix>)> {
-    let mac_s = std::fs::read_to_string(format!("/sys/class/net/{name}/address"))
-        .map_err(|e| Error::io(format!("reading the MAC of {name}"), e))?;
-    let mut mac = [0u8; 6];
-    let parts: Vec<&str> = mac_s.trim().split(':').collect();
-    if parts.len() != 6 {
-        return Err(Error::Setup(format!("{name} has no Ethernet MAC ({})", mac_s.trim())));
-    }
-    for (m, p) in mac.iter_mut().zip(parts) {
-        *m = u8::from_str_radix(p, 16).map_err(|_| Error::Setup(format!("bad MAC {mac_s:?} on {name}")))?;
-    }
+    // The MAC comes from getifaddrs' AF_PACKET entry: /sys shows the
+    // namespace sysfs was mounted in, not the calling thread's.
+    let mut mac = None;
     let mut prefixes = Vec::new();
     let mut ifa: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs writes a list head we free below with freeifaddrs.
@@ -69,6 +62,14 @@ pub fn port_info(name: &str) -> Result<(PortInfo, Vec<Prefix>)> {
                     let len = u32::from_be(m.sin_addr.s_addr).count_ones() as u8;
                     prefixes.push(Prefix { addr: addr.into(), len });
                 }
+                libc::AF_PACKET => {
+                    let s = &*(a.ifa_addr as *const libc::sockaddr_ll);
+                    if s.sll_halen == 6 {
+                        let mut m = [0u8; 6];
+                        m.copy_from_slice(&s.sll_addr[..6]);
+                        mac = Some(m);
+                    }
+                }
                 libc::AF_INET6 => {
                     let s = &*(a.ifa_addr as *const libc::sockaddr_in6);
                     let m = &*(a.ifa_netmask as *const libc::sockaddr_in6);
@@ -90,6 +91,8 @@ pub fn port_info(name: &str) -> Result<(PortInfo, Vec<Prefix>)> {
         IpAddr::V6(a) if a.segments()[0] & 0xffc0 != 0xfe80 => Some(a),
         _ => None,
     });
+    let mac = mac
+        .ok_or_else(|| Error::Setup(format!("{name} has no Ethernet MAC (or no such interface in this namespace)")))?;
     Ok((PortInfo { mac, v4, v6 }, prefixes))
 }
 

@@ -33,6 +33,7 @@ pub mod io;
 pub mod metrics;
 pub mod neigh;
 pub mod packet;
+pub mod testbed;
 
 pub use control::Mode;
 pub use error::{Error, Result};
@@ -216,6 +217,9 @@ fn worker_loop(
         tx.clear();
         if last_resolve.elapsed() >= Duration::from_millis(100) {
             w.resolve(&svc, &mut tx);
+            counters
+                .neighbors_resolved
+                .set(svc.neighbors.iter().filter(|a| w.neighbors.get(a).is_some()).count() as u64);
             last_resolve = Instant::now();
         }
         if sock.recv_timeout(&mut burst, Duration::from_millis(50)).is_err() {

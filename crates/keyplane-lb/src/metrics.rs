@@ -138,6 +138,8 @@ pub struct Counters {
     pub last_update_us: Counter,
     /// Health-check transitions.
     pub health_transitions: Counter,
+    /// Backends whose MAC is resolved (gauge).
+    pub neighbors_resolved: Counter,
     /// Frames received.
     pub rx: Counter,
     /// Frames sent.
@@ -242,6 +244,7 @@ impl Counters {
         g("reloads_total", "Configuration reloads applied.", "counter", self.reloads_ok.get());
         g("reload_failures_total", "Configuration reloads refused.", "counter", self.reloads_failed.get());
         g("last_pool_update_microseconds", "Pool change to data plane updated.", "gauge", self.last_update_us.get());
+        g("neighbors_resolved", "Backend MACs resolved.", "gauge", self.neighbors_resolved.get());
         g("health_transitions_total", "Backend health transitions.", "counter", self.health_transitions.get());
         s.push_str(
             "# HELP keyplane_lb_drops_total Packets dropped, by reason.\n# TYPE keyplane_lb_drops_total counter\n",
