@@ -275,8 +275,26 @@ impl ControlSide {
         for vip in gone {
             self.remove_vip(vip)?;
         }
-        self.down
-            .retain(|(v, a)| new.vips.iter().any(|c| vip_of(c) == *v && c.backends.iter().any(|b| b.address == *a)));
+        // Backends that left a VIP that stays: drain them first (graceful removal).
+        let now = Instant::now();
+        let grace = std::time::Duration::from_millis(new.lb.remove_grace_ms);
+        for old in &self.config.vips {
+            let vip = vip_of(old);
+            let Some(nv) = new.vips.iter().find(|c| vip_of(c) == vip) else { continue };
+            for b in &old.backends {
+                if !nv.backends.iter().any(|x| x.address == b.address) && !grace.is_zero() {
+                    self.leaving.entry((vip, b.address)).or_insert(now + grace);
+                }
+            }
+        }
+        self.leaving.retain(|(v, a), _| {
+            new.vips.iter().any(|c| vip_of(c) == *v && !c.backends.iter().any(|b| b.address == *a))
+        });
+        let leaving = &self.leaving;
+        self.down.retain(|(v, a)| {
+            leaving.contains_key(&(*v, *a))
+                || new.vips.iter().any(|c| vip_of(c) == *v && c.backends.iter().any(|b| b.address == *a))
+        });
         self.config = new;
         let vips = self.config.vips.clone();
         for v in &vips {
@@ -288,8 +306,11 @@ impl ControlSide {
                 self.reconcile(vip, &want)?;
             }
         }
+        let leaving = &self.leaving;
         self.counters.retain_health(|v, a| {
-            new_vips.contains(v) && vips.iter().any(|c| vip_of(c) == *v && c.backends.iter().any(|b| b.address == *a))
+            leaving.contains_key(&(*v, *a))
+                || (new_vips.contains(v)
+                    && vips.iter().any(|c| vip_of(c) == *v && c.backends.iter().any(|b| b.address == *a)))
         });
         for v in &vips {
             for b in &v.backends {

@@ -243,7 +243,7 @@ impl Testbed {
         self.net.run(&self.lb, &["sysctl", "-qw", "net.ipv4.ip_forward=1"]).map_err(e)?;
         let mut s = String::from("table ip kplb {}\nflush table ip kplb\ntable ip kplb {\n");
         for i in 1..=self.backends.len() {
-            s += &format!("  chain ep{i} {{ dnat to {} }}\n", backend4(i));
+            s += &format!("  chain ep{i} {{ dnat to {}; }}\n", backend4(i));
         }
         let mut elems = Vec::new();
         for &(i, w) in pool {
@@ -251,11 +251,11 @@ impl Testbed {
                 elems.push(format!("{} : jump ep{i}", elems.len()));
             }
         }
-        s += &format!("  chain svc {{ numgen random mod {} vmap {{ {} }} }}\n", elems.len().max(1), elems.join(", "));
+        s += &format!("  chain svc {{ numgen random mod {} vmap {{ {} }}; }}\n", elems.len().max(1), elems.join(", "));
         s += &format!(
-            "  chain pre {{ type nat hook prerouting priority dstnat; ip daddr {vip} tcp dport 80 jump svc }}\n"
+            "  chain pre {{ type nat hook prerouting priority dstnat; ip daddr {vip} tcp dport 80 jump svc; }}\n"
         );
-        s += "  chain post { type nat hook postrouting priority srcnat; ct status dnat masquerade }\n}\n";
+        s += "  chain post { type nat hook postrouting priority srcnat; ct status dnat masquerade; }\n}\n";
         let f = self.dir.join("kplb.nft");
         std::fs::write(&f, s).map_err(|x| Error::io("writing nft rules", x))?;
         self.net.run(&self.lb, &["nft", "-f", &f.display().to_string()]).map_err(e)?;

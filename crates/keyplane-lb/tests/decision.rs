@@ -219,3 +219,59 @@ fn drops_are_counted_by_reason() {
     w.process(&services.load(), &[&v6], &mut tx);
     assert_eq!(counters.drops(DropReason::NoSourceAddress), 1, "IPIP without a port address of the family");
 }
+
+/// A backend removed from the file drains first (graceful removal): its
+/// connections keep reaching it in both modes until they end (Concury: then
+/// it leaves at the next tick).
+#[test]
+fn removed_backend_drains_before_it_leaves() {
+    for mode in [Mode::Concury, Mode::Maglev] {
+        let counters = Arc::new(Counters::default());
+        let text = CONFIG.replace("remove_grace_ms = 0", "remove_grace_ms = 600000");
+        let mut ctl = ControlSide::new(mode, Config::parse(&text, &[]).unwrap(), counters.clone()).unwrap();
+        let engine = ctl.engine();
+        let services = ctl.services();
+        let port = PortInfo { mac: [2, 0x1b, 0, 0, 0, 1], v4: Some("198.18.0.2".parse().unwrap()), v6: None };
+        let (rtx, rrx) = sync_channel::<Report>(100_000);
+        let mut w = Worker::new(&engine, port, Some(rtx), 1_000_000, counters.clone());
+        let all = services.load().neighbors.clone();
+        w.neighbors.due(&all, Instant::now());
+        for a in &all {
+            w.neighbors.learn(*a, mac_of(*a), Instant::now());
+        }
+        let src: IpAddr = "198.18.1.0".parse().unwrap();
+        let vip: IpAddr = "198.18.100.1".parse().unwrap();
+        let mut tx = TxBatch::default();
+        let mut run = |w: &mut Worker, flags: u8| -> Vec<u8> {
+            let mut out = Vec::new();
+            for chunk in (0..1000u16).collect::<Vec<_>>().chunks(64) {
+                let frames: Vec<Vec<u8>> = chunk.iter().map(|&p| frame(src, vip, 20_000 + p, flags)).collect();
+                let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
+                tx.clear();
+                w.process(&services.load(), &refs, &mut tx);
+                out.extend(tx.frames().map(|f| f[5]));
+            }
+            out
+        };
+        let first = run(&mut w, tcp::SYN);
+        run(&mut w, tcp::ACK);
+        ctl.drain(&rrx);
+        assert!(first.contains(&13));
+        let new = CONFIG
+            .replace("remove_grace_ms = 0", "remove_grace_ms = 600000")
+            .replace("[[vip.backend]]\naddress = \"198.18.0.13\"\n", "");
+        ctl.apply_config(Config::parse(&new, &[]).unwrap()).unwrap();
+        assert_eq!(ctl.tick(Instant::now()).unwrap(), 0, "{mode:?}: .13 still has connections");
+        let after = run(&mut w, tcp::ACK);
+        assert_eq!(first, after, "{mode:?}: connections moved after a graceful removal");
+        let thirteen: IpAddr = "198.18.0.13".parse().unwrap();
+        assert!(services.load().neighbors.contains(&thirteen), "a leaving backend stays resolved");
+        if mode == Mode::Concury {
+            run(&mut w, tcp::FIN | tcp::ACK);
+            ctl.drain(&rrx);
+            assert_eq!(ctl.tick(Instant::now()).unwrap(), 1, "the drained backend leaves once its connections ended");
+            assert!(!services.load().neighbors.contains(&thirteen));
+            assert!(!run(&mut w, tcp::SYN).contains(&13));
+        }
+    }
+}

@@ -116,6 +116,14 @@ struct Tally {
 }
 
 fn tally(recs: &[ConnRecord], failed: &str) -> Tally {
+    let mut by: BTreeMap<&str, (usize, usize, usize)> = BTreeMap::new();
+    for r in recs {
+        let e = by.entry(r.first.as_str()).or_default();
+        e.0 += 1;
+        e.1 += (r.changes > 0) as usize;
+        e.2 += r.broken as usize;
+    }
+    eprintln!("per first backend (conns, moved, broken): {by:?}");
     let mut t = Tally { conns: recs.len(), ..Tally::default() };
     for r in recs {
         if r.first == failed {
