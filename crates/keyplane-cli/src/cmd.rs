@@ -29,6 +29,8 @@ pub enum Command {
     Structures,
     /// End-to-end demo through build, query, update, apply and query again, verifying every key.
     Demo(DemoArgs),
+    /// Layer-4 load balancer (Concury or Maglev) on one port: `lb --port IF --config lb.toml`.
+    Lb(crate::lb::LbArgs),
 }
 
 /// How text and binary key files are read.
@@ -218,6 +220,7 @@ pub fn run(cmd: Command) -> Result<u8, CliError> {
             Ok(0)
         }
         Command::Demo(a) => demo(&a),
+        Command::Lb(a) => crate::lb::run(&a),
     }
 }
 

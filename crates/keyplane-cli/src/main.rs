@@ -20,6 +20,7 @@
 
 mod cmd;
 mod input;
+mod lb;
 mod report;
 mod state;
 

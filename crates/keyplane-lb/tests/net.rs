@@ -323,6 +323,8 @@ fn syn_flood_is_bounded_and_established_connections_survive() {
     let mac = tb.net.ip(&tb.lb, &["-br", "link", "show", "eth0"]).unwrap();
     let lbmac: Vec<u8> =
         mac.split_whitespace().nth(2).unwrap().split(':').map(|x| u8::from_str_radix(x, 16).unwrap()).collect();
+    let real = tb.in_lb(|| keyplane_lb::io::port_info("eth0").unwrap().0.mac).unwrap();
+    eprintln!("flood to {lbmac:02x?}, LB port {real:02x?}");
     let ns = tb.clients[1].clone();
     let sent = keyplane_net::testnet::enter(&ns, || {
         let mut p =
@@ -330,17 +332,22 @@ fn syn_flood_is_bounded_and_established_connections_survive() {
                 .unwrap();
         let t0 = Instant::now();
         let mut sent = 0usize;
-        let mut f = syn_frame(&lbmac);
+        let own = keyplane_lb::io::port_info("eth0").unwrap().0.mac;
+        let mut f = syn_frame(&lbmac, &own);
         while sent < syns && t0.elapsed() < Duration::from_secs(30) {
             for _ in 0..64 {
                 let i = sent as u32;
                 f[26..30].copy_from_slice(&[198, 19, (i >> 8) as u8, i as u8]);
                 f[34..36].copy_from_slice(&((i >> 16) as u16 ^ 0x4000).to_be_bytes());
+                f[24..26].copy_from_slice(&[0, 0]);
+                let c = keyplane_lb::packet::checksum(&f[14..34], 0);
+                f[24..26].copy_from_slice(&c.to_be_bytes());
                 let _ = p.tx_stage(&f);
                 sent += 1;
             }
             let _ = p.tx_flush();
         }
+        eprintln!("flood port stats: {:?}", p.stats());
         sent
     })
     .unwrap();
@@ -356,7 +363,7 @@ fn syn_flood_is_bounded_and_established_connections_survive() {
         c.evictions.get(),
         c.control_bytes.get()
     );
-    assert!(c.reports_sent.get() > cap as u64, "the flood reached the control side");
+    assert!(c.reports_sent.get() > cap as u64, "the flood reached the control side: {}", c.prometheus());
     assert!(tracked <= cap as u64, "tracked {tracked} > {cap}");
     assert!(c.evictions.get() > 0);
     assert!(c.control_bytes.get() <= bound as u64, "{} > {bound}", c.control_bytes.get());
@@ -373,10 +380,11 @@ fn syn_flood_is_bounded_and_established_connections_survive() {
 }
 
 /// A TCP SYN to the DSR VIP from 198.19.0.0 (source patched per packet).
-fn syn_frame(dst_mac: &[u8]) -> Vec<u8> {
+fn syn_frame(dst_mac: &[u8], src_mac: &[u8]) -> Vec<u8> {
     let mut f = Vec::new();
     f.extend_from_slice(dst_mac);
-    f.extend_from_slice(&[2, 0xfe, 0, 0, 0, 1, 8, 0]);
+    f.extend_from_slice(src_mac);
+    f.extend_from_slice(&[8, 0]);
     f.extend_from_slice(&[0x45, 0, 0, 40, 0, 0, 0, 0, 64, 6, 0, 0, 198, 19, 0, 0]);
     f.extend_from_slice(&VIP4.octets());
     f.extend_from_slice(&[0x40, 0, 0, 80, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff, 0, 0, 0, 0]);
