@@ -10,9 +10,6 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo not found: install Rust from https://rustup.rs first" >&2
   exit 1
 fi
-cargo test --workspace --all-targets
-cargo test --workspace --doc
-
 apt_install() {  # apt_install PACKAGE...: only when apt-get exists and we may use it
   if command -v apt-get >/dev/null 2>&1; then
     local sudo=""
@@ -20,6 +17,16 @@ apt_install() {  # apt_install PACKAGE...: only when apt-get exists and we may u
     $sudo apt-get update -qq >/dev/null && $sudo apt-get install -y -qq "$@" >/dev/null
   fi
 }
+
+# keyplane-lb's network tests: nginx backends, the XDP decap program (clang + libbpf headers),
+# the nftables load balancer, offload settings and curl.
+if ! command -v nginx >/dev/null 2>&1 || ! command -v clang >/dev/null 2>&1 || ! command -v nft >/dev/null 2>&1 \
+  || ! [ -e /usr/include/bpf/bpf_helpers.h ] || ! command -v ethtool >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1; then
+  apt_install nginx-light clang llvm libbpf-dev nftables ethtool curl iproute2
+fi
+cargo test --workspace --all-targets
+cargo test --workspace --doc
+
 
 echo "== C library"
 if ! command -v cc >/dev/null 2>&1; then apt_install gcc libc6-dev; fi
