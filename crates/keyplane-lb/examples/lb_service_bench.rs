@@ -42,7 +42,7 @@ fn vip_addr(v: usize) -> Ipv4Addr {
 }
 
 fn config(vips: usize) -> String {
-    let mut s = String::from("[lb]\nmax_connections = 20000000\n[health]\nkind = \"none\"\n");
+    let mut s = format!("[lb]\nmax_connections = {}\n[health]\nkind = \"none\"\n", env("CONNS", 1_000_000));
     for v in 0..vips {
         s += &format!("[[vip]]\naddress = \"{}\"\nport = 80\nprotocol = \"tcp\"\nmethod = \"dsr\"\n", vip_addr(v));
         for b in 0..8 {
@@ -73,7 +73,12 @@ fn frame(c: u32, v: usize, size: usize, flags: u8) -> Vec<u8> {
 }
 
 fn key(c: u32) -> StateKey {
-    StateKey::four_tuple(IpAddr::V4(Ipv4Addr::from(0xc613_0000u32 + (c >> 8))), 1024 + (c & 0xff) as u16 * 64 + (c >> 24) as u16, 80, 6)
+    StateKey::four_tuple(
+        IpAddr::V4(Ipv4Addr::from(0xc613_0000u32 + (c >> 8))),
+        1024 + (c & 0xff) as u16 * 64 + (c >> 24) as u16,
+        80,
+        6,
+    )
 }
 
 const PORT: PortInfo = PortInfo { mac: [2, 0x1b, 0, 0, 0, 1], v4: Some(Ipv4Addr::new(198, 18, 0, 2)), v6: None };
@@ -103,7 +108,7 @@ fn loaded(mode: Mode, vips: usize, conns: u32) -> (ControlSide, Arc<Counters>) {
             }
         }
     }
-    ctl.publish_gauges();
+    ctl.refresh_all().unwrap();
     (ctl, counters)
 }
 
@@ -143,7 +148,11 @@ fn main() {
     let reps = env("REPS", 5);
     let host = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_default();
     eprintln!("host: {host}");
 
@@ -181,16 +190,25 @@ fn main() {
     // 1b. Bare Concury burst lookups: one VIP vs 64 mixed VIPs (1M states).
     for vips in [1usize, 64] {
         let mut ctl = Control::new(Params::default()).unwrap();
-        let pool: Vec<(Backend, u32)> = (0..8).map(|b| (Backend::new(Ipv4Addr::new(198, 18, 0, 11 + b), 80), 1)).collect();
+        let pool: Vec<(Backend, u32)> =
+            (0..8).map(|b| (Backend::new(Ipv4Addr::new(198, 18, 0, 11 + b), 80), 1)).collect();
         let ids: Vec<u32> = (0..vips).map(|v| ctl.add_vip(Vip::new(vip_addr(v), 80, 6), &pool).unwrap().0).collect();
         for c in 0..conns {
             let b = pool[(c % 8) as usize].0;
             ctl.connection_start(ids[c as usize % vips], key(c).as_ref(), b).unwrap();
         }
+        for &id in &ids {
+            ctl.refresh(id).unwrap();
+        }
         let dp = ctl.export();
-        let keys: Vec<StateKey> = (0..n_frames as u32).map(|i| key(keyplane::hash::mix64(i as u64) as u32 % conns)).collect();
+        let keys: Vec<StateKey> =
+            (0..n_frames as u32).map(|i| key(keyplane::hash::mix64(i as u64) as u32 % conns)).collect();
         let krefs: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
-        let vv: Vec<u32> = keys.iter().enumerate().map(|(i, _)| ids[(keyplane::hash::mix64(i as u64) as u32 % conns) as usize % vips]).collect();
+        let vv: Vec<u32> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, _)| ids[(keyplane::hash::mix64(i as u64) as u32 % conns) as usize % vips])
+            .collect();
         let mut o = vec![None; 16];
         let mut r = dp.reader();
         let mut best = f64::MAX;
@@ -224,18 +242,23 @@ fn main() {
             ctl.report(Report { vip: id, key: key(c), backend: b, event: Event::New });
         }
         let s = t.elapsed().as_secs_f64();
-        out.put(format!("{{\"bench\":\"new_connections\",\"mode\":\"Concury\",\"reports\":{n},\"per_second\":{:.0}}}", n as f64 / s));
+        out.put(format!(
+            "{{\"bench\":\"new_connections\",\"mode\":\"Concury\",\"reports\":{n},\"per_second\":{:.0}}}",
+            n as f64 / s
+        ));
     }
 
     // 3 + 4. Memory at 1M / 10M, pool change time at 1M.
     let sizes: Vec<u32> = if env("CONNS_10M", 0) == 1 { vec![1_000_000, 10_000_000] } else { vec![1_000_000] };
     for &n in &sizes {
         let mut ctl = Control::new(Params::default()).unwrap();
-        let pool: Vec<(Backend, u32)> = (0..8).map(|b| (Backend::new(Ipv4Addr::new(198, 18, 0, 11 + b), 80), 1)).collect();
+        let pool: Vec<(Backend, u32)> =
+            (0..8).map(|b| (Backend::new(Ipv4Addr::new(198, 18, 0, 11 + b), 80), 1)).collect();
         let (id, _) = ctl.add_vip(Vip::new(vip_addr(0), 80, 6), &pool).unwrap();
         for c in 0..n {
             ctl.connection_start(id, key(c).as_ref(), pool[(c % 8) as usize].0).unwrap();
         }
+        ctl.refresh(id).unwrap();
         let dp = Arc::new(ctl.export());
         let mut mg = Maglev::new(MAGLEV_TABLE_SIZE, n as usize, 32).unwrap();
         let mid = mg.add_vip(Vip::new(vip_addr(0), 80, 6), &pool).unwrap();
@@ -274,7 +297,8 @@ fn main() {
         net::run(&mut out, env("NET_SECONDS", 5) as u64);
     }
 
-    let path = std::env::var("OUT").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/bench/lb-service.json").into());
+    let path = std::env::var("OUT")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/bench/lb-service.json").into());
     let _ = std::fs::create_dir_all(std::path::Path::new(&path).parent().unwrap());
     let body = format!("[\n{}\n]\n", out.0.join(",\n"));
     std::fs::write(&path, body).expect("writing the JSON");
@@ -305,7 +329,9 @@ mod net {
     fn generate(tb: &Testbed, lbmac: [u8; 6], size: usize, secs: u64) -> u64 {
         tb.in_client(0, || {
             let own = keyplane_lb::io::port_info("eth0").unwrap().0.mac;
-            let mut p = keyplane_net::open("eth0", keyplane_net::IoKind::AfPacket, 0, &keyplane_net::PortOptions::default()).unwrap();
+            let mut p =
+                keyplane_net::open("eth0", keyplane_net::IoKind::AfPacket, 0, &keyplane_net::PortOptions::default())
+                    .unwrap();
             let mut f = super::frame(0, 0, size, 0x10);
             f[0..6].copy_from_slice(&lbmac);
             f[6..12].copy_from_slice(&own);

@@ -96,7 +96,10 @@ impl ControlSide {
                 (Some((ctl, dp)), None)
             }
             Mode::Maglev => {
-                let m = Maglev::new(MAGLEV_TABLE_SIZE, config.lb.max_connections, 32)?;
+                // Connection tracking is per VIP: max_connections is shared
+                // by the VIPs configured at start (at least 1024 each).
+                let per_vip = (config.lb.max_connections / config.vips.len().max(1)).max(1024);
+                let m = Maglev::new(MAGLEV_TABLE_SIZE, per_vip, 32)?;
                 (None, Some(Arc::new(Mutex::new(m))))
             }
         };
@@ -437,6 +440,22 @@ impl ControlSide {
         let mut nb: Vec<IpAddr> = nb.into_iter().collect();
         nb.sort();
         self.services.store(Arc::new(Services::new(svcs, nb)));
+    }
+
+    /// Rebuilds every Concury VIP plane from the control state without a
+    /// pool change (the data plane's BAS then holds every tracked state;
+    /// otherwise it is rebuilt at the next pool change). Maglev: nothing.
+    pub fn refresh_all(&mut self) -> Result<()> {
+        if let Some((ctl, dp)) = self.concury.as_mut() {
+            let mut ids: Vec<VipId> = self.ids.values().copied().collect();
+            ids.sort_unstable();
+            for id in ids {
+                let d = ctl.refresh(id)?;
+                dp.apply(&d)?;
+            }
+        }
+        self.publish_gauges();
+        Ok(())
     }
 
     /// The backends to health-check.
