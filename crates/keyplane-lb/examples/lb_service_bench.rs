@@ -14,6 +14,7 @@
 //!    AF_PACKET, and the nftables LB on the same topology and generator.
 //!
 //! `cargo run --release -p keyplane-lb --example lb_service_bench`
+//! (`NET=1 ONLY_NET=1 OUT=...`: only the namespace run.)
 
 use keyplane::lb::baselines::{Balancer, MAGLEV_TABLE_SIZE, Maglev};
 use keyplane::lb::{Backend, Control, Params, PoolOp, StateKey, Vip};
@@ -156,8 +157,12 @@ fn main() {
         .unwrap_or_default();
     eprintln!("host: {host}");
 
+    let only_net = env("ONLY_NET", 0) == 1;
     // 1. Packet path per core.
     for mode in [Mode::Concury, Mode::Maglev] {
+        if only_net {
+            break;
+        }
         for vips in [1usize, 64] {
             let t = Instant::now();
             let (ctl, counters) = loaded(mode, vips, conns);
@@ -189,6 +194,9 @@ fn main() {
 
     // 1b. Bare Concury burst lookups: one VIP vs 64 mixed VIPs (1M states).
     for vips in [1usize, 64] {
+        if only_net {
+            break;
+        }
         let mut ctl = Control::new(Params::default()).unwrap();
         let pool: Vec<(Backend, u32)> =
             (0..8).map(|b| (Backend::new(Ipv4Addr::new(198, 18, 0, 11 + b), 80), 1)).collect();
@@ -231,7 +239,7 @@ fn main() {
     }
 
     // 2. New-connection rate of the control side (Concury reports).
-    {
+    if !only_net {
         let counters = Arc::new(Counters::default());
         let mut ctl = ControlSide::new(Mode::Concury, Config::parse(&config(1), &[]).unwrap(), counters).unwrap();
         let id = ctl.vip_id(&Vip::new(vip_addr(0), 80, 6)).unwrap();
@@ -249,7 +257,13 @@ fn main() {
     }
 
     // 3 + 4. Memory at 1M / 10M, pool change time at 1M.
-    let sizes: Vec<u32> = if env("CONNS_10M", 0) == 1 { vec![1_000_000, 10_000_000] } else { vec![1_000_000] };
+    let sizes: Vec<u32> = if only_net {
+        vec![]
+    } else if env("CONNS_10M", 0) == 1 {
+        vec![1_000_000, 10_000_000]
+    } else {
+        vec![1_000_000]
+    };
     for &n in &sizes {
         let mut ctl = Control::new(Params::default()).unwrap();
         let pool: Vec<(Backend, u32)> =
@@ -332,21 +346,32 @@ mod net {
             let mut p =
                 keyplane_net::open("eth0", keyplane_net::IoKind::AfPacket, 0, &keyplane_net::PortOptions::default())
                     .unwrap();
-            let mut f = super::frame(0, 0, size, 0x10);
-            f[0..6].copy_from_slice(&lbmac);
-            f[6..12].copy_from_slice(&own);
-            f[30..34].copy_from_slice(&VIP4.octets());
+            // 4096 flows, checksummed (conntrack drops bad TCP checksums).
+            let frames: Vec<Vec<u8>> = (0..4096u32)
+                .map(|c| {
+                    let mut f = super::frame(0, 0, size, 0x10);
+                    f[0..6].copy_from_slice(&lbmac);
+                    f[6..12].copy_from_slice(&own);
+                    f[26..30].copy_from_slice(&[198, 18, 0, 100]);
+                    f[30..34].copy_from_slice(&VIP4.octets());
+                    f[34..36].copy_from_slice(&(1024 + c as u16).to_be_bytes());
+                    let ck = keyplane_lb::packet::checksum(&f[14..34], 0);
+                    f[24..26].copy_from_slice(&ck.to_be_bytes());
+                    let l4 = f.len() - 34;
+                    let mut sum = 6u32 + l4 as u32;
+                    for w in f[26..34].chunks_exact(2) {
+                        sum += u16::from_be_bytes([w[0], w[1]]) as u32;
+                    }
+                    let ck = keyplane_lb::packet::checksum(&f[34..], sum);
+                    f[50..52].copy_from_slice(&ck.to_be_bytes());
+                    f
+                })
+                .collect();
             let t0 = Instant::now();
             let mut sent = 0u64;
             while t0.elapsed() < Duration::from_secs(secs) {
-                for i in 0..64u32 {
-                    let c = (sent as u32).wrapping_add(i) & 0xffff;
-                    f[26..30].copy_from_slice(&[198, 18, 0, 100]);
-                    f[34..36].copy_from_slice(&(1024 + c as u16 % 60000).to_be_bytes());
-                    f[24..26].copy_from_slice(&[0, 0]);
-                    let ck = keyplane_lb::packet::checksum(&f[14..34], 0);
-                    f[24..26].copy_from_slice(&ck.to_be_bytes());
-                    let _ = p.tx_stage(&f);
+                for f in frames[(sent as usize % 4096)..].iter().take(64) {
+                    let _ = p.tx_stage(f);
                 }
                 let _ = p.tx_flush();
                 sent += 64;
