@@ -418,7 +418,7 @@ impl<'a> Worker<'a> {
                     match src {
                         Some(src) => {
                             let fl = flow_hash(&key, svc.id) as u32;
-                            encap::ipip(f, &ip, mac, self.port.mac, src, b.addr, fl, buf)
+                            encap::ipip(f, &ip, (mac, self.port.mac), src, b.addr, fl, buf)
                         }
                         None => {
                             self.counters.count_drop(DropReason::NoSourceAddress);

@@ -24,7 +24,7 @@ pub fn dsr(frame: &[u8], dst_mac: [u8; 6], src_mac: [u8; 6], out: &mut [u8]) -> 
     Some(frame.len())
 }
 
-/// IP-in-IP: Ethernet (backend MAC ← port MAC, VLAN tags kept) + an outer
+/// IP-in-IP: Ethernet (`(backend MAC, port MAC)`, VLAN tags kept) + an outer
 /// IPv4/IPv6 header from `src` to `dst` + the inner IP packet (without
 /// Ethernet padding). `flow` seeds the outer IPv6 flow label / IPv4 ID so
 /// receivers can spread flows. Returns the frame length, or `None` if the
@@ -34,8 +34,7 @@ pub fn dsr(frame: &[u8], dst_mac: [u8; 6], src_mac: [u8; 6], out: &mut [u8]) -> 
 pub fn ipip(
     frame: &[u8],
     ip: &Ip,
-    dst_mac: [u8; 6],
-    src_mac: [u8; 6],
+    (dst_mac, src_mac): ([u8; 6], [u8; 6]),
     src: IpAddr,
     dst: IpAddr,
     flow: u32,
@@ -125,7 +124,7 @@ mod tests {
             let Frame::Ip(ip) = parse(&f) else { panic!() };
             let (ls, bd): (IpAddr, IpAddr) = (l.parse().unwrap(), b.parse().unwrap());
             let mut out = [0u8; 2048];
-            let n = ipip(&f, &ip, BMAC, LMAC, ls, bd, 0x12345, &mut out).unwrap();
+            let n = ipip(&f, &ip, (BMAC, LMAC), ls, bd, 0x12345, &mut out).unwrap();
             assert_eq!(n, 14 + overhead(bd) + inner_len);
             let Frame::Ip(outer) = parse(&out[..n]) else { panic!("{c} {b}") };
             assert_eq!((outer.src, outer.dst), (ls, bd));
@@ -138,7 +137,7 @@ mod tests {
         let f = tcp_frame("198.18.1.2".parse().unwrap(), "198.18.100.1".parse().unwrap(), 1, 80, 0, 0);
         let Frame::Ip(ip) = parse(&f) else { panic!() };
         let mixed =
-            ipip(&f, &ip, BMAC, LMAC, "198.18.0.2".parse().unwrap(), "fd00::1".parse().unwrap(), 0, &mut [0; 256]);
+            ipip(&f, &ip, (BMAC, LMAC), "198.18.0.2".parse().unwrap(), "fd00::1".parse().unwrap(), 0, &mut [0; 256]);
         assert!(mixed.is_none());
     }
 }

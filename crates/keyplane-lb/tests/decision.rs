@@ -109,10 +109,9 @@ fn forwards_reports_and_keeps_connections_across_pool_changes() {
     let send =
         |w: &mut Worker, flags: u8, chosen: &mut HashMap<(usize, u16), IpAddr>, tx: &mut TxBatch, check: bool| {
             let mut moved = 0;
-            for v in 0..2 {
+            for (v, &(client, vip)) in vips.iter().enumerate() {
                 for chunk in (0..2000u16).collect::<Vec<_>>().chunks(64) {
-                    let frames: Vec<Vec<u8>> =
-                        chunk.iter().map(|&p| frame(vips[v].0, vips[v].1, 10_000 + p, flags)).collect();
+                    let frames: Vec<Vec<u8>> = chunk.iter().map(|&p| frame(client, vip, 10_000 + p, flags)).collect();
                     let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
                     tx.clear();
                     w.process(&services.load(), &refs, tx);
@@ -120,7 +119,7 @@ fn forwards_reports_and_keeps_connections_across_pool_changes() {
                     for (p, out) in chunk.iter().zip(tx.frames()) {
                         let Frame::Ip(ip) = parse(out) else { panic!("output does not parse") };
                         let b = if v == 0 {
-                            assert_eq!(ip.dst, vips[v].1, "DSR keeps the IP packet");
+                            assert_eq!(ip.dst, vip, "DSR keeps the IP packet");
                             // Backend identified by the MAC.
                             let o = out[5];
                             IpAddr::from([198, 18, 0, o])

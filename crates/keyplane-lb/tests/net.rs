@@ -30,8 +30,11 @@ fn setup(tag: &str, clients: usize, backends: usize) -> Option<Testbed> {
     Some(Testbed::new(tag, clients, backends, &dir).expect("topology"))
 }
 
-/// A config: `vips` = (address, method, pool as (backend index, weight, drain)).
-fn config(extra: &str, vips: &[(IpAddr, &str, Vec<(usize, u32, bool)>)]) -> String {
+/// A pool: (backend index, weight, drained).
+type Pool = Vec<(usize, u32, bool)>;
+
+/// A config: `vips` = (address, method, pool).
+fn config(extra: &str, vips: &[(IpAddr, &str, Pool)]) -> String {
     let mut s = String::from(extra);
     for (a, m, pool) in vips {
         s += &format!("[[vip]]\naddress = \"{a}\"\nport = 80\nprotocol = \"tcp\"\nmethod = \"{m}\"\n");
