@@ -25,6 +25,10 @@ use std::time::{Duration, Instant};
 const ETHERTYPE_TEST: u16 = 0x88b5;
 const MAX_FRAMES: u64 = 200_000_000;
 
+/// TX pps, TX pps per core, RX pps, RX pps per core.
+type Row = [f64; 4];
+type Key = (Backend, usize);
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Backend {
     AfPacket,
@@ -134,7 +138,7 @@ fn main() {
     let backends = [Backend::AfPacket, Backend::XdpNative, Backend::XdpSkb];
     let sizes = [64usize, 1500];
     // results[(backend, size)] = Vec<(tx pps, tx per core, rx pps, rx per core)>
-    let mut res: Vec<((Backend, usize), Vec<[f64; 4]>)> = Vec::new();
+    let mut res: Vec<(Key, Vec<Row>)> = Vec::new();
     for round in 0..rounds {
         for &size in &sizes {
             for i in 0..backends.len() {
@@ -167,7 +171,7 @@ fn main() {
             }
         }
     }
-    let range = |v: &[[f64; 4]], k: usize| {
+    let range = |v: &[Row], k: usize| {
         let lo = v.iter().map(|r| r[k]).fold(f64::MAX, f64::min) / 1e3;
         let hi = v.iter().map(|r| r[k]).fold(0.0, f64::max) / 1e3;
         format!("{lo:.0}..{hi:.0}")
