@@ -175,6 +175,32 @@ impl PortStats {
     }
 }
 
+impl PortStats {
+    /// Append these counters as Prometheus text (`{prefix}_rx_frames_total{port="..."} N`, ...),
+    /// for a [`crate::metrics::MetricsServer`] render closure. `port` is escaped.
+    ///
+    /// ```
+    /// let s = keyplane_net::PortStats { rx_frames: 3, ..Default::default() };
+    /// let mut out = String::new();
+    /// s.write_prometheus(&mut out, "kp_switch", "p1");
+    /// assert!(out.contains("kp_switch_rx_frames_total{port=\"p1\"} 3\n"));
+    /// ```
+    pub fn write_prometheus(&self, out: &mut String, prefix: &str, port: &str) {
+        use std::fmt::Write;
+        let port = port.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+        for (name, v) in [
+            ("rx_frames_total", self.rx_frames),
+            ("rx_bytes_total", self.rx_bytes),
+            ("tx_frames_total", self.tx_frames),
+            ("tx_bytes_total", self.tx_bytes),
+            ("tx_dropped_total", self.tx_dropped),
+            ("rx_kernel_drops_total", self.rx_kernel_drops),
+        ] {
+            let _ = writeln!(out, "{prefix}_{name}{{port=\"{port}\"}} {v}");
+        }
+    }
+}
+
 impl std::fmt::Display for PortStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
