@@ -59,7 +59,8 @@ impl std::str::FromStr for IoKind {
 /// How the AF_XDP redirect program is attached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum XdpMode {
-    /// Native (driver) mode if the driver accepts it, else generic (SKB) mode.
+    /// Native (driver) mode if the driver accepts it, else generic (SKB) mode; on veth generic
+    /// first (measured faster there, see `docs/net.md`).
     #[default]
     Auto,
     /// Native (driver) mode only (`XDP_FLAGS_DRV_MODE`).

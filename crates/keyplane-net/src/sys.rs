@@ -118,3 +118,36 @@ pub(crate) fn packet_promisc(fd: &OwnedFd, ifindex: u32, what: &str) -> Result<(
     let mr = PacketMreq { ifindex: ifindex as i32, ty: PACKET_MR_PROMISC, alen: 0, address: [0; 8] };
     setsockopt(fd, libc::SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mr, what)
 }
+
+/// The driver name of interface `name` (ETHTOOL_GDRVINFO), e.g. `"veth"`, if the kernel says.
+pub(crate) fn driver_name(name: &str) -> Option<String> {
+    #[repr(C)]
+    struct DrvInfo {
+        cmd: u32,
+        driver: [u8; 32],
+        rest: [u8; 32 * 4 + 12 + 4 * 5],
+    }
+    #[repr(C)]
+    struct IfReq {
+        name: [u8; libc::IFNAMSIZ],
+        data: *mut DrvInfo,
+        _pad: [u8; 16],
+    }
+    const ETHTOOL_GDRVINFO: u32 = 3;
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+        return None;
+    }
+    let sock = socket(libc::AF_INET, libc::SOCK_DGRAM, 0, "socket for ETHTOOL_GDRVINFO").ok()?;
+    let mut info = DrvInfo { cmd: ETHTOOL_GDRVINFO, driver: [0; 32], rest: [0; 32 * 4 + 12 + 4 * 5] };
+    let mut req = IfReq { name: [0; libc::IFNAMSIZ], data: &mut info, _pad: [0; 16] };
+    req.name[..name.len()].copy_from_slice(name.as_bytes());
+    // SAFETY: SIOCETHTOOL with a valid ifreq whose data points to a live ethtool_drvinfo of the
+    // size the kernel writes for ETHTOOL_GDRVINFO.
+    let r = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut req as *mut IfReq) };
+    if r != 0 {
+        return None;
+    }
+    let end = info.driver.iter().position(|&c| c == 0).unwrap_or(32);
+    Some(String::from_utf8_lossy(&info.driver[..end]).into_owned())
+}
