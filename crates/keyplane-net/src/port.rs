@@ -59,8 +59,9 @@ impl std::str::FromStr for IoKind {
 /// How the AF_XDP redirect program is attached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum XdpMode {
-    /// Native (driver) mode if the driver accepts it, else generic (SKB) mode; on veth generic
-    /// first (measured faster there, see `docs/net.md`).
+    /// Native (driver) mode if the driver accepts it, else generic (SKB) mode; on a
+    /// single-queue veth generic first (measured faster there, see `docs/net.md`). Multi-queue
+    /// veths need native mode for frames to reach queues other than 0.
     #[default]
     Auto,
     /// Native (driver) mode only (`XDP_FLAGS_DRV_MODE`).

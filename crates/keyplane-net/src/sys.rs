@@ -119,6 +119,27 @@ pub(crate) fn packet_promisc(fd: &OwnedFd, ifindex: u32, what: &str) -> Result<(
     setsockopt(fd, libc::SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mr, what)
 }
 
+/// Run ethtool command `T` (whose first field is the command number) on interface `name`.
+fn ethtool<T>(name: &str, data: &mut T) -> Option<()> {
+    #[repr(C)]
+    struct IfReq {
+        name: [u8; libc::IFNAMSIZ],
+        data: *mut libc::c_void,
+        _pad: [u8; 16],
+    }
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+        return None;
+    }
+    let sock = socket(libc::AF_INET, libc::SOCK_DGRAM, 0, "socket for SIOCETHTOOL").ok()?;
+    let mut req = IfReq { name: [0; libc::IFNAMSIZ], data: data as *mut T as *mut libc::c_void, _pad: [0; 16] };
+    req.name[..name.len()].copy_from_slice(name.as_bytes());
+    // SAFETY: SIOCETHTOOL with a valid ifreq whose data points to a live, writable ethtool
+    // structure of the size the kernel writes for the command in its first field.
+    let r = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut req as *mut IfReq) };
+    (r == 0).then_some(())
+}
+
 /// The driver name of interface `name` (ETHTOOL_GDRVINFO), e.g. `"veth"`, if the kernel says.
 pub(crate) fn driver_name(name: &str) -> Option<String> {
     #[repr(C)]
@@ -127,27 +148,18 @@ pub(crate) fn driver_name(name: &str) -> Option<String> {
         driver: [u8; 32],
         rest: [u8; 32 * 4 + 12 + 4 * 5],
     }
-    #[repr(C)]
-    struct IfReq {
-        name: [u8; libc::IFNAMSIZ],
-        data: *mut DrvInfo,
-        _pad: [u8; 16],
-    }
-    const ETHTOOL_GDRVINFO: u32 = 3;
-    const SIOCETHTOOL: libc::c_ulong = 0x8946;
-    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
-        return None;
-    }
-    let sock = socket(libc::AF_INET, libc::SOCK_DGRAM, 0, "socket for ETHTOOL_GDRVINFO").ok()?;
-    let mut info = DrvInfo { cmd: ETHTOOL_GDRVINFO, driver: [0; 32], rest: [0; 32 * 4 + 12 + 4 * 5] };
-    let mut req = IfReq { name: [0; libc::IFNAMSIZ], data: &mut info, _pad: [0; 16] };
-    req.name[..name.len()].copy_from_slice(name.as_bytes());
-    // SAFETY: SIOCETHTOOL with a valid ifreq whose data points to a live ethtool_drvinfo of the
-    // size the kernel writes for ETHTOOL_GDRVINFO.
-    let r = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut req as *mut IfReq) };
-    if r != 0 {
-        return None;
-    }
+    let mut info = DrvInfo { cmd: 3, driver: [0; 32], rest: [0; 32 * 4 + 12 + 4 * 5] };
+    ethtool(name, &mut info)?;
     let end = info.driver.iter().position(|&c| c == 0).unwrap_or(32);
     Some(String::from_utf8_lossy(&info.driver[..end]).into_owned())
+}
+
+/// Receive queues of interface `name` (ETHTOOL_GCHANNELS: rx + combined), if the driver says.
+pub(crate) fn rx_queues(name: &str) -> Option<u32> {
+    // struct ethtool_channels: cmd, max_rx, max_tx, max_other, max_combined, rx_count, tx_count,
+    // other_count, combined_count.
+    let mut ch = [0u32; 9];
+    ch[0] = 0x3c;
+    ethtool(name, &mut ch)?;
+    Some(ch[5] + ch[8])
 }
