@@ -472,7 +472,7 @@ impl<T> OtherPorts<'_, T> {
 /// `ifname` of the form `pcap:IN:OUT` opens a [`crate::pcap::PcapPort`] instead: frames are read
 /// from file `IN` (empty: nothing to receive) and written to file `OUT` (empty or absent: transmit
 /// is refused); paths cannot contain `:`. [`IoKind::Auto`] tries AF_XDP, then AF_PACKET, and logs
-/// (at `warn`) why AF_XDP was not used.
+/// (at `warn`, or on stderr when no logger is installed) why AF_XDP was not used.
 pub fn open(ifname: &str, kind: IoKind, queue: u32, opts: &PortOptions) -> Result<Box<dyn Port>> {
     if let Some(spec) = ifname.strip_prefix("pcap:") {
         return Ok(Box::new(crate::pcap::PcapPort::from_spec(spec)?));
@@ -483,8 +483,15 @@ pub fn open(ifname: &str, kind: IoKind, queue: u32, opts: &PortOptions) -> Resul
         IoKind::AfXdp => Ok(Box::new(crate::afxdp::XdpPort::open(ifname, queue, opts)?)),
         IoKind::Auto => match crate::afxdp::XdpPort::open(ifname, queue, opts) {
             Ok(p) => Ok(Box::new(p)),
+            Err(e @ Error::NoSuchInterface(_)) => Err(e),
             Err(e) => {
-                log::warn!("{ifname} queue {queue}: AF_XDP not used ({e}); falling back to AF_PACKET");
+                let msg = format!("{ifname} queue {queue}: AF_XDP not used ({e}); falling back to AF_PACKET");
+                // Without a logger installed the `log` facade drops everything: say it on stderr.
+                if log::max_level() < log::LevelFilter::Warn {
+                    eprintln!("keyplane-net: {msg}");
+                } else {
+                    log::warn!("{msg}");
+                }
                 Ok(Box::new(crate::afpacket::AfPacketPort::open(ifname, queue, opts)?))
             }
         },

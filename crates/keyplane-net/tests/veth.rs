@@ -173,7 +173,8 @@ fn auto_picks_af_xdp_on_veth_and_falls_back_when_it_cannot() {
     // Queue 300 is beyond any XSKMAP slot: AF_XDP refuses, Auto falls back to AF_PACKET.
     let q = net.enter(&b, || open("vb", IoKind::Auto, 300, &opts)).unwrap().unwrap();
     assert_eq!(q.kind(), IoKind::AfPacket);
-    assert!(net.enter(&b, || open("nosuchif0", IoKind::Auto, 0, &opts)).unwrap().is_err());
+    let missing = net.enter(&b, || open("nosuchif0", IoKind::Auto, 0, &opts)).unwrap();
+    assert!(matches!(missing, Err(keyplane_net::Error::NoSuchInterface(_))));
     // On veth, XdpMode::Auto attaches in generic mode (measured faster there); Native is honoured.
     let x = net.enter(&b, || keyplane_net::afxdp::XdpPort::open("vb", 0, &opts)).unwrap().unwrap();
     assert!(!x.is_native() && !x.is_zero_copy(), "veth: generic mode, copy");
@@ -182,4 +183,7 @@ fn auto_picks_af_xdp_on_veth_and_falls_back_when_it_cannot() {
     let x = net.enter(&b, || keyplane_net::afxdp::XdpPort::open("vb", 0, &native)).unwrap();
     let x = x.unwrap_or_else(|e| panic!("native attach after generic: {e}"));
     assert!(x.is_native());
+    assert!(net.ip(&b, &["link", "show", "vb"]).unwrap().contains("xdp"), "program attached");
+    drop(x);
+    assert!(!net.ip(&b, &["link", "show", "vb"]).unwrap().contains("xdp"), "program detached with the last port");
 }
