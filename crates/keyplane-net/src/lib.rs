@@ -10,7 +10,7 @@
 //!
 //! [`IoKind::Auto`] tries AF_XDP and falls back to AF_PACKET, logging why.
 //!
-//! Around the ports: zero-copy frame parsing ([`parse`]), checksum helpers ([`checksum`]),
+//! Around the ports: zero-copy frame parsing ([`mod@parse`]), checksum helpers ([`checksum`]),
 //! ARP / neighbour-discovery frame builders ([`build`]), a per-queue worker pool ([`workers`]),
 //! SIGINT / SIGTERM / SIGHUP flags ([`shutdown`]), a Prometheus text endpoint ([`metrics`]) and the
 //! network-namespace test helper ([`testnet`]). See `docs/net.md`.

@@ -284,6 +284,34 @@ pub trait Port: Send {
     }
 }
 
+/// A boxed port is a port (so generic code over `P: Port` takes `Box<dyn Port>` from [`open`]).
+impl<P: Port + ?Sized> Port for Box<P> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn kind(&self) -> IoKind {
+        (**self).kind()
+    }
+    fn rx_burst_with(&mut self, max: usize, f: &mut dyn FnMut(&mut [u8])) -> Result<usize> {
+        (**self).rx_burst_with(max, f)
+    }
+    fn tx_stage(&mut self, frame: &[u8]) -> Result<bool> {
+        (**self).tx_stage(frame)
+    }
+    fn tx_flush(&mut self) -> Result<usize> {
+        (**self).tx_flush()
+    }
+    fn wait_rx(&mut self, timeout: Duration) -> Result<bool> {
+        (**self).wait_rx(timeout)
+    }
+    fn stats(&self) -> PortStats {
+        (**self).stats()
+    }
+    fn raw_fd(&self) -> Option<RawFd> {
+        (**self).raw_fd()
+    }
+}
+
 /// A reusable, caller-owned set of up to `capacity` frame buffers of [`FRAME_CAPACITY`] bytes each,
 /// allocated once. Frames are parsed and rewritten in place and sent with [`Port::send_burst`].
 ///
