@@ -4,7 +4,7 @@ use crate::port::{BURST, FRAME_CAPACITY};
 use crate::{Error, Result};
 
 /// A reusable, caller-owned set of up to `capacity` frame buffers of [`FRAME_CAPACITY`] bytes each,
-/// allocated once. Frames are parsed and rewritten in place and sent with [`Port::send_burst`].
+/// allocated once. Frames are parsed and rewritten in place and sent with [`crate::Port::send_burst`].
 ///
 /// ```
 /// use keyplane_net::Burst;
