@@ -69,11 +69,14 @@ fn two_namespaces(kind: IoKind, tag: &str, opts: PortOptions) {
     let back = frame(99_999, 1514);
     assert_eq!(rx.send(&[&back]).unwrap(), 1);
     assert_eq!(receive(tx.as_mut(), 1), vec![back]);
+    // Frames longer than FRAME_CAPACITY are refused and counted, never truncated.
+    assert!(!tx.tx_stage(&vec![0u8; keyplane_net::FRAME_CAPACITY + 1]).unwrap());
+    assert!(!tx.tx_stage(&[]).unwrap());
     let (ts, rs) = (tx.stats(), rx.stats());
     assert_eq!(ts.tx_frames, seq as u64);
     assert_eq!(rs.tx_frames, 1);
     assert!(rs.rx_frames >= seq as u64);
-    assert_eq!(ts.tx_dropped + rs.tx_dropped, 0);
+    assert_eq!((ts.tx_dropped, rs.tx_dropped), (2, 0));
 }
 
 #[test]
