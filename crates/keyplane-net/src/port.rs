@@ -111,6 +111,11 @@ pub struct PortOptions {
     pub fanout_mode: FanoutMode,
     /// AF_PACKET: TPACKET_V3 block retire timeout in milliseconds (latency bound at low rates).
     pub block_timeout_ms: u32,
+    /// AF_PACKET: complete the TCP / UDP checksum of frames that the sending host's stack left
+    /// partial (checksum offload; `TP_STATUS_CSUMNOTREADY`), so they can be forwarded as they
+    /// are. AF_XDP cannot tell such frames apart: turn TX checksum offload off on the senders
+    /// (`ethtool -K IF tx off`, [`crate::testnet::TestNet::tx_checksum_offload`]).
+    pub complete_checksums: bool,
     /// AF_XDP: how to attach the redirect program.
     pub xdp_mode: XdpMode,
     /// AF_XDP: copy or zero-copy.
@@ -128,6 +133,7 @@ impl Default for PortOptions {
             fanout_group: None,
             fanout_mode: FanoutMode::Hash,
             block_timeout_ms: 1,
+            complete_checksums: true,
             xdp_mode: XdpMode::Auto,
             xdp_copy: XdpCopy::Auto,
             need_wakeup: true,

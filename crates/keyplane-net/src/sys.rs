@@ -120,7 +120,7 @@ pub(crate) fn packet_promisc(fd: &OwnedFd, ifindex: u32, what: &str) -> Result<(
 }
 
 /// Run ethtool command `T` (whose first field is the command number) on interface `name`.
-fn ethtool<T>(name: &str, data: &mut T) -> Option<()> {
+pub(crate) fn ethtool<T>(name: &str, data: &mut T) -> Option<()> {
     #[repr(C)]
     struct IfReq {
         name: [u8; libc::IFNAMSIZ],
@@ -162,4 +162,11 @@ pub(crate) fn rx_queues(name: &str) -> Option<u32> {
     ch[0] = 0x3c;
     ethtool(name, &mut ch)?;
     Some(ch[5] + ch[8])
+}
+
+/// Turn transmit checksum offload of interface `name` on or off (ETHTOOL_STXCSUM).
+pub(crate) fn set_tx_checksum_offload(name: &str, on: bool) -> Result<()> {
+    // struct ethtool_value { cmd, data }.
+    let mut v = [0x17u32, on as u32];
+    ethtool(name, &mut v).ok_or_else(|| Error::last_os(format!("ETHTOOL_STXCSUM on {name}")))
 }

@@ -190,3 +190,49 @@ fn auto_picks_af_xdp_on_veth_and_falls_back_when_it_cannot() {
     drop(x);
     assert!(!net.ip(&b, &["link", "show", "vb"]).unwrap().contains("xdp"), "program detached with the last port");
 }
+
+/// UDP from a namespace's own stack over veth carries a partial checksum (TX offload).
+/// AF_PACKET completes it (TP_STATUS_CSUMNOTREADY); with offload turned off through
+/// `TestNet::tx_checksum_offload`, both back ends receive a complete checksum.
+#[test]
+fn partial_checksums_from_the_host_stack() {
+    if let Some(why) = testnet::skip_reason() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let udp_valid = |kind: IoKind, offload: bool, complete: bool| -> bool {
+        let mut net = TestNet::new("csum").unwrap();
+        let a = net.add_ns("a").unwrap();
+        let b = net.add_ns("b").unwrap();
+        net.veth(&a, "va", &b, "vb").unwrap();
+        net.tx_checksum_offload(&a, "va", offload).unwrap();
+        net.addr(&a, "va", &format!("{}/24", testnet::v4(0, 1))).unwrap();
+        net.ip(
+            &a,
+            &["neigh", "add", &testnet::v4(0, 2).to_string(), "lladdr", &testnet::mac(2).to_string(), "dev", "va"],
+        )
+        .unwrap();
+        let opts = PortOptions { complete_checksums: complete, ..Default::default() };
+        let mut rx = net.enter(&b, || open("vb", kind, 0, &opts)).unwrap().unwrap();
+        // One UDP datagram from the stack of namespace a (bash's /dev/udp, no extra tools).
+        net.run(&a, &["bash", "-c", &format!("echo hello > /dev/udp/{}/9", testnet::v4(0, 2))]).unwrap();
+        let mut burst = Burst::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            rx.recv_timeout(&mut burst, Duration::from_millis(50)).unwrap();
+            for f in burst.iter() {
+                if let Ok(p) = keyplane_net::parse(f)
+                    && matches!(p.l4, keyplane_net::parse::L4::Udp { dst_port: 9, .. })
+                {
+                    return keyplane_net::checksum::l4_checksum_valid(f, &p);
+                }
+            }
+        }
+        panic!("{kind}: the UDP datagram did not arrive");
+    };
+    assert!(!udp_valid(IoKind::AfPacket, true, false), "offloaded: partial checksum on the wire");
+    assert!(udp_valid(IoKind::AfPacket, true, true), "AF_PACKET completes it");
+    assert!(!udp_valid(IoKind::AfXdp, true, true), "AF_XDP cannot tell");
+    assert!(udp_valid(IoKind::AfXdp, false, true), "offload off: complete");
+    assert!(udp_valid(IoKind::AfPacket, false, false), "offload off: complete");
+}
