@@ -18,15 +18,16 @@ apt_install() {  # apt_install PACKAGE...: only when apt-get exists and we may u
   fi
 }
 
+# Network tests (keyplane-net and the functions on it) build namespaces with `ip` and ping through them.
+if ! command -v ip >/dev/null 2>&1 || ! command -v ping >/dev/null 2>&1; then apt_install iproute2 iputils-ping; fi
 # keyplane-lb's network tests: nginx backends, the XDP decap program (clang + libbpf headers),
 # the nftables load balancer, offload settings and curl.
 if ! command -v nginx >/dev/null 2>&1 || ! command -v clang >/dev/null 2>&1 || ! command -v nft >/dev/null 2>&1 \
   || ! [ -e /usr/include/bpf/bpf_helpers.h ] || ! command -v ethtool >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1; then
-  apt_install nginx-light clang llvm libbpf-dev nftables ethtool curl iproute2
+  apt_install nginx-light clang llvm libbpf-dev nftables ethtool curl
 fi
 cargo test --workspace --all-targets
 cargo test --workspace --doc
-
 
 echo "== C library"
 if ! command -v cc >/dev/null 2>&1; then apt_install gcc libc6-dev; fi

@@ -1,6 +1,6 @@
 //! The burst interface: [`Port`], [`Burst`], [`open`].
 
-use crate::{Error, Result};
+use crate::{Burst, Error, Result};
 use std::os::fd::RawFd;
 use std::time::Duration;
 
@@ -59,7 +59,9 @@ impl std::str::FromStr for IoKind {
 /// How the AF_XDP redirect program is attached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum XdpMode {
-    /// Native (driver) mode if the driver accepts it, else generic (SKB) mode.
+    /// Native (driver) mode if the driver accepts it, else generic (SKB) mode; on a
+    /// single-queue veth generic first (measured faster there, see `docs/net.md`). Multi-queue
+    /// veths need native mode for frames to reach queues other than 0.
     #[default]
     Auto,
     /// Native (driver) mode only (`XDP_FLAGS_DRV_MODE`).
@@ -80,6 +82,19 @@ pub enum XdpCopy {
     ZeroCopy,
 }
 
+/// How an AF_PACKET fanout group spreads frames over its sockets (`PACKET_FANOUT_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FanoutMode {
+    /// By flow hash (`PACKET_FANOUT_HASH`): a flow always reaches the same socket.
+    #[default]
+    Hash,
+    /// By the NIC receive queue (`PACKET_FANOUT_QM`): socket *i* of the group gets queue *i*
+    /// (modulo the group size), which keeps RSS's spreading and one worker per queue.
+    Queue,
+    /// By the CPU that received the frame (`PACKET_FANOUT_CPU`).
+    Cpu,
+}
+
 /// Options for [`open`]. Build with `PortOptions { field: x, ..Default::default() }`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortOptions {
@@ -92,8 +107,15 @@ pub struct PortOptions {
     /// AF_PACKET: join this `PACKET_FANOUT` group (queue-mapped hashing) so several sockets on the
     /// same interface share its traffic, one per worker. `None`: no fanout.
     pub fanout_group: Option<u16>,
+    /// AF_PACKET: how a fanout group spreads frames over its sockets.
+    pub fanout_mode: FanoutMode,
     /// AF_PACKET: TPACKET_V3 block retire timeout in milliseconds (latency bound at low rates).
     pub block_timeout_ms: u32,
+    /// AF_PACKET: complete the TCP / UDP checksum of frames that the sending host's stack left
+    /// partial (checksum offload; `TP_STATUS_CSUMNOTREADY`), so they can be forwarded as they
+    /// are. AF_XDP cannot tell such frames apart: turn TX checksum offload off on the senders
+    /// (`ethtool -K IF tx off`, [`crate::testnet::TestNet::tx_checksum_offload`]).
+    pub complete_checksums: bool,
     /// AF_XDP: how to attach the redirect program.
     pub xdp_mode: XdpMode,
     /// AF_XDP: copy or zero-copy.
@@ -109,7 +131,9 @@ impl Default for PortOptions {
             tx_frames: 2048,
             promiscuous: true,
             fanout_group: None,
+            fanout_mode: FanoutMode::Hash,
             block_timeout_ms: 1,
+            complete_checksums: true,
             xdp_mode: XdpMode::Auto,
             xdp_copy: XdpCopy::Auto,
             need_wakeup: true,
@@ -156,6 +180,32 @@ impl PortStats {
         self.tx_bytes += o.tx_bytes;
         self.tx_dropped += o.tx_dropped;
         self.rx_kernel_drops += o.rx_kernel_drops;
+    }
+}
+
+impl PortStats {
+    /// Append these counters as Prometheus text (`{prefix}_rx_frames_total{port="..."} N`, ...),
+    /// for a [`crate::metrics::MetricsServer`] render closure. `port` is escaped.
+    ///
+    /// ```
+    /// let s = keyplane_net::PortStats { rx_frames: 3, ..Default::default() };
+    /// let mut out = String::new();
+    /// s.write_prometheus(&mut out, "kp_switch", "p1");
+    /// assert!(out.contains("kp_switch_rx_frames_total{port=\"p1\"} 3\n"));
+    /// ```
+    pub fn write_prometheus(&self, out: &mut String, prefix: &str, port: &str) {
+        use std::fmt::Write;
+        let port = port.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+        for (name, v) in [
+            ("rx_frames_total", self.rx_frames),
+            ("rx_bytes_total", self.rx_bytes),
+            ("tx_frames_total", self.tx_frames),
+            ("tx_bytes_total", self.tx_bytes),
+            ("tx_dropped_total", self.tx_dropped),
+            ("rx_kernel_drops_total", self.rx_kernel_drops),
+        ] {
+            let _ = writeln!(out, "{prefix}_{name}{{port=\"{port}\"}} {v}");
+        }
     }
 }
 
@@ -240,136 +290,81 @@ pub trait Port: Send {
     }
 }
 
-/// A reusable, caller-owned set of up to `capacity` frame buffers of [`FRAME_CAPACITY`] bytes each,
-/// allocated once. Frames are parsed and rewritten in place and sent with [`Port::send_burst`].
+/// A boxed port is a port (so generic code over `P: Port` takes `Box<dyn Port>` from [`open`]).
+impl<P: Port + ?Sized> Port for Box<P> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn kind(&self) -> IoKind {
+        (**self).kind()
+    }
+    fn rx_burst_with(&mut self, max: usize, f: &mut dyn FnMut(&mut [u8])) -> Result<usize> {
+        (**self).rx_burst_with(max, f)
+    }
+    fn tx_stage(&mut self, frame: &[u8]) -> Result<bool> {
+        (**self).tx_stage(frame)
+    }
+    fn tx_flush(&mut self) -> Result<usize> {
+        (**self).tx_flush()
+    }
+    fn wait_rx(&mut self, timeout: Duration) -> Result<bool> {
+        (**self).wait_rx(timeout)
+    }
+    fn stats(&self) -> PortStats {
+        (**self).stats()
+    }
+    fn raw_fd(&self) -> Option<RawFd> {
+        (**self).raw_fd()
+    }
+}
+
+/// Port `i` of `ports` mutably, together with mutable access to all the others: what a
+/// forwarding loop needs to lend frames of the RX port to the TX paths of other ports inside
+/// [`Port::rx_burst_with`]. `None` if `i` is out of range.
 ///
 /// ```
-/// use keyplane_net::Burst;
-/// let mut b = Burst::new();
-/// assert!(b.push(&[0u8; 60]));
-/// b.frame_mut(0)[0] = 0xff;
-/// assert_eq!(b.len(), 1);
-/// assert_eq!(b.frame(0)[0], 0xff);
+/// use keyplane_net::split_at_port;
+/// let mut v = vec![10, 20, 30];
+/// let (me, mut others) = split_at_port(&mut v, 1).unwrap();
+/// *me += 1;
+/// *others.get_mut(2).unwrap() += 1;
+/// assert!(others.get_mut(1).is_none(), "the RX port itself is not among the others");
+/// others.for_each(|j, p| *p += j as i32);
+/// assert_eq!(v, vec![10, 21, 33]);
 /// ```
-pub struct Burst {
-    buf: Box<[u8]>,
-    lens: Box<[u16]>,
-    count: usize,
+pub fn split_at_port<T>(ports: &mut [T], i: usize) -> Option<(&mut T, OtherPorts<'_, T>)> {
+    if i >= ports.len() {
+        return None;
+    }
+    let (left, rest) = ports.split_at_mut(i);
+    let (me, right) = rest.split_first_mut()?;
+    Some((me, OtherPorts { left, right, skip: i }))
 }
 
-impl Default for Burst {
-    fn default() -> Self {
-        Self::new()
-    }
+/// Every port but one (see [`split_at_port`]), addressed by its index in the original slice.
+pub struct OtherPorts<'a, T> {
+    left: &'a mut [T],
+    right: &'a mut [T],
+    skip: usize,
 }
 
-impl std::fmt::Debug for Burst {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Burst").field("len", &self.count).field("capacity", &self.capacity()).finish()
-    }
-}
-
-impl Burst {
-    /// A burst of [`BURST`] frames.
-    pub fn new() -> Self {
-        Self::with_capacity(BURST)
-    }
-    /// A burst of `capacity` frames (at least 1).
-    pub fn with_capacity(capacity: usize) -> Self {
-        let capacity = capacity.max(1);
-        Burst {
-            buf: vec![0u8; capacity * FRAME_CAPACITY].into_boxed_slice(),
-            lens: vec![0u16; capacity].into_boxed_slice(),
-            count: 0,
+impl<T> OtherPorts<'_, T> {
+    /// Port `j` (`None` for the split-off port or out of range).
+    pub fn get_mut(&mut self, j: usize) -> Option<&mut T> {
+        match j.cmp(&self.skip) {
+            std::cmp::Ordering::Less => self.left.get_mut(j),
+            std::cmp::Ordering::Equal => None,
+            std::cmp::Ordering::Greater => self.right.get_mut(j - self.skip - 1),
         }
     }
-    /// Most frames this burst holds.
-    pub fn capacity(&self) -> usize {
-        self.lens.len()
-    }
-    /// Frames held.
-    pub fn len(&self) -> usize {
-        self.count
-    }
-    /// No frames held.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-    /// Forget all frames (buffers are kept).
-    pub fn clear(&mut self) {
-        self.count = 0;
-    }
-    /// Frame `i`. Panics if `i >= len()`, like slice indexing.
-    pub fn frame(&self, i: usize) -> &[u8] {
-        assert!(i < self.count, "frame index {i} out of range (burst holds {})", self.count);
-        let o = i * FRAME_CAPACITY;
-        &self.buf[o..o + self.lens[i] as usize]
-    }
-    /// Frame `i`, mutable. Panics if `i >= len()`.
-    pub fn frame_mut(&mut self, i: usize) -> &mut [u8] {
-        assert!(i < self.count, "frame index {i} out of range (burst holds {})", self.count);
-        let o = i * FRAME_CAPACITY;
-        &mut self.buf[o..o + self.lens[i] as usize]
-    }
-    /// The whole [`FRAME_CAPACITY`]-byte buffer of frame `i` (for growing a frame, e.g. pushing a
-    /// VLAN tag; then call [`set_frame_len`](Burst::set_frame_len)). Panics if `i >= len()`.
-    pub fn buffer_mut(&mut self, i: usize) -> &mut [u8] {
-        assert!(i < self.count, "frame index {i} out of range (burst holds {})", self.count);
-        let o = i * FRAME_CAPACITY;
-        &mut self.buf[o..o + FRAME_CAPACITY]
-    }
-    /// Set the length of frame `i`. Errors if `len > FRAME_CAPACITY`; panics if `i >= len()`.
-    pub fn set_frame_len(&mut self, i: usize, len: usize) -> Result<()> {
-        assert!(i < self.count, "frame index {i} out of range (burst holds {})", self.count);
-        if len > FRAME_CAPACITY {
-            return Err(Error::BufferTooSmall { need: len, have: FRAME_CAPACITY });
+    /// Call `f(index, port)` on every other port, in index order (flooding).
+    pub fn for_each(&mut self, mut f: impl FnMut(usize, &mut T)) {
+        for (j, p) in self.left.iter_mut().enumerate() {
+            f(j, p);
         }
-        self.lens[i] = len as u16;
-        Ok(())
-    }
-    /// Append a copy of `frame`. `false` (nothing appended) if the burst is full or the frame is
-    /// longer than [`FRAME_CAPACITY`].
-    pub fn push(&mut self, frame: &[u8]) -> bool {
-        self.push_with(|buf| {
-            if frame.len() > buf.len() {
-                return 0;
-            }
-            buf[..frame.len()].copy_from_slice(frame);
-            frame.len()
-        })
-    }
-    /// Append a frame written in place by `build`, which gets the whole [`FRAME_CAPACITY`]-byte
-    /// buffer and returns the frame length (0: nothing appended). `false` if the burst is full or
-    /// nothing was appended. Pairs with the builders of [`crate::build`].
-    pub fn push_with(&mut self, build: impl FnOnce(&mut [u8]) -> usize) -> bool {
-        if self.count == self.capacity() {
-            return false;
+        for (j, p) in self.right.iter_mut().enumerate() {
+            f(self.skip + 1 + j, p);
         }
-        let o = self.count * FRAME_CAPACITY;
-        let n = build(&mut self.buf[o..o + FRAME_CAPACITY]).min(FRAME_CAPACITY);
-        if n == 0 {
-            return false;
-        }
-        self.lens[self.count] = n as u16;
-        self.count += 1;
-        true
-    }
-    /// Drop frame `i`, moving the last frame into its place (order is not kept). Panics if
-    /// `i >= len()`.
-    pub fn swap_remove(&mut self, i: usize) {
-        assert!(i < self.count, "frame index {i} out of range (burst holds {})", self.count);
-        let last = self.count - 1;
-        if i != last {
-            let (a, b) = self.buf.split_at_mut(last * FRAME_CAPACITY);
-            let n = self.lens[last] as usize;
-            a[i * FRAME_CAPACITY..i * FRAME_CAPACITY + n].copy_from_slice(&b[..n]);
-            self.lens[i] = self.lens[last];
-        }
-        self.count = last;
-    }
-    /// The frames, in order.
-    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        (0..self.count).map(move |i| self.frame(i))
     }
 }
 
@@ -378,7 +373,7 @@ impl Burst {
 /// `ifname` of the form `pcap:IN:OUT` opens a [`crate::pcap::PcapPort`] instead: frames are read
 /// from file `IN` (empty: nothing to receive) and written to file `OUT` (empty or absent: transmit
 /// is refused); paths cannot contain `:`. [`IoKind::Auto`] tries AF_XDP, then AF_PACKET, and logs
-/// (at `warn`) why AF_XDP was not used.
+/// (at `warn`, or on stderr when no logger is installed) why AF_XDP was not used.
 pub fn open(ifname: &str, kind: IoKind, queue: u32, opts: &PortOptions) -> Result<Box<dyn Port>> {
     if let Some(spec) = ifname.strip_prefix("pcap:") {
         return Ok(Box::new(crate::pcap::PcapPort::from_spec(spec)?));
@@ -389,8 +384,15 @@ pub fn open(ifname: &str, kind: IoKind, queue: u32, opts: &PortOptions) -> Resul
         IoKind::AfXdp => Ok(Box::new(crate::afxdp::XdpPort::open(ifname, queue, opts)?)),
         IoKind::Auto => match crate::afxdp::XdpPort::open(ifname, queue, opts) {
             Ok(p) => Ok(Box::new(p)),
+            Err(e @ Error::NoSuchInterface(_)) => Err(e),
             Err(e) => {
-                log::warn!("{ifname} queue {queue}: AF_XDP not used ({e}); falling back to AF_PACKET");
+                let msg = format!("{ifname} queue {queue}: AF_XDP not used ({e}); falling back to AF_PACKET");
+                // Without a logger installed the `log` facade drops everything: say it on stderr.
+                if log::max_level() < log::LevelFilter::Warn {
+                    eprintln!("keyplane-net: {msg}");
+                } else {
+                    log::warn!("{msg}");
+                }
                 Ok(Box::new(crate::afpacket::AfPacketPort::open(ifname, queue, opts)?))
             }
         },
@@ -401,26 +403,6 @@ pub fn open(ifname: &str, kind: IoKind, queue: u32, opts: &PortOptions) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn burst_push_and_remove() {
-        let mut b = Burst::with_capacity(3);
-        assert!(b.push(&[1; 60]));
-        assert!(b.push(&[2; 1514]));
-        assert!(!b.push(&[3; FRAME_CAPACITY + 1]));
-        assert!(b.push_with(|buf| {
-            buf[..5].copy_from_slice(b"hello");
-            5
-        }));
-        assert!(!b.push(&[4; 10]), "full");
-        assert_eq!(b.iter().map(|f| f.len()).collect::<Vec<_>>(), vec![60, 1514, 5]);
-        b.swap_remove(0);
-        assert_eq!(b.frame(0), b"hello");
-        assert_eq!(b.frame(1), &[2; 1514][..]);
-        assert!(b.set_frame_len(0, FRAME_CAPACITY + 1).is_err());
-        b.set_frame_len(0, 2).unwrap();
-        assert_eq!(b.frame(0), b"he");
-    }
 
     #[test]
     fn io_kind_names_round_trip() {
