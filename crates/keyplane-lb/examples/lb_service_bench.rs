@@ -14,7 +14,8 @@
 //!    AF_PACKET, and the nftables LB on the same topology and generator.
 //!
 //! `cargo run --release -p keyplane-lb --example lb_service_bench`
-//! (`NET=1 ONLY_NET=1 OUT=...`: only the namespace run.)
+//! (`NET=1 ONLY_NET=1 OUT=...`: only the namespace run; `ONLY_MEM=1
+//! CONNS_10M=1 OUT=...`: only the memory and pool-change rows.)
 
 use keyplane::lb::baselines::{Balancer, MAGLEV_TABLE_SIZE, Maglev};
 use keyplane::lb::{Backend, Control, Params, PoolOp, StateKey, Vip};
@@ -157,7 +158,8 @@ fn main() {
         .unwrap_or_default();
     eprintln!("host: {host}");
 
-    let only_net = env("ONLY_NET", 0) == 1;
+    let only_mem = env("ONLY_MEM", 0) == 1;
+    let only_net = env("ONLY_NET", 0) == 1 || only_mem;
     // 1. Packet path per core.
     for mode in [Mode::Concury, Mode::Maglev] {
         if only_net {
@@ -257,7 +259,7 @@ fn main() {
     }
 
     // 3 + 4. Memory at 1M / 10M, pool change time at 1M.
-    let sizes: Vec<u32> = if only_net {
+    let sizes: Vec<u32> = if only_net && !only_mem {
         vec![]
     } else if env("CONNS_10M", 0) == 1 {
         vec![1_000_000, 10_000_000]

@@ -6,7 +6,7 @@
 //! resolves backends' MACs itself (ARP / ND). See `docs/lb-service.md`.
 //!
 //! Threads: one packet worker ([`dataplane::Worker`] over a
-//! [`io::PacketSocket`]), the control side ([`control::ControlSide`]: new-flow
+//! `keyplane-net` port opened by [`io::open`]), the control side ([`control::ControlSide`]: new-flow
 //! reports, pool changes, reloads), the health checker, and the metrics
 //! endpoint.
 //!
