@@ -15,7 +15,8 @@
 //!
 //! `cargo run --release -p keyplane-lb --example lb_service_bench`
 //! (`NET=1 ONLY_NET=1 OUT=...`: only the namespace run; `ONLY_MEM=1
-//! CONNS_10M=1 OUT=...`: only the memory and pool-change rows.)
+//! CONNS_10M=1 OUT=...`: only the memory and pool-change rows; `ONLY_BURST=1
+//! OUT=...`: only the bare Concury burst lookups.)
 
 use keyplane::lb::baselines::{Balancer, MAGLEV_TABLE_SIZE, Maglev};
 use keyplane::lb::{Backend, Control, Params, PoolOp, StateKey, Vip};
@@ -159,7 +160,8 @@ fn main() {
     eprintln!("host: {host}");
 
     let only_mem = env("ONLY_MEM", 0) == 1;
-    let only_net = env("ONLY_NET", 0) == 1 || only_mem;
+    let only_burst = env("ONLY_BURST", 0) == 1;
+    let only_net = env("ONLY_NET", 0) == 1 || only_mem || only_burst;
     // 1. Packet path per core.
     for mode in [Mode::Concury, Mode::Maglev] {
         if only_net {
@@ -196,7 +198,7 @@ fn main() {
 
     // 1b. Bare Concury burst lookups: one VIP vs 64 mixed VIPs (1M states).
     for vips in [1usize, 64] {
-        if only_net {
+        if only_net && !only_burst {
             break;
         }
         let mut ctl = Control::new(Params::default()).unwrap();
@@ -259,7 +261,7 @@ fn main() {
     }
 
     // 3 + 4. Memory at 1M / 10M, pool change time at 1M.
-    let sizes: Vec<u32> = if only_net && !only_mem {
+    let sizes: Vec<u32> = if (only_net && !only_mem) || only_burst {
         vec![]
     } else if env("CONNS_10M", 0) == 1 {
         vec![1_000_000, 10_000_000]
