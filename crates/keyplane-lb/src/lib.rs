@@ -41,6 +41,7 @@ pub use error::{Error, Result};
 use config::{Config, Prefix};
 use control::{ControlSide, Target};
 use dataplane::{Engine, PortInfo, Report, TxBatch, Worker};
+use keyplane_net::metrics::MetricsServer;
 use metrics::Counters;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -87,7 +88,7 @@ pub struct Lb {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
     counters: Arc<Counters>,
-    metrics_addr: Option<SocketAddr>,
+    metrics: Option<MetricsServer>,
     /// Serialises reloads (file read + apply).
     reload_lock: Mutex<()>,
 }
@@ -133,14 +134,14 @@ impl Lb {
                 std::thread::sleep(Duration::from_millis(50));
             }
         })?);
-        let metrics_addr = match opts.metrics {
-            Some(a) => Some(
-                metrics::serve(a, counters.clone(), stop.clone())
-                    .map_err(|e| Error::io(format!("metrics on {a}"), e))?,
-            ),
+        let metrics = match opts.metrics {
+            Some(a) => {
+                let c = counters.clone();
+                Some(MetricsServer::start(a, move || c.prometheus()).map_err(|e| Error::Setup(e.to_string()))?)
+            }
             None => None,
         };
-        Ok(Self { opts, prefixes, cmd: ctx, stop, threads, counters, metrics_addr, reload_lock: Mutex::new(()) })
+        Ok(Self { opts, prefixes, cmd: ctx, stop, threads, counters, metrics, reload_lock: Mutex::new(()) })
     }
 
     /// Re-reads the configuration file and applies it (SIGHUP). A bad file
@@ -166,7 +167,7 @@ impl Lb {
 
     /// Where the metrics endpoint listens.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
-        self.metrics_addr
+        self.metrics.as_ref().map(MetricsServer::local_addr)
     }
 
     /// True while every thread runs.
@@ -181,6 +182,9 @@ impl Lb {
 
     fn shutdown(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        if let Some(m) = self.metrics.take() {
+            m.stop();
+        }
         for t in self.threads.drain(..) {
             let _ = t.join();
         }

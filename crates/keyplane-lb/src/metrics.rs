@@ -1,16 +1,14 @@
 //! Counters per VIP and backend (packets, bytes, new connections,
 //! consistency-preserving remaps, drops by reason) and their Prometheus
-//! text, served by a tiny HTTP endpoint on `--metrics`.
+//! text, served on `--metrics` by `keyplane_net::metrics::MetricsServer`.
 
 use crate::dataplane::Services;
 use keyplane::lb::{Backend, Vip};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A monotonically increasing counter.
 #[derive(Debug, Default)]
@@ -292,32 +290,4 @@ fn fmt_ip(a: IpAddr) -> String {
         IpAddr::V4(a) => a.to_string(),
         IpAddr::V6(a) => format!("[{a}]"),
     }
-}
-
-/// Serves `counters.prometheus()` to every HTTP request on `addr` until
-/// `stop` is set. Returns the bound address (port 0 picks one).
-pub fn serve(addr: SocketAddr, counters: Arc<Counters>, stop: Arc<AtomicBool>) -> std::io::Result<SocketAddr> {
-    let l = TcpListener::bind(addr)?;
-    l.set_nonblocking(true)?;
-    let bound = l.local_addr()?;
-    std::thread::Builder::new().name("lb-metrics".into()).spawn(move || {
-        while !stop.load(Ordering::Relaxed) {
-            match l.accept() {
-                Ok((mut c, _)) => {
-                    let _ = c.set_nonblocking(false);
-                    let _ = c.set_read_timeout(Some(Duration::from_millis(500)));
-                    let mut buf = [0u8; 1024];
-                    let _ = c.read(&mut buf);
-                    let body = counters.prometheus();
-                    let _ = write!(
-                        c,
-                        "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
-                        body.len()
-                    );
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(50)),
-            }
-        }
-    })?;
-    Ok(bound)
 }
