@@ -1,57 +1,14 @@
 //! Next-hop resolution on the LB's one port: ARP (IPv4) and Neighbor
-//! Discovery (IPv6) requests built here, replies learned from the frames the
-//! port receives. The LB resolves every backend itself, so a one-armed LB
+//! Discovery (IPv6) requests (built by `keyplane_net::build`), replies
+//! learned from the frames the port receives. The LB resolves every backend itself, so a one-armed LB
 //! on a single port works without the kernel's neighbour table.
 
-use crate::packet::{ETH_ARP, ETH_IPV6, Frame, checksum, parse, pseudo_v6};
+use crate::packet::{Frame, parse};
+use keyplane_net::MacAddr;
+use keyplane_net::build::{arp_request, neighbor_solicitation};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
-
-/// An ARP who-has request for `target` from `(mac, ip)`.
-pub fn arp_request(mac: [u8; 6], ip: Ipv4Addr, target: Ipv4Addr) -> Vec<u8> {
-    let mut f = Vec::with_capacity(60);
-    f.extend_from_slice(&[0xff; 6]);
-    f.extend_from_slice(&mac);
-    f.extend_from_slice(&ETH_ARP.to_be_bytes());
-    f.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
-    f.extend_from_slice(&mac);
-    f.extend_from_slice(&ip.octets());
-    f.extend_from_slice(&[0; 6]);
-    f.extend_from_slice(&target.octets());
-    f.resize(60, 0);
-    f
-}
-
-/// Solicited-node multicast address of `a` (RFC 4291 §2.7.1).
-pub fn solicited_node(a: &Ipv6Addr) -> Ipv6Addr {
-    let o = a.octets();
-    Ipv6Addr::new(0xff02, 0, 0, 0, 0, 1, 0xff00 | o[13] as u16, u16::from_be_bytes([o[14], o[15]]))
-}
-
-/// A Neighbor Solicitation for `target` from `(mac, ip)` with the
-/// source link-layer address option (RFC 4861 §4.3).
-pub fn neighbor_solicitation(mac: [u8; 6], ip: Ipv6Addr, target: Ipv6Addr) -> Vec<u8> {
-    let dst = solicited_node(&target);
-    let d = dst.octets();
-    let mut f = Vec::with_capacity(86);
-    f.extend_from_slice(&[0x33, 0x33, d[12], d[13], d[14], d[15]]);
-    f.extend_from_slice(&mac);
-    f.extend_from_slice(&ETH_IPV6.to_be_bytes());
-    let mut icmp = vec![135u8, 0, 0, 0, 0, 0, 0, 0];
-    icmp.extend_from_slice(&target.octets());
-    icmp.extend_from_slice(&[1, 1]);
-    icmp.extend_from_slice(&mac);
-    let c = checksum(&icmp, pseudo_v6(&ip, &dst, icmp.len() as u32, 58));
-    icmp[2..4].copy_from_slice(&c.to_be_bytes());
-    f.extend_from_slice(&[0x60, 0, 0, 0]);
-    f.extend_from_slice(&(icmp.len() as u16).to_be_bytes());
-    f.extend_from_slice(&[58, 255]);
-    f.extend_from_slice(&ip.octets());
-    f.extend_from_slice(&d);
-    f.extend_from_slice(&icmp);
-    f
-}
 
 /// What a received frame teaches about neighbours: `(address, MAC)` from
 /// an ARP packet's sender or an ICMPv6 Neighbor Advertisement's target.
@@ -136,35 +93,60 @@ impl Neighbors {
     }
     /// The request frame for `a` from the port's `mac` and addresses.
     pub fn request(mac: [u8; 6], v4: Option<Ipv4Addr>, v6: Option<Ipv6Addr>, a: IpAddr) -> Option<Vec<u8>> {
-        match a {
-            IpAddr::V4(t) => Some(arp_request(mac, v4?, t)),
-            IpAddr::V6(t) => Some(neighbor_solicitation(mac, v6?, t)),
+        // 86 bytes: the longer of the two (an NS; an ARP request is 60).
+        let mut f = vec![0u8; 86];
+        let n = match a {
+            IpAddr::V4(t) => arp_request(&mut f, MacAddr(mac), v4?, t),
+            IpAddr::V6(t) => neighbor_solicitation(&mut f, MacAddr(mac), v6?, t),
         }
+        .ok()?;
+        f.truncate(n);
+        Some(f)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::Frame;
 
     #[test]
     fn requests_parse_and_replies_teach() {
         let mac = [2, 1, 2, 3, 4, 5];
-        let r = arp_request(mac, "198.18.0.2".parse().unwrap(), "198.18.0.11".parse().unwrap());
+        let (v4, v6): (Ipv4Addr, Ipv6Addr) = ("198.18.0.2".parse().unwrap(), "fd00::2".parse().unwrap());
+        let t4: IpAddr = "198.18.0.11".parse().unwrap();
+        let r = Neighbors::request(mac, Some(v4), None, t4).unwrap();
+        // Byte for byte the ARP request the LB sent before it used keyplane-net's builder.
+        let mut want = vec![0xff; 6];
+        want.extend_from_slice(&mac);
+        want.extend_from_slice(&[8, 6, 0, 1, 8, 0, 6, 4, 0, 1]);
+        want.extend_from_slice(&mac);
+        want.extend_from_slice(&v4.octets());
+        want.extend_from_slice(&[0; 6]);
+        want.extend_from_slice(&[198, 18, 0, 11]);
+        want.resize(60, 0);
+        assert_eq!(r, want);
         let Frame::Arp(a) = parse(&r) else { panic!() };
-        assert_eq!((a.op, a.sha, a.tpa), (1, mac, "198.18.0.11".parse().unwrap()));
+        assert_eq!((a.op, a.sha, IpAddr::V4(a.tpa)), (1, mac, t4));
         // An ARP packet teaches its sender.
-        assert_eq!(learn(&r), Some(("198.18.0.2".parse().unwrap(), mac)));
-        let src: Ipv6Addr = "fd00::2".parse().unwrap();
+        assert_eq!(learn(&r), Some((v4.into(), mac)));
+        // No port address of the family: no request.
+        assert_eq!(Neighbors::request(mac, None, Some(v6), t4), None);
         let tgt: Ipv6Addr = "fd00::11".parse().unwrap();
-        let ns = neighbor_solicitation(mac, src, tgt);
+        assert_eq!(Neighbors::request(mac, Some(v4), None, tgt.into()), None);
+        let ns = Neighbors::request(mac, None, Some(v6), tgt.into()).unwrap();
+        assert_eq!(ns.len(), 86);
+        assert_eq!(&ns[..6], &[0x33, 0x33, 0xff, 0, 0, 0x11]);
         let Frame::Ip(ip) = parse(&ns) else { panic!() };
         assert_eq!((ip.proto, ip.dst), (58, IpAddr::V6("ff02::1:ff00:11".parse().unwrap())));
-        // Checksum over pseudo-header + ICMPv6 is valid.
+        assert_eq!((ns[20], ns[21]), (58, 255), "next header ICMPv6, hop limit 255");
         let icmp = &ns[54..];
-        let dst = solicited_node(&tgt);
-        assert_eq!(checksum(icmp, pseudo_v6(&src, &dst, icmp.len() as u32, 58)), 0);
+        assert_eq!(
+            (icmp[0], &icmp[8..24], &icmp[24..26], &icmp[26..32]),
+            (135, &tgt.octets()[..], &[1, 1][..], &mac[..])
+        );
+        // Checksum over pseudo-header + ICMPv6 is valid.
+        let p = keyplane_net::parse(&ns).unwrap();
+        assert!(keyplane_net::checksum::l4_checksum_valid(&ns, &p));
         // A neighbor advertisement for the target teaches its option's MAC.
         let bmac = [2, 9, 9, 9, 9, 9];
         let mut na = ns.clone();
