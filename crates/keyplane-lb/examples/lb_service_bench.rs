@@ -359,14 +359,14 @@ mod net {
                     f[26..30].copy_from_slice(&[198, 18, 0, 100]);
                     f[30..34].copy_from_slice(&VIP4.octets());
                     f[34..36].copy_from_slice(&(1024 + c as u16).to_be_bytes());
-                    let ck = keyplane_lb::packet::checksum(&f[14..34], 0);
+                    let ck = keyplane_net::checksum::internet_checksum(&f[14..34]);
                     f[24..26].copy_from_slice(&ck.to_be_bytes());
                     let l4 = f.len() - 34;
                     let mut sum = 6u32 + l4 as u32;
                     for w in f[26..34].chunks_exact(2) {
                         sum += u16::from_be_bytes([w[0], w[1]]) as u32;
                     }
-                    let ck = keyplane_lb::packet::checksum(&f[34..], sum);
+                    let ck = keyplane_net::checksum::fold(keyplane_net::checksum::sum(&f[34..], sum as u64));
                     f[50..52].copy_from_slice(&ck.to_be_bytes());
                     f
                 })

@@ -3,7 +3,9 @@
 //! family, protocol 4 for an IPv4 inner packet and 41 for IPv6, as Katran
 //! does). The backends' decapsulation program is `bpf/decap.c`.
 
-use crate::packet::{ETH_IPV4, ETH_IPV6, Ip, checksum};
+use crate::packet::Ip;
+use keyplane_net::checksum::internet_checksum;
+use keyplane_net::parse::{ETH_P_IPV4 as ETH_IPV4, ETH_P_IPV6 as ETH_IPV6};
 use std::net::IpAddr;
 
 /// Bytes an encapsulation adds for an outer header of this family.
@@ -64,7 +66,7 @@ pub fn ipip(
             h[10..12].copy_from_slice(&[0, 0]);
             h[12..16].copy_from_slice(&s.octets());
             h[16..20].copy_from_slice(&d.octets());
-            let c = checksum(h, 0);
+            let c = internet_checksum(h);
             h[10..12].copy_from_slice(&c.to_be_bytes());
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
@@ -131,7 +133,7 @@ mod tests {
             assert_eq!(outer.proto, if ip.src.is_ipv4() { 4 } else { 41 });
             assert_eq!(&out[14 + overhead(bd)..n], &f[14..14 + inner_len]);
             if bd.is_ipv4() {
-                assert_eq!(checksum(&out[14..34], 0), 0, "outer IPv4 checksum");
+                assert_eq!(internet_checksum(&out[14..34]), 0, "outer IPv4 checksum");
             }
         }
         let f = tcp_frame("198.18.1.2".parse().unwrap(), "198.18.100.1".parse().unwrap(), 1, 80, 0, 0);

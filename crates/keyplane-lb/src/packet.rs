@@ -1,23 +1,25 @@
-//! Zero-copy frame parsing for the LB's packet path: Ethernet (with up to two
-//! 802.1Q/802.1ad tags), ARP, IPv4 (options skipped, fragments detected),
-//! IPv6 (no extension-header walk: a first next-header other than TCP/UDP/
-//! ICMPv6 is "other"), TCP and UDP ports, TCP flags. Every offset is
-//! checked against the frame; bad frames give [`Frame::Malformed`], never a
-//! panic.
+//! The LB's view of a frame: a thin summary over [`keyplane_net::parse`]
+//! holding exactly what the LB decides on (addresses, protocol, ports, TCP
+//! flags, fragment, TOS, the IP packet's offset and length). Bad frames give
+//! [`Frame::Malformed`], never a panic.
 //!
-//! (A local piece: the shared packet crate `keyplane-net` was being written
-//! in parallel; this parser covers exactly what the LB decides on.)
+//! LB-specific on top of the shared parser:
+//! * IPv6 extension headers are not looked through: a packet whose first
+//!   next header is not the transport keeps that next header as its
+//!   protocol, with ports 0 (so it is not a VIP packet and the kernel gets
+//!   it), and a first next header of 44 (fragment) marks a fragment;
+//! * a fragment (IPv4 MF or offset ≠ 0, IPv6 fragment header) has ports 0
+//!   and no flags even when it is the first one (the LB drops fragments to a
+//!   VIP: [`crate::metrics::DropReason::Fragment`]).
+//!
+//! Frames the shared parser refuses are [`Frame::Malformed`] (dropped and
+//! counted as `malformed`): besides truncated headers this includes more
+//! than two VLAN tags, a TCP data offset below 5 words or past the IP
+//! payload, a UDP length field outside the IP payload, and a truncated
+//! IPv6 extension-header chain.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-
-/// EtherType IPv4.
-pub const ETH_IPV4: u16 = 0x0800;
-/// EtherType IPv6.
-pub const ETH_IPV6: u16 = 0x86dd;
-/// EtherType ARP.
-pub const ETH_ARP: u16 = 0x0806;
-const ETH_VLAN: u16 = 0x8100;
-const ETH_QINQ: u16 = 0x88a8;
+use keyplane_net::parse::{L3, L4, Packet};
+use std::net::{IpAddr, Ipv4Addr};
 
 /// TCP flag bits.
 pub mod tcp {
@@ -44,13 +46,13 @@ pub struct Ip {
     pub dst: IpAddr,
     /// IP protocol / next header.
     pub proto: u8,
-    /// Source port (0 when not TCP/UDP or a non-first fragment).
+    /// Source port (0 when not TCP/UDP or a fragment).
     pub sport: u16,
     /// Destination port.
     pub dport: u16,
     /// TCP flags (0 for other protocols).
     pub flags: u8,
-    /// True for a fragment (IPv4 MF or offset ≠ 0): ports unknown.
+    /// True for a fragment (IPv4 MF or offset ≠ 0, IPv6 fragment header): ports unknown.
     pub fragment: bool,
     /// TOS / traffic class.
     pub tos: u8,
@@ -78,154 +80,45 @@ pub enum Frame {
     Arp(Arp),
     /// A frame of another EtherType.
     Other,
-    /// Truncated or inconsistent.
+    /// Truncated or inconsistent (`keyplane_net::parse` refused it).
     Malformed,
-}
-
-#[inline(always)]
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
-}
-
-/// Offset of the L3 header and the EtherType after VLAN tags.
-#[inline]
-pub fn l3_offset(f: &[u8]) -> Option<(usize, u16)> {
-    let mut off = 12;
-    let mut et = be16(f, off)?;
-    let mut tags = 0;
-    while (et == ETH_VLAN || et == ETH_QINQ) && tags < 2 {
-        off += 4;
-        et = be16(f, off)?;
-        tags += 1;
-    }
-    Some((off + 2, et))
 }
 
 /// Parses a frame.
 #[inline]
 pub fn parse(f: &[u8]) -> Frame {
-    let Some((l3, et)) = l3_offset(f) else { return Frame::Malformed };
-    match et {
-        ETH_IPV4 => parse_v4(f, l3).map_or(Frame::Malformed, Frame::Ip),
-        ETH_IPV6 => parse_v6(f, l3).map_or(Frame::Malformed, Frame::Ip),
-        ETH_ARP => parse_arp(f, l3).map_or(Frame::Malformed, Frame::Arp),
-        _ => Frame::Other,
+    match keyplane_net::parse(f) {
+        Ok(p) => summarise(f, &p),
+        Err(_) => Frame::Malformed,
     }
 }
 
-fn ports(f: &[u8], l4: usize, end: usize, proto: u8) -> Option<(u16, u16, u8)> {
-    match proto {
-        6 => {
-            if l4 + 20 > end {
-                return None;
-            }
-            Some((be16(f, l4)?, be16(f, l4 + 2)?, *f.get(l4 + 13)?))
+#[inline]
+fn summarise(f: &[u8], p: &Packet) -> Frame {
+    // `ports`: the parsed transport header is the IP packet's own (not a
+    // fragment, no IPv6 extension header in between).
+    let (src, dst, proto, fragment, tos, ports): (IpAddr, IpAddr, u8, bool, u8, bool) = match p.l3 {
+        L3::Arp(a) => return Frame::Arp(Arp { op: a.oper, sha: a.sha.0, spa: a.spa, tpa: a.tpa }),
+        L3::Other => return Frame::Other,
+        L3::Ipv4(h) => (h.src.into(), h.dst.into(), h.protocol, h.is_fragment(), h.tos, !h.is_fragment()),
+        L3::Ipv6(h) => {
+            // The first next header (`h.protocol` is the one after the extension headers).
+            let first = f.get(p.l3_offset + 6).copied().unwrap_or(h.protocol);
+            (h.src.into(), h.dst.into(), first, first == 44, h.traffic_class, first == h.protocol)
         }
-        17 => {
-            if l4 + 8 > end {
-                return None;
-            }
-            Some((be16(f, l4)?, be16(f, l4 + 2)?, 0))
-        }
-        _ => Some((0, 0, 0)),
-    }
-}
-
-fn parse_v4(f: &[u8], l3: usize) -> Option<Ip> {
-    let h = f.get(l3..l3 + 20)?;
-    if h[0] >> 4 != 4 {
-        return None;
-    }
-    let ihl = (h[0] & 0x0f) as usize * 4;
-    let total = u16::from_be_bytes([h[2], h[3]]) as usize;
-    if ihl < 20 || total < ihl || l3 + total > f.len() {
-        return None;
-    }
-    let frag = u16::from_be_bytes([h[6], h[7]]);
-    let fragment = frag & 0x3fff != 0;
-    let proto = h[9];
-    let src = Ipv4Addr::new(h[12], h[13], h[14], h[15]).into();
-    let dst = Ipv4Addr::new(h[16], h[17], h[18], h[19]).into();
-    let (sport, dport, flags) = if fragment { (0, 0, 0) } else { ports(f, l3 + ihl, l3 + total, proto)? };
-    Some(Ip { l3, len: total, src, dst, proto, sport, dport, flags, fragment, tos: h[1] })
-}
-
-fn parse_v6(f: &[u8], l3: usize) -> Option<Ip> {
-    let h = f.get(l3..l3 + 40)?;
-    if h[0] >> 4 != 6 {
-        return None;
-    }
-    let total = 40 + u16::from_be_bytes([h[4], h[5]]) as usize;
-    if l3 + total > f.len() {
-        return None;
-    }
-    let proto = h[6];
-    let mut s = [0u8; 16];
-    s.copy_from_slice(&h[8..24]);
-    let mut d = [0u8; 16];
-    d.copy_from_slice(&h[24..40]);
-    let fragment = proto == 44;
-    let (sport, dport, flags) = if fragment { (0, 0, 0) } else { ports(f, l3 + 40, l3 + total, proto)? };
-    let tos = (h[0] << 4) | (h[1] >> 4);
-    Some(Ip {
-        l3,
-        len: total,
-        src: Ipv6Addr::from(s).into(),
-        dst: Ipv6Addr::from(d).into(),
-        proto,
-        sport,
-        dport,
-        flags,
-        fragment,
-        tos,
-    })
-}
-
-fn parse_arp(f: &[u8], l3: usize) -> Option<Arp> {
-    let a = f.get(l3..l3 + 28)?;
-    // Ethernet / IPv4 only.
-    if a[0..2] != [0, 1] || a[2..4] != [8, 0] || a[4] != 6 || a[5] != 4 {
-        return None;
-    }
-    let mut sha = [0u8; 6];
-    sha.copy_from_slice(&a[8..14]);
-    Some(Arp {
-        op: u16::from_be_bytes([a[6], a[7]]),
-        sha,
-        spa: Ipv4Addr::new(a[14], a[15], a[16], a[17]),
-        tpa: Ipv4Addr::new(a[24], a[25], a[26], a[27]),
-    })
-}
-
-/// The Internet checksum (RFC 1071) of `data`, folded, starting from `sum`.
-pub fn checksum(data: &[u8], mut sum: u32) -> u16 {
-    let mut c = data.chunks_exact(2);
-    for w in &mut c {
-        sum = sum.wrapping_add(u16::from_be_bytes([w[0], w[1]]) as u32);
-    }
-    if let [b] = c.remainder() {
-        sum = sum.wrapping_add((*b as u32) << 8);
-    }
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
-/// Sum of the IPv6 pseudo-header (for ICMPv6 / TCP / UDP checksums).
-pub fn pseudo_v6(src: &Ipv6Addr, dst: &Ipv6Addr, len: u32, nh: u8) -> u32 {
-    let mut s = 0u32;
-    for a in [src.octets(), dst.octets()] {
-        for w in a.chunks_exact(2) {
-            s = s.wrapping_add(u16::from_be_bytes([w[0], w[1]]) as u32);
-        }
-    }
-    s.wrapping_add(len >> 16).wrapping_add(len & 0xffff).wrapping_add(nh as u32)
+    };
+    let (sport, dport, flags) = match p.l4 {
+        L4::Tcp { src_port, dst_port, flags, .. } if ports => (src_port, dst_port, flags),
+        L4::Udp { src_port, dst_port, .. } if ports => (src_port, dst_port, 0),
+        _ => (0, 0, 0),
+    };
+    Frame::Ip(Ip { l3: p.l3_offset, len: p.l3_end - p.l3_offset, src, dst, proto, sport, dport, flags, fragment, tos })
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use keyplane_net::parse::{ETH_P_IPV4, ETH_P_IPV6};
 
     /// A TCP/IPv4 or TCP/IPv6 frame for tests (checksums not filled).
     pub fn tcp_frame(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, flags: u8, payload: usize) -> Vec<u8> {
@@ -239,7 +132,7 @@ pub(crate) mod tests {
         l4[13] = flags;
         match (src, dst) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
-                f.extend_from_slice(&ETH_IPV4.to_be_bytes());
+                f.extend_from_slice(&ETH_P_IPV4.to_be_bytes());
                 let mut h = [0u8; 20];
                 h[0] = 0x45;
                 h[2..4].copy_from_slice(&((20 + l4.len()) as u16).to_be_bytes());
@@ -247,12 +140,12 @@ pub(crate) mod tests {
                 h[9] = 6;
                 h[12..16].copy_from_slice(&s.octets());
                 h[16..20].copy_from_slice(&d.octets());
-                let c = checksum(&h, 0);
+                let c = keyplane_net::checksum::internet_checksum(&h);
                 h[10..12].copy_from_slice(&c.to_be_bytes());
                 f.extend_from_slice(&h);
             }
             (IpAddr::V6(s), IpAddr::V6(d)) => {
-                f.extend_from_slice(&ETH_IPV6.to_be_bytes());
+                f.extend_from_slice(&ETH_P_IPV6.to_be_bytes());
                 let mut h = [0u8; 40];
                 h[0] = 0x60;
                 h[4..6].copy_from_slice(&(l4.len() as u16).to_be_bytes());
@@ -293,6 +186,44 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn fragments_and_ipv6_extension_headers_keep_the_lb_view() {
+        let (s4, d4): (IpAddr, IpAddr) = ("198.18.1.2".parse().unwrap(), "198.18.100.1".parse().unwrap());
+        // IPv4 first fragment (MF, offset 0): a fragment, ports unknown, even with a whole TCP header.
+        let mut f = tcp_frame(s4, d4, 40000, 80, tcp::SYN, 0);
+        f[20] = 0x20;
+        let Frame::Ip(ip) = parse(&f) else { panic!() };
+        assert_eq!((ip.fragment, ip.proto, ip.sport, ip.dport, ip.flags), (true, 6, 0, 0, 0));
+        let (s6, d6): (IpAddr, IpAddr) = ("fd00::5".parse().unwrap(), "fd00:100::1".parse().unwrap());
+        let plain = tcp_frame(s6, d6, 1234, 443, tcp::SYN, 0);
+        // Insert an 8-byte extension header of type `nh` (pointing at TCP) after the IPv6 header.
+        let with = |nh: u8, hdr: [u8; 8]| {
+            let mut f = plain[..54].to_vec();
+            f[20] = nh;
+            f[18..20].copy_from_slice(&(28u16).to_be_bytes());
+            f.extend_from_slice(&hdr);
+            f.extend_from_slice(&plain[54..]);
+            f
+        };
+        // Hop-by-hop options: the LB sees protocol 0, no ports (not a VIP packet).
+        let Frame::Ip(ip) = parse(&with(0, [6, 0, 1, 4, 0, 0, 0, 0])) else { panic!() };
+        assert_eq!((ip.fragment, ip.proto, ip.sport, ip.dport, ip.len), (false, 0, 0, 0, 68));
+        // A fragment header (offset 0, M set): a fragment.
+        let Frame::Ip(ip) = parse(&with(44, [6, 0, 0, 1, 0, 0, 0, 9])) else { panic!() };
+        assert_eq!((ip.fragment, ip.proto, ip.sport, ip.dport), (true, 44, 0, 0));
+        // What the shared parser refuses is malformed: a TCP data offset of 4 words, three VLAN tags.
+        let mut bad = plain.clone();
+        bad[54 + 12] = 4 << 4;
+        assert_eq!(parse(&bad), Frame::Malformed);
+        let mut tagged = plain[..12].to_vec();
+        for _ in 0..3 {
+            tagged.extend_from_slice(&[0x81, 0, 0, 7]);
+        }
+        tagged.extend_from_slice(&plain[12..]);
+        assert_eq!(parse(&tagged), Frame::Malformed);
+        assert!(matches!(parse(&[tagged[..12].to_vec(), tagged[16..].to_vec()].concat()), Frame::Ip(_)));
+    }
+
+    #[test]
     fn every_truncation_is_malformed_not_a_panic() {
         let f = tcp_frame("198.18.1.2".parse().unwrap(), "198.18.100.1".parse().unwrap(), 1, 2, 0, 4);
         for n in 0..f.len() {
@@ -305,6 +236,6 @@ pub(crate) mod tests {
     #[test]
     fn checksum_of_a_header_with_its_checksum_is_zero() {
         let f = tcp_frame("198.18.1.2".parse().unwrap(), "198.18.100.1".parse().unwrap(), 1, 2, 0, 0);
-        assert_eq!(checksum(&f[14..34], 0), 0);
+        assert_eq!(keyplane_net::checksum::internet_checksum(&f[14..34]), 0);
     }
 }

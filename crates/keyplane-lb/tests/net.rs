@@ -343,7 +343,7 @@ fn syn_flood_is_bounded_and_established_connections_survive() {
                 f[26..30].copy_from_slice(&[198, 19, (i >> 8) as u8, i as u8]);
                 f[34..36].copy_from_slice(&((i >> 16) as u16 ^ 0x4000).to_be_bytes());
                 f[24..26].copy_from_slice(&[0, 0]);
-                let c = keyplane_lb::packet::checksum(&f[14..34], 0);
+                let c = keyplane_net::checksum::internet_checksum(&f[14..34]);
                 f[24..26].copy_from_slice(&c.to_be_bytes());
                 let _ = p.tx_stage(&f);
                 sent += 1;
