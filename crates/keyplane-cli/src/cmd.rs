@@ -23,6 +23,8 @@ pub enum Command {
     Update(UpdateArgs),
     /// Apply a delta stream (from `update`) to a blob.
     Apply(ApplyArgs),
+    /// Write a fresh lookup blob from a control state (recovery after a lost delta).
+    Export(crate::export::ExportArgs),
     /// Run a benchmark (`bench othello --keys 1M`) or the full report (`bench --report DIR`).
     Bench(BenchArgs),
     /// List the structures and their build options.
@@ -212,6 +214,7 @@ pub fn run(cmd: Command) -> Result<u8, CliError> {
         Command::Inspect(a) => inspect(&a),
         Command::Update(a) => update(&a).map(|_| 0),
         Command::Apply(a) => apply(&a).map(|_| 0),
+        Command::Export(a) => crate::export::export(&a),
         Command::Bench(a) => bench(&a),
         Command::Structures => {
             structures();
@@ -237,12 +240,12 @@ fn parse_opts(list: &[String]) -> Result<Opts, CliError> {
     Ok(o)
 }
 
-fn read_file(path: &str) -> Result<Vec<u8>, CliError> {
+pub(crate) fn read_file(path: &str) -> Result<Vec<u8>, CliError> {
     std::fs::read(path).map_err(|e| CliError::io(path, e))
 }
 
 /// Writes a file atomically (temporary file + rename).
-fn write_file(path: &str, bytes: &[u8]) -> Result<(), CliError> {
+pub(crate) fn write_file(path: &str, bytes: &[u8]) -> Result<(), CliError> {
     let tmp = format!("{path}.tmp{}", std::process::id());
     std::fs::write(&tmp, bytes).map_err(|e| CliError::io(path, e))?;
     std::fs::rename(&tmp, path).map_err(|e| {
@@ -275,6 +278,10 @@ pub struct Built {
 /// `keyplane build`.
 pub fn build(a: &BuildArgs) -> Result<Built, CliError> {
     let opts = parse_opts(&a.opts)?;
+    let mut outs = vec![("--out", a.out.as_str())];
+    outs.extend(a.control.as_deref().map(|c| ("--control", c)));
+    outs.extend(a.dump_keys.as_deref().map(|c| ("--dump-keys", c)));
+    crate::paths::refuse_same(&a.input.as_deref().map(|i| ("--input", i)).into_iter().collect::<Vec<_>>(), &outs)?;
     if !STRUCTURES.iter().any(|s| s.name == a.structure) {
         let names: Vec<&str> = STRUCTURES.iter().map(|s| s.name).collect();
         return Err(CliError::usage(&format!("unknown structure {:?} (known: {})", a.structure, names.join(", "))));
@@ -463,6 +470,9 @@ pub struct Updated {
 
 /// `keyplane update`.
 pub fn update(a: &UpdateArgs) -> Result<Updated, CliError> {
+    let mut ins = vec![("--control", a.control.as_str())];
+    ins.extend(a.ops.as_deref().map(|o| ("--ops", o)));
+    crate::paths::refuse_same(&ins, &[("--deltas", &a.deltas)])?;
     let bytes = read_file(&a.control)?;
     let mut st = State::from_bytes(&a.control, &bytes)?;
     let fmt = a.fmt.resolve()?;
@@ -498,14 +508,27 @@ pub fn update(a: &UpdateArgs) -> Result<Updated, CliError> {
     pb.finish();
     st.journal.extend(ops);
     st.export_sum = checksum(&ctl.export().to_bytes());
-    write_file(&a.deltas, &stream)?;
+    let out = crate::paths::fresh_delta_path(&a.deltas);
+    if out != a.deltas {
+        crate::warn::warn(&format!(
+            "{} already exists (deltas not applied yet?), so the new deltas went to {out}; apply the files in order: keyplane apply BLOB {} {out}",
+            a.deltas, a.deltas
+        ))?;
+    }
+    write_file(&out, &stream)?;
     write_file(&a.control, &st.to_bytes())?;
-    eprintln!("{deltas} delta(s), {} bytes → {}; table now holds {} keys", stream.len(), a.deltas, ctl.len());
+    eprintln!("{deltas} delta(s), {} bytes → {out}; table now holds {} keys", stream.len(), ctl.len());
     Ok(Updated { deltas, bytes: stream.len(), n: ctl.len() })
 }
 
 /// `keyplane apply`.
 pub fn apply(a: &ApplyArgs) -> Result<usize, CliError> {
+    let mut ins = vec![("BLOB", a.blob.as_str())];
+    ins.extend(a.deltas.iter().map(|d| ("DELTAS", d.as_str())));
+    crate::paths::refuse_same(&ins[1..], &[("BLOB", a.blob.as_str())])?;
+    if let Some(o) = &a.out {
+        crate::paths::refuse_same(&ins[1..], &[("--out", o)])?;
+    }
     let table = load_lookup(&a.blob)?;
     let mut applied = 0;
     for path in &a.deltas {

@@ -19,9 +19,12 @@
 #![deny(missing_docs)]
 
 mod cmd;
+mod export;
 mod input;
+mod paths;
 mod report;
 mod state;
+mod warn;
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -44,6 +47,9 @@ Exit codes:
 #[derive(Parser, Debug)]
 #[command(name = "keyplane", version, about = "Compact, fast, dynamic key→value lookup tables for network data planes", after_help = EXIT_CODES)]
 struct Cli {
+    /// Treat warnings (duplicate keys, empty input, a BOM, deleting absent keys, bad query lines) as errors (exit 3).
+    #[arg(long, global = true)]
+    strict: bool,
     #[command(subcommand)]
     cmd: cmd::Command,
 }
@@ -192,10 +198,15 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    match cmd::run(cli.cmd) {
+    warn::set_strict(cli.strict);
+    let res = cmd::run(cli.cmd);
+    if warn::count() > 0 {
+        eprintln!("keyplane: {} warning(s) (use --strict to make them errors)", warn::count());
+    }
+    match res {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("keyplane: {}", e.msg);
+            eprintln!("keyplane: {}", warn::clip(&e.msg));
             ExitCode::from(e.code)
         }
     }
