@@ -260,11 +260,13 @@ fn bad_blobs_deltas_and_usage() {
         4,
         &format!("{dl}: wrong kind of object: expected a lookup blob, found othello delta"),
     );
+    let blob2 = p(&d, "copy.kpl");
+    std::fs::copy(&blob, &blob2).unwrap();
     fails(
-        &run(&["apply", &blob, &blob]),
+        &run(&["apply", &blob, &blob2]),
         4,
         &format!(
-            "{blob}: frame 1 at byte offset 0: wrong kind of object: expected othello delta, found othello lookup"
+            "{blob2}: frame 1 at byte offset 0: wrong kind of object: expected othello delta, found othello lookup"
         ),
     );
     let dd = std::fs::read(&dl).unwrap();
