@@ -225,9 +225,7 @@ pub fn run(cmd: Command) -> Result<u8, CliError> {
 }
 
 fn count(s: &str, flag: &str) -> Result<usize, CliError> {
-    keyplane_bench::common::parse_num(s)
-        .map(|n| n as usize)
-        .ok_or_else(|| CliError::usage(&format!("{flag} {s}: not a number (examples: 1000, 64K, 1M)")))
+    crate::limits::count(s, flag)
 }
 
 fn parse_opts(list: &[String]) -> Result<Opts, CliError> {
@@ -289,10 +287,20 @@ pub fn build(a: &BuildArgs) -> Result<Built, CliError> {
     if !(1..=64).contains(&a.value_bits) {
         return Err(CliError::usage(&format!("--value-bits {}: must be between 1 and 64", a.value_bits)));
     }
+    let mut at = Vec::new();
     let items: Vec<(Vec<u8>, u64)> = match (&a.input, &a.generate) {
-        (Some(path), None) => input::read_items(path, &a.fmt.resolve()?, a.value_bits)?,
+        (Some(path), None) => {
+            if let Ok(m) = std::fs::metadata(path) {
+                crate::limits::check_memory(m.len() as u128 * 8, &format!("building from {path}"))?;
+            }
+            let fmt = a.fmt.resolve()?;
+            let items = input::read_items_at(path, &fmt, a.value_bits, &mut at)?;
+            crate::checks::check_items(path, &items, &at, fmt.key_width.is_some())?;
+            items
+        }
         (None, Some(n)) => {
             let n = count(n, "--generate")?;
+            crate::limits::check_memory(crate::limits::build_bytes(n, 16), &format!("--generate {n}"))?;
             let kt = KeyType::parse(&a.gen_key_type).map_err(|e| CliError::usage(&format!("--gen-key-type: {e}")))?;
             let sp = Progress::spinner("generating keys");
             let keys = gen_keys(kt, n, 1);
@@ -313,8 +321,10 @@ pub fn build(a: &BuildArgs) -> Result<Built, CliError> {
     };
     let sp = Progress::spinner(&format!("building {} over {} keys", a.structure, items.len()));
     let t = Instant::now();
-    let ctl = AnyControl::build(&a.structure, items.iter().map(|(k, v)| (k, *v)), a.value_bits, &opts)
-        .map_err(|e| CliError::lib(a.input.as_deref().unwrap_or(""), e))?;
+    let ctl =
+        AnyControl::build(&a.structure, items.iter().map(|(k, v)| (k, *v)), a.value_bits, &opts).map_err(|e| {
+            crate::checks::locate(a.input.as_deref().unwrap_or(""), &items, &at, a.fmt.key_width.is_some(), e)
+        })?;
     let build_s = t.elapsed().as_secs_f64();
     let table = ctl.export();
     let blob = table.to_bytes();
@@ -349,7 +359,7 @@ fn query_each(
     keys: &str,
     fmt: &Format,
     mut each: impl FnMut(&str, Option<u64>) -> Result<(), CliError>,
-) -> Result<(), CliError> {
+) -> Result<input::BadLines, CliError> {
     let reader = table.reader();
     input::read_keys(keys, fmt, |shown, k| each(shown, reader.get(k)))
 }
@@ -370,7 +380,7 @@ pub fn query(a: &QueryArgs) -> Result<u8, CliError> {
     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut absent = 0usize;
     let werr = |e: std::io::Error| CliError::io("<stdout>", e);
-    query_each(&table, &a.keys, &fmt, |shown, v| {
+    let bad = query_each(&table, &a.keys, &fmt, |shown, v| {
         let r = match (v, a.values_only) {
             (Some(v), true) => writeln!(out, "{v}"),
             (Some(v), false) => writeln!(out, "{shown}\t{v}"),
@@ -387,6 +397,7 @@ pub fn query(a: &QueryArgs) -> Result<u8, CliError> {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(werr(e)),
         _ => {}
     }
+    crate::warn::bad_lines(&bad)?;
     Ok(if a.checked && absent > 0 { 1 } else { 0 })
 }
 
@@ -494,11 +505,24 @@ pub fn update(a: &UpdateArgs) -> Result<Updated, CliError> {
     let pb = Progress::items("updating", Some(ops.len() as u64));
     let mut stream = Vec::new();
     let mut deltas = 0;
+    let mut logged = Vec::with_capacity(ops.len());
     for (i, op) in ops.iter().enumerate() {
         let where_ = || match (&a.ops, i) {
             (Some(p), _) => format!("{p}: operation {}", i + 1),
             (None, _) => format!("command-line operation {}", i + 1),
         };
+        if let Op::Del(k) = op
+            && ctl.get(k).is_none()
+        {
+            crate::warn::warn(&format!(
+                "{}: del {:?}: the key is not in the table; nothing deleted (not recorded)",
+                where_(),
+                String::from_utf8_lossy(k)
+            ))?;
+            pb.inc(1);
+            continue;
+        }
+        logged.push(op.clone());
         if let Some(d) = apply_op(&mut ctl, op).map_err(|e| CliError::lib(&where_(), e))? {
             stream.extend_from_slice(&d);
             deltas += 1;
@@ -506,7 +530,7 @@ pub fn update(a: &UpdateArgs) -> Result<Updated, CliError> {
         pb.inc(1);
     }
     pb.finish();
-    st.journal.extend(ops);
+    st.journal.extend(logged);
     st.export_sum = checksum(&ctl.export().to_bytes());
     let out = crate::paths::fresh_delta_path(&a.deltas);
     if out != a.deltas {
@@ -581,7 +605,14 @@ fn bench(a: &BenchArgs) -> Result<u8, CliError> {
             keyplane_bench::USAGE
         )));
     };
-    let args = keyplane_bench::common::Args::parse(&a.rest[1..]).map_err(|e| CliError::usage(&e))?;
+    let args = match keyplane_bench::cli::parse(name, &a.rest[1..]) {
+        Ok(args) => args,
+        Err(e) => {
+            let _ = e.print();
+            return Ok(if e.exit_code() == 0 { 0 } else { 2 });
+        }
+    };
+    let name = keyplane_bench::cli::canonical(name);
     let recs = match std::panic::catch_unwind(|| keyplane_bench::run(name, &args)) {
         Ok(Ok(r)) => r,
         Ok(Err(e)) if e.starts_with("unknown benchmark") => {
@@ -733,7 +764,7 @@ fn verify(blob: &str, keys: &str, fmt: &FormatArgs, want: impl Fn(usize) -> Opti
     let table = load_lookup(blob)?;
     let mut i = 0usize;
     let mut wrong = 0usize;
-    query_each(&table, keys, &fmt.resolve()?, |_, v| {
+    let _ = query_each(&table, keys, &fmt.resolve()?, |_, v| {
         if let Some(w) = want(i) {
             wrong += (v != Some(w)) as usize;
         }

@@ -18,9 +18,11 @@
 
 #![deny(missing_docs)]
 
+mod checks;
 mod cmd;
 mod export;
 mod input;
+mod limits;
 mod paths;
 mod report;
 mod state;

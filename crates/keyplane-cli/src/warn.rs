@@ -36,6 +36,24 @@ pub fn warn(msg: &str) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Reports the lines `query` skipped (up to five, then the count) and fails
+/// with exit 3 when there were any.
+pub fn bad_lines(bad: &crate::input::BadLines) -> Result<(), CliError> {
+    if bad.count == 0 {
+        return Ok(());
+    }
+    for l in &bad.first {
+        eprintln!("keyplane: {}", clip(l));
+    }
+    Err(CliError {
+        code: 3,
+        msg: format!(
+            "{} line(s) with a key that does not parse were skipped (every other key was answered; --strict stops at the first)",
+            bad.count
+        ),
+    })
+}
+
 /// Shortens every double-quoted run longer than [`QUOTE_MAX`] bytes to its
 /// first 80 bytes (on a character boundary) followed by `…" (N bytes)`, and
 /// any message longer than 1,000 bytes, so a huge key never floods stderr.

@@ -193,3 +193,268 @@ fn outputs_equal_to_inputs_are_refused() {
     assert_eq!(std::fs::read(d.join("fib.kpc")).unwrap(), before, "the control state was not touched");
     assert_eq!(std::fs::read_to_string(d.join("routes.tsv")).unwrap().lines().count(), 3);
 }
+
+/// One test per documented exit code (0..=8), each through the situation
+/// the table names.
+#[test]
+fn every_documented_exit_code() {
+    let d = dir("codes");
+    routes(&d);
+    // 0: success.
+    code(&run_in(&d, &["inspect", "fib.kpl"]), 0);
+    // 1: query --checked with an absent key.
+    code(&run_stdin(&d, &["query", "fib.kpl", "--key-format", "ipv4", "--checked"], b"10.9.9.9\n"), 1);
+    // 2: usage errors, including counts that do not fit and --generate garbage.
+    for args in [
+        &["frobnicate"][..],
+        &["build", "--generate", "99999999999999999999", "--out", "x.kpl"],
+        &["build", "--generate", "-5", "--out", "x.kpl"],
+        &["build", "-s", "nope", "--generate", "10", "--out", "x.kpl"],
+        &["build", "-l", "99", "--generate", "10", "--out", "x.kpl"],
+        &["update", "--control", "fib.kpc", "--set", "novalue", "--deltas", "z.kpd"],
+        &["bench", "othello", "--bogus"],
+        &["bench", "othello", "--value-bits", "99"],
+        &["bench", "othello", "--keys", "0"],
+        &["demo", "--keys", "0"],
+    ] {
+        code(&run_in(&d, args), 2);
+    }
+    // 3: a line that does not parse, and an over-long cuckoo key with its line number.
+    std::fs::write(d.join("bad.tsv"), "10.0.0.1\t5\nnot-an-ip\t1\n").unwrap();
+    let o = run_in(&d, &["build", "-i", "bad.tsv", "--key-format", "ipv4", "--out", "x.kpl"]);
+    code(&o, 3);
+    assert!(err(&o).contains("bad.tsv:2:"), "{}", err(&o));
+    let long = format!("a\t1\nb\t2\n{}\t3\n", "k".repeat(70_000));
+    std::fs::write(d.join("long.tsv"), long).unwrap();
+    let o = run_in(&d, &["build", "-s", "cuckoo", "-i", "long.tsv", "--out", "x.kpl"]);
+    code(&o, 3);
+    assert!(err(&o).contains("long.tsv:3: key too long"), "{}", err(&o));
+    assert!(err(&o).len() < 300, "the key is not echoed: {}", err(&o));
+    // 4: not a blob.
+    std::fs::write(d.join("junk.kpl"), b"hello").unwrap();
+    code(&run_in(&d, &["inspect", "junk.kpl"]), 4);
+    // 5: a delta out of order.
+    code(
+        &run_in(
+            &d,
+            &["update", "--control", "fib.kpc", "--set", "10.0.0.3=9", "--key-format", "ipv4", "--deltas", "a.kpd"],
+        ),
+        0,
+    );
+    code(
+        &run_in(
+            &d,
+            &["update", "--control", "fib.kpc", "--set", "10.0.0.8=9", "--key-format", "ipv4", "--deltas", "b.kpd"],
+        ),
+        0,
+    );
+    code(&run_in(&d, &["apply", "fib.kpl", "b.kpd"]), 5);
+    // 6: I/O.
+    code(&run_in(&d, &["query", "missing.kpl"]), 6);
+    code(&run_in(&d, &["build", "--generate", "10", "--out", "no/such/dir/x.kpl"]), 6);
+    // 7: value too wide (file, --set, binary record) and a build larger than memory.
+    std::fs::write(d.join("wide.tsv"), "a\t1\nb\t256\n").unwrap();
+    let o = run_in(&d, &["build", "-i", "wide.tsv", "-l", "8", "--out", "x.kpl"]);
+    code(&o, 7);
+    assert!(err(&o).contains("wide.tsv:2: value 256 does not fit in 8 value bits"), "{}", err(&o));
+    code(
+        &run_in(
+            &d,
+            &["update", "--control", "fib.kpc", "--set", "10.0.0.9=300", "--key-format", "ipv4", "--deltas", "w.kpd"],
+        ),
+        7,
+    );
+    std::fs::write(d.join("rec.bin"), [1u8, 2, 0xff, 0xff]).unwrap();
+    code(
+        &run_in(&d, &["build", "-i", "rec.bin", "--key-width", "2", "--value-bytes", "2", "-l", "8", "--out", "x.kpl"]),
+        7,
+    );
+    let o = run_in(&d, &["build", "--generate", "1T", "--out", "x.kpl"]);
+    code(&o, 7);
+    assert!(err(&o).contains("of memory, but only"), "{}", err(&o));
+    // 8: a benchmark that cannot run (a run error, not a usage error).
+    let o = run_in(&d, &["bench", "cfw", "--value-bits", "64", "--keys", "100", "--core"]);
+    code(&o, 8);
+    assert!(err(&o).contains("cfw needs --value-bits"), "{}", err(&o));
+}
+
+#[test]
+fn warnings_are_counted_and_fatal_only_with_strict() {
+    let d = dir("warn");
+    routes(&d);
+    // Duplicate keys: count and line numbers; last value wins.
+    std::fs::write(d.join("dup.tsv"), "a\t1\nb\t2\na\t3\nb\t4\nc\t5\n").unwrap();
+    let o = run_in(&d, &["build", "-i", "dup.tsv", "-O", "filtered=8", "--out", "dup.kpl"]);
+    code(&o, 0);
+    assert!(
+        err(&o).contains("2 duplicate key(s), the last value of each wins (line 3 repeats 1, line 4 repeats 2)"),
+        "{}",
+        err(&o)
+    );
+    assert!(err(&o).contains("keyplane: 1 warning(s)"), "{}", err(&o));
+    let o = run_stdin(&d, &["query", "dup.kpl", "--values-only"], b"a\nb\n");
+    assert_eq!(out(&o), "3\n4\n");
+    code(&run_in(&d, &["build", "--strict", "-i", "dup.tsv", "--out", "dup2.kpl"]), 3);
+    assert!(!d.join("dup2.kpl").exists());
+    // Empty input.
+    std::fs::write(d.join("empty.tsv"), "# nothing\n").unwrap();
+    let o = run_in(&d, &["build", "-i", "empty.tsv", "--out", "e.kpl"]);
+    code(&o, 0);
+    assert!(err(&o).contains("empty.tsv: no keys"), "{}", err(&o));
+    code(&run_in(&d, &["build", "-i", "empty.tsv", "--out", "e.kpl", "--strict"]), 3);
+    // A BOM is stripped: the first key is "a", not "\u{feff}a".
+    std::fs::write(d.join("bom.tsv"), "\u{feff}a\t7\nb\t8\n").unwrap();
+    let o = run_in(&d, &["build", "-i", "bom.tsv", "-s", "cuckoo", "--out", "bom.kpl"]);
+    code(&o, 0);
+    assert!(err(&o).contains("byte-order mark"), "{}", err(&o));
+    assert_eq!(out(&run_stdin(&d, &["query", "bom.kpl", "--values-only"], b"a\n")), "7\n");
+    // Deleting an absent key: warned, not recorded in the journal.
+    let o = run_in(
+        &d,
+        &["update", "--control", "fib.kpc", "--del", "10.0.0.77", "--key-format", "ipv4", "--deltas", "x.kpd"],
+    );
+    code(&o, 0);
+    assert!(err(&o).contains("the key is not in the table; nothing deleted"), "{}", err(&o));
+    let ins = out(&run_in(&d, &["inspect", "fib.kpc"]));
+    assert!(ins.contains("journal ops:      0"), "{ins}");
+    // Query continues past bad lines, reports them at the end (exit 3); --strict stops at the first.
+    let o = run_stdin(
+        &d,
+        &["query", "fib.kpl", "--key-format", "ipv4", "--values-only"],
+        b"10.0.0.1\nbad\n10.0.0.2\nworse\n",
+    );
+    code(&o, 3);
+    assert_eq!(out(&o), "5\n7\n");
+    assert!(err(&o).contains("<stdin>:2:") && err(&o).contains("<stdin>:4:"), "{}", err(&o));
+    assert!(err(&o).contains("2 line(s) with a key that does not parse were skipped"), "{}", err(&o));
+    let o = run_stdin(
+        &d,
+        &["query", "--strict", "fib.kpl", "--key-format", "ipv4", "--values-only"],
+        b"10.0.0.1\nbad\n10.0.0.2\n",
+    );
+    code(&o, 3);
+    assert_eq!(out(&o), "5\n");
+    // A 100 KB key is quoted with at most 80 bytes.
+    let big = format!("{}\n", "9".repeat(100_000));
+    let o = run_stdin(&d, &["query", "fib.kpl", "--key-format", "ipv4"], big.as_bytes());
+    code(&o, 3);
+    assert!(err(&o).len() < 600, "{} bytes of stderr", err(&o).len());
+    assert!(err(&o).contains(&format!("\"{}…\" (100000 bytes)", "9".repeat(80))), "{}", err(&o));
+}
+
+#[test]
+fn bench_flags_are_parsed_like_the_cli() {
+    let d = dir("bench");
+    let o = run_in(&d, &["bench", "othello", "--help"]);
+    code(&o, 0);
+    assert!(out(&o).contains("--keys") && out(&o).contains("--fingerprint-bits"), "{}", out(&o));
+    assert!(!err(&o).contains("generated"), "help ran nothing: {}", err(&o));
+    let o = run_in(&d, &["bench", "othello", "--bogus"]);
+    code(&o, 2);
+    assert!(err(&o).contains("--bogus"), "{}", err(&o));
+    let o = run_in(&d, &["bench", "othello", "--value-bits", "99"]);
+    code(&o, 2);
+    assert!(err(&o).contains("1..=64"), "{}", err(&o));
+    let o = run_in(&d, &["bench", "othello", "--keys", "0"]);
+    code(&o, 2);
+    assert!(err(&o).contains("at least 1"), "{}", err(&o));
+    code(&run_in(&d, &["bench", "nosuch"]), 2);
+    // The alias and the documented name run the same benchmark.
+    let o = run_in(&d, &["bench", "pkcuckoo", "--help"]);
+    code(&o, 0);
+    assert!(out(&o).contains("partial-key cuckoo"), "{}", out(&o));
+}
+
+/// A bounded sweep over argument vectors for every subcommand: flags with
+/// odd values (empty, huge, negative, zero, garbage, paths to missing and
+/// wrong files). No run may panic (exit 101, a "panicked" message) or leave
+/// an undocumented exit code.
+#[test]
+fn argument_sweep_never_panics_and_uses_documented_codes() {
+    let d = dir("sweep");
+    routes(&d);
+    std::fs::write(d.join("junk"), b"KPCS\x01\x00garbage").unwrap();
+    let values = [
+        "",
+        "0",
+        "1",
+        "-1",
+        "99999999999999999999",
+        "1e308",
+        "NaN",
+        "20M",
+        "x",
+        "fib.kpl",
+        "fib.kpc",
+        "junk",
+        "missing",
+        "routes.tsv",
+        "\u{feff}",
+        "a=b",
+        "10.0.0.1=5",
+    ];
+    let subs: &[(&str, &[&str])] = &[
+        (
+            "build",
+            &[
+                "-s",
+                "-l",
+                "-O",
+                "-i",
+                "--generate",
+                "--gen-key-type",
+                "--key-format",
+                "--format",
+                "--key-width",
+                "--value-bytes",
+                "--out",
+                "--control",
+            ],
+        ),
+        ("query", &["--keys", "--key-format", "--format", "--key-width", "--value-bytes"]),
+        ("inspect", &[]),
+        ("update", &["--control", "--ops", "--set", "--del", "--key-format", "--deltas"]),
+        ("apply", &["--out"]),
+        ("export", &["--control", "--out"]),
+        ("demo", &["--keys", "--value-bits", "-s"]),
+        ("bench", &["--scale", "--only", "--keys", "--value-bits", "--threads", "--key-type", "--fingerprint-bits"]),
+        ("structures", &[]),
+    ];
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut rnd = |m: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % m as u64) as usize
+    };
+    let mut runs = 0;
+    for (sub, flags) in subs {
+        for _ in 0..14 {
+            let mut args: Vec<String> = vec![sub.to_string()];
+            if *sub == "bench" && rnd(2) == 0 {
+                args.push(["othello", "cuckoo-partial", "lb", "nope"][rnd(4)].to_string());
+            }
+            if matches!(*sub, "query" | "apply" | "inspect") {
+                args.push(values[rnd(values.len())].to_string());
+            }
+            for _ in 0..rnd(4) {
+                if !flags.is_empty() {
+                    args.push(flags[rnd(flags.len())].to_string());
+                }
+                args.push(values[rnd(values.len())].to_string());
+            }
+            // Keep generated and benchmark sizes small: the sweep is about argument handling.
+            if matches!(*sub, "build" | "demo" | "bench")
+                && args.iter().any(|a| a == "20M" || a == "--scale" || a == "--only")
+            {
+                continue;
+            }
+            let o = Command::new(bin()).current_dir(&d).args(&args).stdin(Stdio::null()).output().unwrap();
+            let c = o.status.code();
+            assert!(matches!(c, Some(0..=8)), "{args:?}: exit {c:?}\n{}", err(&o));
+            assert!(!err(&o).contains("panicked") && !err(&o).contains("overflow"), "{args:?}: {}", err(&o));
+            runs += 1;
+        }
+    }
+    assert!(runs > 80, "{runs} runs");
+}
