@@ -24,14 +24,14 @@ mod export;
 mod input;
 mod limits;
 mod paths;
+mod progress;
 mod report;
 mod state;
 mod warn;
 
 use clap::Parser;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+pub use progress::Progress;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -111,78 +111,6 @@ impl CliError {
 
 fn shown(path: &str) -> &str {
     if path == "-" { "<stdin>" } else { path }
-}
-
-/// A progress bar that stays hidden for the first second, and entirely when
-/// stderr is not a terminal, so quick commands and scripts print nothing.
-pub struct Progress {
-    pb: ProgressBar,
-    start: Instant,
-    shown: std::cell::Cell<bool>,
-}
-
-impl Progress {
-    fn new(what: &str, len: Option<u64>, template: &str) -> Self {
-        let pb = ProgressBar::with_draw_target(len, ProgressDrawTarget::hidden());
-        let style = if len.is_some() {
-            ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar())
-        } else {
-            ProgressStyle::with_template("{spinner} {msg} {elapsed}")
-                .unwrap_or_else(|_| ProgressStyle::default_spinner())
-        };
-        pb.set_style(style.progress_chars("=> "));
-        pb.set_message(what.to_string());
-        Self { pb, start: Instant::now(), shown: std::cell::Cell::new(false) }
-    }
-    /// A bar over bytes of a file.
-    pub fn bytes(what: &str, len: Option<u64>) -> Self {
-        Self::new(what, len, "{msg} [{bar:40}] {bytes}/{total_bytes} {eta}")
-    }
-    /// A bar over items.
-    pub fn items(what: &str, len: Option<u64>) -> Self {
-        Self::new(what, len, "{msg} [{bar:40}] {pos}/{len} {eta}")
-    }
-    /// A spinner for a step of unknown length (ticks in the background).
-    pub fn spinner(what: &str) -> Self {
-        let p = Self::new(what, None, "");
-        p.pb.enable_steady_tick(Duration::from_millis(200));
-        let pb = p.pb.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_secs(1));
-            if !pb.is_finished() {
-                pb.set_draw_target(ProgressDrawTarget::stderr());
-            }
-        });
-        p
-    }
-    fn reveal(&self) {
-        if !self.shown.get() && self.start.elapsed() > Duration::from_secs(1) {
-            self.shown.set(true);
-            self.pb.set_draw_target(ProgressDrawTarget::stderr());
-        }
-    }
-    /// Advances by `n`.
-    pub fn inc(&self, n: u64) {
-        self.pb.inc(n);
-        if !self.shown.get() {
-            self.reveal();
-        }
-    }
-    /// Sets the message.
-    pub fn message(&self, m: String) {
-        self.reveal();
-        self.pb.set_message(m);
-    }
-    /// Removes the bar.
-    pub fn finish(&self) {
-        self.pb.finish_and_clear();
-    }
-}
-
-impl Drop for Progress {
-    fn drop(&mut self) {
-        self.pb.finish_and_clear();
-    }
 }
 
 fn main() -> ExitCode {

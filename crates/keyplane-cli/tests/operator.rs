@@ -458,3 +458,41 @@ fn argument_sweep_never_panics_and_uses_documented_codes() {
     }
     assert!(runs > 80, "{runs} runs");
 }
+
+#[test]
+fn progress_lines_when_stderr_is_not_a_terminal() {
+    let d = dir("progress");
+    let keys: String = (0..200_000u64).map(|i| format!("{i}\t{}\n", i % 2)).collect();
+    std::fs::write(d.join("k.tsv"), keys).unwrap();
+    let o = Command::new(bin())
+        .current_dir(&d)
+        .env("KEYPLANE_PROGRESS_EVERY", "0.05")
+        .args(["build", "-i", "k.tsv", "--key-format", "u64", "-l", "1", "--out", "k.kpl"])
+        .output()
+        .unwrap();
+    code(&o, 0);
+    let e = err(&o);
+    let lines: Vec<&str> = e
+        .lines()
+        .filter(|l| l.starts_with("keyplane: reading keys: ") || l.starts_with("keyplane: building "))
+        .collect();
+    assert!(!lines.is_empty(), "no progress lines: {e}");
+    for l in e.lines().filter(|l| l.starts_with("keyplane: reading keys: ")) {
+        assert!(l.contains("% (") && l.contains(" elapsed"), "{l}");
+    }
+    // Quick work prints none at the default period.
+    let o = run_in(&d, &["build", "--generate", "100", "--out", "s.kpl"]);
+    code(&o, 0);
+    assert!(!err(&o).contains("elapsed"), "{}", err(&o));
+}
+
+#[test]
+fn counts_take_decimal_and_binary_suffixes() {
+    let d = dir("counts");
+    let o = run_in(&d, &["build", "--generate", "2K", "--out", "a.kpl"]);
+    code(&o, 0);
+    assert!(err(&o).contains("over 2000 keys"), "{}", err(&o));
+    let o = run_in(&d, &["build", "--generate", "2Ki", "--out", "b.kpl"]);
+    code(&o, 0);
+    assert!(err(&o).contains("over 2048 keys"), "{}", err(&o));
+}
