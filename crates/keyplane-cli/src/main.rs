@@ -18,6 +18,7 @@
 
 #![deny(missing_docs)]
 
+mod approx;
 mod checks;
 mod cmd;
 mod export;

@@ -496,3 +496,35 @@ fn counts_take_decimal_and_binary_suffixes() {
     code(&o, 0);
     assert!(err(&o).contains("over 2048 keys"), "{}", err(&o));
 }
+
+#[test]
+fn demo_runs_for_every_structure() {
+    let d = dir("demo");
+    let list = out(&run_in(&d, &["structures"]));
+    let names: Vec<&str> =
+        list.lines().filter(|l| !l.starts_with(' ')).filter_map(|l| l.split_whitespace().next()).collect();
+    assert!(names.contains(&"lb") && names.contains(&"cuckoo-partial"), "{list}");
+    // Aligned: every summary starts in the same column.
+    let cols: std::collections::BTreeSet<usize> = list
+        .lines()
+        .filter(|l| !l.starts_with(' '))
+        .map(|l| {
+            l.find(|c: char| c.is_whitespace()).unwrap() + l[l.find(' ').unwrap()..].len()
+                - l[l.find(' ').unwrap()..].trim_start().len()
+        })
+        .collect();
+    assert_eq!(cols.len(), 1, "{list}");
+    for s in names.iter().filter(|s| **s != "lb") {
+        let o = run_in(&d, &["demo", "-s", s, "--keys", "4K"]);
+        code(&o, 0);
+        assert!(out(&o).contains("demo OK"), "{s}: {}", out(&o));
+        if matches!(*s, "bfw" | "cuckoo-partial") {
+            assert!(
+                out(&o).contains("approximately by design") && out(&o).contains("documented rate"),
+                "{s}: {}",
+                out(&o)
+            );
+        }
+    }
+    code(&run_in(&d, &["demo", "-s", "nope", "--keys", "10"]), 2);
+}
