@@ -27,8 +27,8 @@ pub fn documented_rate(structure: &str, value_bits: u32) -> Option<(f64, &'stati
 }
 
 /// Passes exact structures only with 0 wrong answers; approximate ones when
-/// the wrong fraction stays within their documented rate (4× plus 10 keys of
-/// slack for sampling), printing the comparison. Exit 8 otherwise.
+/// the wrong fraction stays within their documented rate (4× an expected
+/// rate, 1× an upper bound, plus 10 keys of slack for sampling), printing the comparison. Exit 8 otherwise.
 pub fn judge(structure: &str, value_bits: u32, wrong: usize, checked: usize, stage: &str) -> Result<(), CliError> {
     let Some((rate, doc)) = documented_rate(structure, value_bits) else {
         if wrong > 0 {
@@ -37,7 +37,9 @@ pub fn judge(structure: &str, value_bits: u32, wrong: usize, checked: usize, sta
         return Ok(());
     };
     let frac = wrong as f64 / checked.max(1) as f64;
-    let allowed = (rate * 4.0 * checked as f64 + 10.0).min(checked as f64);
+    // bfw's figure is already an upper bound; the cuckoo one an expectation.
+    let slack = if structure == "bfw" { 1.0 } else { 4.0 };
+    let allowed = (rate * slack * checked as f64 + 10.0).min(checked as f64);
     println!(
         "  {structure} answers valid keys approximately by design: {wrong} of {checked} wrong ({:.4} %), documented rate {:.4} % — {doc}",
         frac * 100.0,
