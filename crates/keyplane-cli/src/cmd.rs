@@ -124,6 +124,9 @@ pub struct QueryArgs {
     /// Print only the values.
     #[arg(long)]
     values_only: bool,
+    /// Longest-prefix match by name components (fht; keys with --key-format name).
+    #[arg(long)]
+    lpm: bool,
 }
 
 /// `keyplane inspect`.
@@ -358,10 +361,20 @@ fn query_each(
     table: &AnyLookup,
     keys: &str,
     fmt: &Format,
+    each: impl FnMut(&str, Option<u64>) -> Result<(), CliError>,
+) -> Result<input::BadLines, CliError> {
+    query_each_lpm(table, keys, fmt, false, each)
+}
+
+fn query_each_lpm(
+    table: &AnyLookup,
+    keys: &str,
+    fmt: &Format,
+    lpm: bool,
     mut each: impl FnMut(&str, Option<u64>) -> Result<(), CliError>,
 ) -> Result<input::BadLines, CliError> {
     let reader = table.reader();
-    input::read_keys(keys, fmt, |shown, k| each(shown, reader.get(k)))
+    input::read_keys(keys, fmt, |shown, k| each(shown, if lpm { crate::lpm::get(&reader, k) } else { reader.get(k) }))
 }
 
 /// `keyplane query`.
@@ -380,7 +393,10 @@ pub fn query(a: &QueryArgs) -> Result<u8, CliError> {
     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut absent = 0usize;
     let werr = |e: std::io::Error| CliError::io("<stdout>", e);
-    let bad = query_each(&table, &a.keys, &fmt, |shown, v| {
+    if a.lpm {
+        crate::lpm::check(&table, &a.blob)?;
+    }
+    let bad = query_each_lpm(&table, &a.keys, &fmt, a.lpm, |shown, v| {
         let r = match (v, a.values_only) {
             (Some(v), true) => writeln!(out, "{v}"),
             (Some(v), false) => writeln!(out, "{shown}\t{v}"),

@@ -24,6 +24,7 @@ mod cmd;
 mod export;
 mod input;
 mod limits;
+mod lpm;
 mod paths;
 mod progress;
 mod report;

@@ -30,7 +30,7 @@ fn run_stdin(d: &Path, args: &[&str], input: &[u8]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    c.stdin.take().unwrap().write_all(input).unwrap();
+    let _ = c.stdin.take().unwrap().write_all(input); // the command may refuse before reading
     c.wait_with_output().unwrap()
 }
 
@@ -527,4 +527,25 @@ fn demo_runs_for_every_structure() {
         }
     }
     code(&run_in(&d, &["demo", "-s", "nope", "--keys", "10"]), 2);
+}
+
+#[test]
+fn query_lpm_on_name_tables() {
+    let d = dir("lpm");
+    std::fs::write(d.join("names.tsv"), "/com\t1\n/com/example/www\t3\n/org/x\t4\n").unwrap();
+    code(&run_in(&d, &["build", "-s", "fht", "-i", "names.tsv", "--key-format", "name", "--out", "n.kpl"]), 0);
+    let q = b"/com/example/www/x\n/com/example/mail\n/net/y\nwww.example.com\n";
+    let o = run_stdin(&d, &["query", "n.kpl", "--key-format", "name", "--lpm"], q);
+    code(&o, 0);
+    assert_eq!(out(&o), "/com/example/www/x\t3\n/com/example/mail\t1\n/net/y\t-\nwww.example.com\t3\n");
+    // Without --lpm the match is exact.
+    let o = run_stdin(&d, &["query", "n.kpl", "--key-format", "name", "--values-only"], b"/com/example/www/x\n");
+    assert_eq!(out(&o), "-\n");
+    // Tables that cannot do it are refused with a usage error.
+    code(&run_in(&d, &["build", "-s", "fpt", "-i", "names.tsv", "--key-format", "name", "--out", "p.kpl"]), 0);
+    let o = run_stdin(&d, &["query", "p.kpl", "--key-format", "name", "--lpm"], q);
+    code(&o, 2);
+    assert!(err(&o).contains("speculative"), "{}", err(&o));
+    code(&run_in(&d, &["build", "--generate", "10", "--out", "o.kpl"]), 0);
+    code(&run_stdin(&d, &["query", "o.kpl", "--lpm"], b"x\n"), 2);
 }
