@@ -9,11 +9,11 @@
 //! | 0 | success |
 //! | 1 | `query --checked`: at least one key was absent |
 //! | 2 | usage error: unknown command, flag, structure or option |
-//! | 3 | bad input file: a key, value or operation line that does not parse (the message names file and line or byte offset) |
+//! | 3 | bad input file: a key, value or operation line that does not parse, a key too long for the structure (the message names file and line or byte offset); a warning under `--strict` |
 //! | 4 | bad blob, delta or control-state file: not keyplane, corrupted, wrong kind, unsupported |
 //! | 5 | a delta does not fit the table (out of order, other table) |
 //! | 6 | I/O error (file missing, unreadable, unwritable) |
-//! | 7 | the table refused an operation (value too wide, construction failed, capacity) |
+//! | 7 | the table refused an operation (value too wide, construction failed, capacity), or a build would need more memory than is available |
 //! | 8 | `demo` verification or `bench` failed |
 
 #![deny(missing_docs)]
@@ -40,18 +40,20 @@ Exit codes:
   0  success
   1  query --checked: at least one key was absent
   2  usage error (unknown command, flag, structure or option)
-  3  bad input file (names the file and the line or byte offset)
+  3  bad input file (names the file and the line or byte offset; also a key too long for
+     the structure, query lines that did not parse, and any warning under --strict)
   4  bad blob, delta or control-state file (not keyplane, corrupted, wrong kind, unsupported)
   5  a delta does not fit the table (out of order or from another table)
   6  I/O error
-  7  the table refused an operation (value too wide, construction failed, capacity)
+  7  the table refused an operation (value too wide, construction failed, capacity), or a
+     build would need more memory than is available
   8  demo verification or benchmark failed";
 
 /// The keyplane command-line tool.
 #[derive(Parser, Debug)]
 #[command(name = "keyplane", version, about = "Compact, fast, dynamic key→value lookup tables for network data planes", after_help = EXIT_CODES)]
 struct Cli {
-    /// Treat warnings (duplicate keys, empty input, a BOM, deleting absent keys, bad query lines) as errors (exit 3).
+    /// Treat warnings (duplicate keys, empty input, a BOM, deleting absent keys, an existing delta file) as errors (exit 3); query stops at the first bad line.
     #[arg(long, global = true)]
     strict: bool,
     #[command(subcommand)]
