@@ -142,6 +142,17 @@ pub fn canonical(name: &str) -> &str {
     }
 }
 
+/// A benchmark's peak bytes per key (keys, queries, the structure and its
+/// baselines); 16M keys peak near 4 GB.
+const BYTES_PER_KEY: u128 = 200;
+
+/// `MemAvailable` from /proc/meminfo, in bytes.
+fn mem_available() -> Option<u64> {
+    let m = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let l = m.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    l.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kb| kb.saturating_mul(1024))
+}
+
 fn check_value(name: &'static str) -> impl Fn(&str) -> Result<String, String> + Clone + Send + Sync + 'static {
     move |v: &str| {
         let nums = |v: &str| -> Result<Vec<u64>, String> {
@@ -153,6 +164,11 @@ fn check_value(name: &'static str) -> impl Fn(&str) -> Result<String, String> + 
             "keys" => match parse_num(v) {
                 Some(0) => Err("must be at least 1".into()),
                 Some(n) if n > 1 << 34 => Err(format!("{n} keys is more than this harness generates (at most 2^34)")),
+                Some(n) if mem_available().is_some_and(|m| n as u128 * BYTES_PER_KEY > m as u128) => Err(format!(
+                    "{n} keys need about {:.1} GB, more than the {:.1} GB available (MemAvailable)",
+                    n as f64 * BYTES_PER_KEY as f64 / 1e9,
+                    mem_available().unwrap_or(0) as f64 / 1e9
+                )),
                 Some(_) => Ok(v.to_string()),
                 None => Err(format!("{v:?} is not a count (1000, 64K, 1M, 1Mi)")),
             },
@@ -261,6 +277,7 @@ mod tests {
             &["--value-bits", "0"],
             &["--keys", "0"],
             &["--keys", "99999999999999999999"],
+            &["--keys", "16G"],
             &["--dist", "pareto"],
             &["--json", "extra"],
         ] {

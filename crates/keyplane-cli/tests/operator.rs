@@ -359,6 +359,10 @@ fn bench_flags_are_parsed_like_the_cli() {
     code(&o, 2);
     assert!(err(&o).contains("at least 1"), "{}", err(&o));
     code(&run_in(&d, &["bench", "nosuch"]), 2);
+    // More keys than memory allows: refused before any allocation.
+    let o = run_in(&d, &["bench", "othello", "--keys", "10G"]);
+    code(&o, 2);
+    assert!(err(&o).contains("available (MemAvailable)"), "{}", err(&o));
     // The alias and the documented name run the same benchmark.
     let o = run_in(&d, &["bench", "pkcuckoo", "--help"]);
     code(&o, 0);
