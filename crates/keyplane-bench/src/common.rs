@@ -54,19 +54,38 @@ impl Args {
     }
 }
 
-/// Parses `123`, `16M`, `4K`, `2G`, `1e6`.
+/// Parses a count: `123`, `1e6`, `1.5M`, with decimal suffixes `K` (10^3),
+/// `M` (10^6), `G` (10^9), `T` (10^12) and binary ones `Ki`, `Mi`, `Gi`,
+/// `Ti` (2^10 ...), case-insensitive; `20M` = 20,000,000, `20Mi` =
+/// 20,971,520. `None` for anything else, negative numbers and counts that do
+/// not fit in 64 bits.
 pub fn parse_num(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let (num, mul) = match s.chars().last()? {
-        'K' | 'k' => (&s[..s.len() - 1], 1u64 << 10),
-        'M' | 'm' => (&s[..s.len() - 1], 1 << 20),
-        'G' | 'g' => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    if let Ok(v) = num.parse::<u64>() {
-        return Some(v * mul);
+    let s = s.trim().replace('_', "");
+    let lower = s.to_ascii_lowercase();
+    let suffixes: [(&str, u64); 8] = [
+        ("ki", 1 << 10),
+        ("mi", 1 << 20),
+        ("gi", 1 << 30),
+        ("ti", 1 << 40),
+        ("k", 1_000),
+        ("m", 1_000_000),
+        ("g", 1_000_000_000),
+        ("t", 1_000_000_000_000),
+    ];
+    let (num, mul) = suffixes
+        .iter()
+        .find_map(|(suf, m)| lower.strip_suffix(suf).map(|n| (n.to_string(), *m)))
+        .unwrap_or((lower.clone(), 1));
+    if num.is_empty() || num.starts_with('-') || num.starts_with('+') {
+        return None;
     }
-    num.parse::<f64>().ok().map(|f| (f * mul as f64) as u64)
+    if let Ok(v) = num.parse::<u64>() {
+        return v.checked_mul(mul);
+    }
+    let f = num.parse::<f64>().ok()?;
+    let x = f * mul as f64;
+    // 2^64 is the first float that does not fit.
+    ((0.0..18_446_744_073_709_551_616.0).contains(&x) && x.fract() == 0.0).then_some(x as u64)
 }
 
 /// Key shapes the benchmarks generate.

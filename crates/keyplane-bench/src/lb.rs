@@ -779,7 +779,7 @@ fn summary(out: &[Record]) {
         "memory MB",
         "ns/lookup",
         "Mlookup/s",
-        "Mlookup/s 2t",
+        "Mlookup/s Nt",
         "tracked mv",
         "fresh mv",
         "resp ms",
@@ -792,8 +792,11 @@ fn summary(out: &[Record]) {
             r.0["structure"].as_str().unwrap_or(""),
             r.num("memory_bytes").map_or("–".into(), |m| format!("{:.2}", m / 1e6)),
             f("lookup_ns"),
-            f("lookup_cpu_ns"),
-            r.num("lookups_per_s_2t").map_or("–".into(), |x| format!("{:.1}", x / 1e6)),
+            r.num("lookups_per_s_1t").map_or("–".into(), |x| format!("{:.3}", x / 1e6)),
+            r.num("threads")
+                .and_then(|t| r.num(&format!("lookups_per_s_{t}t")))
+                .or_else(|| r.num("lookups_per_s_2t"))
+                .map_or("–".into(), |x| format!("{:.1}", x / 1e6)),
             f("tracked_moved_fraction"),
             f("stateless_moved_fraction"),
             f("response_ms_median"),

@@ -2,6 +2,7 @@
 //! [`common`]. The `keyplane-bench` binary dispatches to them.
 
 pub mod cfw;
+pub mod cli;
 pub mod common;
 pub mod cuckoo;
 pub mod hashes;
@@ -14,7 +15,7 @@ pub mod setsep;
 use common::{Args, Record};
 
 /// Usage line.
-pub const USAGE: &str = "usage: keyplane-bench <othello|ludo|cuckoo|pkcuckoo|cfw|bfw|setsep|fht|fpt|lb|hash> \
+pub const USAGE: &str = "usage: keyplane-bench <othello|ludo|cuckoo|cuckoo-partial (alias pkcuckoo)|cfw|bfw|setsep|fht|fpt|lb|hash> \
 [--keys N] [--value-bits L] [--key-type u64|mac|ipv4|ipv6|fivetuple|name] [--threads T] [--updates N] \
 [--dist uniform|zipf] [--zipf-s S] [--core] [--json]\n\
   --core: the common measurements at --keys only (no paper tables or sweeps at other sizes; lb: one round)";
@@ -26,7 +27,7 @@ pub fn run(cmd: &str, args: &Args) -> Result<Vec<Record>, String> {
         "cfw" => cfw::run(args),
         "bfw" => cfw::run_bfw(args),
         "cuckoo" => cuckoo::run(args),
-        "pkcuckoo" => cuckoo::run_partial(args),
+        "pkcuckoo" | "cuckoo-partial" => cuckoo::run_partial(args),
         "ludo" => ludo::run(args),
         "setsep" => setsep::run(args),
         "hash" => hashes::run(args),

@@ -3,7 +3,7 @@
 //! Every run measures the structure and same-run baselines on the same keys
 //! and prints one JSON object per measurement (`--json`) and a table.
 
-use keyplane_bench::common::{Args, emit};
+use keyplane_bench::common::emit;
 use keyplane_bench::{USAGE, run};
 
 fn main() {
@@ -16,13 +16,14 @@ fn main() {
         println!("{USAGE}");
         return;
     }
-    let args = match Args::parse(&argv[1..]) {
+    let args = match keyplane_bench::cli::parse(cmd, &argv[1..]) {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("error: {e}\n{USAGE}");
-            std::process::exit(2);
+            let _ = e.print();
+            std::process::exit(if e.exit_code() == 0 { 0 } else { 2 });
         }
     };
+    let cmd = keyplane_bench::cli::canonical(cmd);
     match run(cmd, &args) {
         Ok(records) => emit(&records, args.flag("json")),
         Err(e) => {

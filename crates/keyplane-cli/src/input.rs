@@ -61,6 +61,30 @@ pub struct Format {
     pub value_bytes: usize,
 }
 
+/// A bad line or record: exit code (3 = does not parse, 7 = the value does
+/// not fit the table) and message.
+#[derive(Debug)]
+pub struct LineErr(pub u8, pub String);
+
+impl From<String> for LineErr {
+    fn from(m: String) -> Self {
+        LineErr(3, m)
+    }
+}
+
+impl LineErr {
+    fn at_line(self, path: &str, line: usize) -> CliError {
+        let mut e = CliError::input(path, line, &self.1);
+        e.code = self.0;
+        e
+    }
+    fn at_offset(self, path: &str, off: u64) -> CliError {
+        let mut e = CliError::input_at(path, off, &self.1);
+        e.code = self.0;
+        e
+    }
+}
+
 /// Opens a file (`-` = stdin) for buffered reading.
 pub fn open(path: &str) -> Result<Box<dyn BufRead>, CliError> {
     if path == "-" {
@@ -80,7 +104,7 @@ fn for_each_line(
     path: &str,
     fmt: &Format,
     what: &str,
-    mut f: impl FnMut(usize, &[&str], &str) -> Result<(), String>,
+    mut f: impl FnMut(usize, &[&str], &str) -> Result<(), LineErr>,
 ) -> Result<(), CliError> {
     let mut rd = open(path)?;
     let pb = Progress::bytes(what, file_len(path));
@@ -103,6 +127,13 @@ fn for_each_line(
         }
         lineno += 1;
         pb.inc(n as u64);
+        if lineno == 1 && line.starts_with('\u{feff}') {
+            line.drain(..'\u{feff}'.len_utf8());
+            crate::warn::warn(&format!(
+                "{}: starts with a UTF-8 byte-order mark; it was stripped",
+                crate::shown(path)
+            ))?;
+        }
         let l = line.trim_end_matches(['\n', '\r']);
         if l.trim().is_empty() || l.trim_start().starts_with('#') {
             continue;
@@ -116,18 +147,27 @@ fn for_each_line(
             first = false;
         }
         let fields = sep.split(l);
-        f(lineno, &fields, l).map_err(|m| CliError::input(path, lineno, &m))?;
+        f(lineno, &fields, l).map_err(|m| m.at_line(path, lineno))?;
     }
     pb.finish();
     Ok(())
 }
 
-fn parse_value(s: &str, value_bits: u32) -> Result<u64, String> {
+fn parse_value(s: &str, value_bits: u32) -> Result<u64, LineErr> {
     let v = parse_u64(s).ok_or_else(|| format!("value {s:?} is not an unsigned integer"))?;
-    if value_bits < 64 && v >> value_bits != 0 {
-        return Err(format!("value {v} does not fit in {value_bits} value bits"));
-    }
+    too_wide(v, value_bits)?;
     Ok(v)
+}
+
+/// A value wider than the table's values: the table refuses it (exit 7).
+fn too_wide(v: u64, value_bits: u32) -> Result<(), LineErr> {
+    if value_bits < 64 && v >> value_bits != 0 {
+        return Err(LineErr(
+            7,
+            format!("value {v} does not fit in {value_bits} value bits (widen -l or mask the value)"),
+        ));
+    }
+    Ok(())
 }
 
 /// Binary records: calls `f(offset, key, value)` per record.
@@ -136,7 +176,7 @@ fn for_each_record(
     width: usize,
     value_bytes: usize,
     what: &str,
-    mut f: impl FnMut(u64, &[u8], u64) -> Result<(), String>,
+    mut f: impl FnMut(u64, &[u8], u64) -> Result<(), LineErr>,
 ) -> Result<(), CliError> {
     if value_bytes > 8 {
         return Err(CliError::usage("--value-bytes must be between 0 and 8"));
@@ -172,7 +212,7 @@ fn for_each_record(
         }
         let mut vb = [0u8; 8];
         vb[..value_bytes].copy_from_slice(&buf[width..]);
-        f(off, &buf[..width], u64::from_le_bytes(vb)).map_err(|m| CliError::input_at(path, off, &m))?;
+        f(off, &buf[..width], u64::from_le_bytes(vb)).map_err(|m| m.at_offset(path, off))?;
         off += rec as u64;
         pb.inc(rec as u64);
     }
@@ -182,26 +222,37 @@ fn for_each_record(
 
 /// Reads `(key, value)` pairs for `build`.
 pub fn read_items(path: &str, fmt: &Format, value_bits: u32) -> Result<Vec<(Vec<u8>, u64)>, CliError> {
+    read_items_at(path, fmt, value_bits, &mut Vec::new())
+}
+
+/// [`read_items`], also recording where each item came from (the line of a
+/// text file, the byte offset of a binary record) in `at`.
+pub fn read_items_at(
+    path: &str,
+    fmt: &Format,
+    value_bits: u32,
+    at: &mut Vec<u64>,
+) -> Result<Vec<(Vec<u8>, u64)>, CliError> {
     let mut items = Vec::new();
     if let Some(w) = fmt.key_width {
         if fmt.value_bytes == 0 {
             return Err(CliError::usage("build from a binary file needs --value-bytes 1..8"));
         }
-        for_each_record(path, w, fmt.value_bytes, "reading keys", |_, k, v| {
-            if value_bits < 64 && v >> value_bits != 0 {
-                return Err(format!("value {v} does not fit in {value_bits} value bits"));
-            }
+        for_each_record(path, w, fmt.value_bytes, "reading keys", |off, k, v| {
+            too_wide(v, value_bits)?;
             items.push((k.to_vec(), v));
+            at.push(off);
             Ok(())
         })?;
     } else {
-        for_each_line(path, fmt, "reading keys", |_, fields, _| {
+        for_each_line(path, fmt, "reading keys", |line, fields, _| {
             if fields.len() != 2 {
-                return Err(format!("expected KEY<sep>VALUE, found {} field(s)", fields.len()));
+                return Err(format!("expected KEY<sep>VALUE, found {} field(s)", fields.len()).into());
             }
             let k = parse_key(fmt.key, fields[0])?;
             let v = parse_value(fields[1], value_bits)?;
             items.push((k, v));
+            at.push(line as u64);
             Ok(())
         })?;
     }
@@ -211,34 +262,61 @@ pub fn read_items(path: &str, fmt: &Format, value_bits: u32) -> Result<Vec<(Vec<
 /// Reads keys for `query`: the first field of every line (so the file a
 /// table was built from can be queried as is), or binary records; calls
 /// `f(display, key bytes)` per key. An error from `f` is returned as is.
+/// A text line whose key does not parse is skipped and counted (the first
+/// few are kept for the final report) unless `--strict`, which stops there.
 pub fn read_keys(
     path: &str,
     fmt: &Format,
     mut f: impl FnMut(&str, &[u8]) -> Result<(), CliError>,
-) -> Result<(), CliError> {
+) -> Result<BadLines, CliError> {
     let mut err = None;
+    let mut bad = BadLines::default();
     if let Some(w) = fmt.key_width {
         for_each_record(path, w, fmt.value_bytes, "querying", |_, k, _| {
             let shown: String = k.iter().map(|b| format!("{b:02x}")).collect();
             f(&shown, k).map_err(|e| {
                 let m = e.msg.clone();
                 err = Some(e);
-                m
+                LineErr(e_code(&err), m)
             })
         })
         .map_err(|e| err.take().unwrap_or(e))?;
     } else {
-        for_each_line(path, fmt, "querying", |_, fields, _| {
-            let k = parse_key(fmt.key, fields[0])?;
+        let strict = crate::warn::strict();
+        for_each_line(path, fmt, "querying", |line, fields, _| {
+            let k = match parse_key(fmt.key, fields[0]) {
+                Ok(k) => k,
+                Err(m) if !strict => {
+                    bad.count += 1;
+                    if bad.first.len() < 5 {
+                        bad.first.push(format!("{}:{line}: {m}", crate::shown(path)));
+                    }
+                    return Ok(());
+                }
+                Err(m) => return Err(m.into()),
+            };
             f(fields[0], &k).map_err(|e| {
                 let m = e.msg.clone();
                 err = Some(e);
-                m
+                LineErr(e_code(&err), m)
             })
         })
         .map_err(|e| err.take().unwrap_or(e))?;
     }
-    Ok(())
+    Ok(bad)
+}
+
+fn e_code(e: &Option<CliError>) -> u8 {
+    e.as_ref().map_or(3, |e| e.code)
+}
+
+/// Lines `query` skipped because their key did not parse.
+#[derive(Debug, Default)]
+pub struct BadLines {
+    /// How many.
+    pub count: usize,
+    /// The first few, as `FILE:LINE: message`.
+    pub first: Vec<String>,
 }
 
 /// One update operation.
@@ -258,7 +336,7 @@ pub fn read_ops(path: &str, fmt: &Format, value_bits: u32) -> Result<Vec<Op>, Cl
         match fields {
             ["set" | "insert", k, v] => ops.push(Op::Set(parse_key(fmt.key, k)?, parse_value(v, value_bits)?)),
             ["del" | "remove", k] => ops.push(Op::Del(parse_key(fmt.key, k)?)),
-            _ => return Err("expected `set KEY VALUE` or `del KEY`".to_string()),
+            _ => return Err("expected `set KEY VALUE` or `del KEY`".to_string().into()),
         }
         Ok(())
     })?;
@@ -269,6 +347,7 @@ pub fn read_ops(path: &str, fmt: &Format, value_bits: u32) -> Result<Vec<Op>, Cl
 pub fn parse_set(s: &str, key: KeyFormat, value_bits: u32) -> Result<Op, CliError> {
     let (k, v) = s.rsplit_once('=').ok_or_else(|| CliError::usage(&format!("--set {s:?}: expected KEY=VALUE")))?;
     let k = parse_key(key, k).map_err(|m| CliError::usage(&format!("--set {s:?}: {m}")))?;
-    let v = parse_value(v, value_bits).map_err(|m| CliError::usage(&format!("--set {s:?}: {m}")))?;
+    let v = parse_value(v, value_bits)
+        .map_err(|m| CliError { code: if m.0 == 7 { 7 } else { 2 }, msg: format!("--set {s:?}: {}", m.1) })?;
     Ok(Op::Set(k, v))
 }

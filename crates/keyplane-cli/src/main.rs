@@ -9,42 +9,54 @@
 //! | 0 | success |
 //! | 1 | `query --checked`: at least one key was absent |
 //! | 2 | usage error: unknown command, flag, structure or option |
-//! | 3 | bad input file: a key, value or operation line that does not parse (the message names file and line or byte offset) |
+//! | 3 | bad input file: a key, value or operation line that does not parse, a key too long for the structure (the message names file and line or byte offset); a warning under `--strict` |
 //! | 4 | bad blob, delta or control-state file: not keyplane, corrupted, wrong kind, unsupported |
 //! | 5 | a delta does not fit the table (out of order, other table) |
 //! | 6 | I/O error (file missing, unreadable, unwritable) |
-//! | 7 | the table refused an operation (value too wide, construction failed, capacity) |
+//! | 7 | the table refused an operation (value too wide, construction failed, capacity), or a build would need more memory than is available |
 //! | 8 | `demo` verification or `bench` failed |
 
 #![deny(missing_docs)]
 
+mod approx;
+mod checks;
 mod cmd;
+mod export;
 mod input;
 mod lb;
+mod limits;
+mod lpm;
+mod paths;
+mod progress;
 mod report;
 mod state;
+mod warn;
 
 use clap::Parser;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+pub use progress::Progress;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
 
 const EXIT_CODES: &str = "\
 Exit codes:
   0  success
   1  query --checked: at least one key was absent
   2  usage error (unknown command, flag, structure or option)
-  3  bad input file (names the file and the line or byte offset)
+  3  bad input file (names the file and the line or byte offset; also a key too long for
+     the structure, query lines that did not parse, and any warning under --strict)
   4  bad blob, delta or control-state file (not keyplane, corrupted, wrong kind, unsupported)
   5  a delta does not fit the table (out of order or from another table)
   6  I/O error
-  7  the table refused an operation (value too wide, construction failed, capacity)
+  7  the table refused an operation (value too wide, construction failed, capacity), or a
+     build would need more memory than is available
   8  demo verification or benchmark failed";
 
 /// The keyplane command-line tool.
 #[derive(Parser, Debug)]
 #[command(name = "keyplane", version, about = "Compact, fast, dynamic key→value lookup tables for network data planes", after_help = EXIT_CODES)]
 struct Cli {
+    /// Treat warnings (duplicate keys, empty input, a BOM, deleting absent keys, an existing delta file) as errors (exit 3); query stops at the first bad line.
+    #[arg(long, global = true)]
+    strict: bool,
     #[command(subcommand)]
     cmd: cmd::Command,
 }
@@ -106,78 +118,6 @@ fn shown(path: &str) -> &str {
     if path == "-" { "<stdin>" } else { path }
 }
 
-/// A progress bar that stays hidden for the first second, and entirely when
-/// stderr is not a terminal, so quick commands and scripts print nothing.
-pub struct Progress {
-    pb: ProgressBar,
-    start: Instant,
-    shown: std::cell::Cell<bool>,
-}
-
-impl Progress {
-    fn new(what: &str, len: Option<u64>, template: &str) -> Self {
-        let pb = ProgressBar::with_draw_target(len, ProgressDrawTarget::hidden());
-        let style = if len.is_some() {
-            ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar())
-        } else {
-            ProgressStyle::with_template("{spinner} {msg} {elapsed}")
-                .unwrap_or_else(|_| ProgressStyle::default_spinner())
-        };
-        pb.set_style(style.progress_chars("=> "));
-        pb.set_message(what.to_string());
-        Self { pb, start: Instant::now(), shown: std::cell::Cell::new(false) }
-    }
-    /// A bar over bytes of a file.
-    pub fn bytes(what: &str, len: Option<u64>) -> Self {
-        Self::new(what, len, "{msg} [{bar:40}] {bytes}/{total_bytes} {eta}")
-    }
-    /// A bar over items.
-    pub fn items(what: &str, len: Option<u64>) -> Self {
-        Self::new(what, len, "{msg} [{bar:40}] {pos}/{len} {eta}")
-    }
-    /// A spinner for a step of unknown length (ticks in the background).
-    pub fn spinner(what: &str) -> Self {
-        let p = Self::new(what, None, "");
-        p.pb.enable_steady_tick(Duration::from_millis(200));
-        let pb = p.pb.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_secs(1));
-            if !pb.is_finished() {
-                pb.set_draw_target(ProgressDrawTarget::stderr());
-            }
-        });
-        p
-    }
-    fn reveal(&self) {
-        if !self.shown.get() && self.start.elapsed() > Duration::from_secs(1) {
-            self.shown.set(true);
-            self.pb.set_draw_target(ProgressDrawTarget::stderr());
-        }
-    }
-    /// Advances by `n`.
-    pub fn inc(&self, n: u64) {
-        self.pb.inc(n);
-        if !self.shown.get() {
-            self.reveal();
-        }
-    }
-    /// Sets the message.
-    pub fn message(&self, m: String) {
-        self.reveal();
-        self.pb.set_message(m);
-    }
-    /// Removes the bar.
-    pub fn finish(&self) {
-        self.pb.finish_and_clear();
-    }
-}
-
-impl Drop for Progress {
-    fn drop(&mut self) {
-        self.pb.finish_and_clear();
-    }
-}
-
 fn main() -> ExitCode {
     // One-line messages for panics too (a benchmark's bad argument, or a bug).
     std::panic::set_hook(Box::new(|info| {
@@ -193,10 +133,15 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    match cmd::run(cli.cmd) {
+    warn::set_strict(cli.strict);
+    let res = cmd::run(cli.cmd);
+    if warn::count() > 0 {
+        eprintln!("keyplane: {} warning(s) (use --strict to make them errors)", warn::count());
+    }
+    match res {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("keyplane: {}", e.msg);
+            eprintln!("keyplane: {}", warn::clip(&e.msg));
             ExitCode::from(e.code)
         }
     }

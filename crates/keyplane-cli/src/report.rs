@@ -19,7 +19,8 @@ use std::time::Instant;
 
 /// Benchmark names tried, in report order. A name the bench crate does not
 /// dispatch is skipped; add a bench's dispatch name here if it is missing.
-pub const CANDIDATES: &[&str] = &["othello", "ludo", "setsep", "cuckoo", "pkcuckoo", "cfw", "bfw", "fht", "fpt", "lb"];
+pub const CANDIDATES: &[&str] =
+    &["othello", "ludo", "setsep", "cuckoo", "cuckoo-partial", "cfw", "bfw", "fht", "fpt", "lb"];
 
 /// Sizes for one scale.
 struct Scale {
@@ -64,7 +65,8 @@ pub fn run(dir: &str, scale_name: &str, only: Option<&[String]>) -> Result<(), C
     std::fs::create_dir_all(dir).map_err(|e| CliError::io(dir, e))?;
     let names: Vec<&'static str> = match only {
         Some(list) => {
-            for l in list {
+            let list: Vec<String> = list.iter().map(|l| keyplane_bench::cli::canonical(l).to_string()).collect();
+            for l in &list {
                 if !CANDIDATES.contains(&l.as_str()) {
                     return Err(CliError::usage(&format!(
                         "--only {l}: not a known benchmark ({})",

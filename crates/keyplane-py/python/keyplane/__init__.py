@@ -35,6 +35,7 @@ from ._keyplane import (  # noqa: F401
     __version__,
     structures,
 )
+from . import keys  # noqa: F401  (key encodings matching the CLI's --key-format)
 
 __all__ = [
     "Table",
@@ -49,4 +50,5 @@ __all__ = [
     "CapacityError",
     "UnsupportedError",
     "__version__",
+    "keys",
 ]

@@ -12,3 +12,4 @@ from ._keyplane import (
     __version__ as __version__,
     structures as structures,
 )
+from . import keys as keys
