@@ -1,1 +1,26 @@
-//! keyplane-switch (see the crate description; work in progress).
+//! # keyplane-switch
+//!
+//! `keyplane switch`: an L2 / L3 software switch whose FIB is a keyplane
+//! lookup form (Concise, Yu et al.; thesis ch. 3 CFW / OFW), updated live by
+//! deltas while it forwards.
+//!
+//! * [`decide`]: the forwarding decision as pure functions of a parsed frame
+//!   and the FIB's answer (L2 and L3);
+//! * [`fib`]: the FIB over any lookup form the blob names, swapped
+//!   atomically, patched in place;
+//! * [`learn`]: learning through the control side (reports, control form,
+//!   deltas, aging);
+//! * [`source`]: update sources (watched delta directory, in-memory) and the
+//!   sequence-checked updater;
+//! * [`counters`]: per-port / per-reason counters, Prometheus text.
+#![deny(missing_docs)]
+
+pub mod counters;
+pub mod decide;
+mod error;
+pub mod fib;
+pub mod learn;
+pub mod packet;
+pub mod source;
+
+pub use error::{Result, SwitchError};
