@@ -21,6 +21,7 @@ mod error;
 pub mod fib;
 pub mod learn;
 pub mod packet;
+pub mod plane;
 pub mod source;
 
 pub use error::{Result, SwitchError};
