@@ -29,6 +29,8 @@ pub enum Command {
     Structures,
     /// End-to-end demo through build, query, update, apply and query again, verifying every key.
     Demo(DemoArgs),
+    /// Run an L2 / L3 software switch whose FIB is a keyplane lookup form (see docs/switch.md).
+    Switch(crate::switch::SwitchArgs),
 }
 
 /// How text and binary key files are read.
@@ -218,6 +220,7 @@ pub fn run(cmd: Command) -> Result<u8, CliError> {
             Ok(0)
         }
         Command::Demo(a) => demo(&a),
+        Command::Switch(a) => crate::switch::run(&a),
     }
 }
 

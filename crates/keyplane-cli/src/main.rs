@@ -22,6 +22,7 @@ mod cmd;
 mod input;
 mod report;
 mod state;
+mod switch;
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};

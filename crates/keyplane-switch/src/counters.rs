@@ -9,10 +9,11 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Per-port frame counters.
-pub const PORT_COUNTERS: usize = 3 + Reason::ALL.len();
+pub const PORT_COUNTERS: usize = 4 + Reason::ALL.len();
 const RX: usize = 0;
 const TX: usize = 1;
 const FLOODED: usize = 2;
+const UNKNOWN_FLOODED: usize = 3;
 
 /// Counters of one port, padded to a cache line.
 #[derive(Debug, Default)]
@@ -30,6 +31,9 @@ pub struct Tally {
     pub tx: u64,
     /// Frames flooded (counted at the ingress port).
     pub flooded: u64,
+    /// Of those, unicast frames flooded because the FIB did not hold their
+    /// destination (the rest are broadcast / multicast).
+    pub unknown_flooded: u64,
     /// Drops by reason ([`Reason::index`]).
     pub dropped: [u64; Reason::ALL.len()],
 }
@@ -53,17 +57,24 @@ impl PortCounters {
         add(RX, t.rx);
         add(TX, t.tx);
         add(FLOODED, t.flooded);
+        add(UNKNOWN_FLOODED, t.unknown_flooded);
         for (i, v) in t.dropped.iter().enumerate() {
-            add(3 + i, *v);
+            add(4 + i, *v);
         }
     }
 
     /// A snapshot.
     pub fn get(&self) -> Tally {
         let g = |i: usize| self.c[i].load(Ordering::Relaxed);
-        let mut t = Tally { rx: g(RX), tx: g(TX), flooded: g(FLOODED), dropped: [0; Reason::ALL.len()] };
+        let mut t = Tally {
+            rx: g(RX),
+            tx: g(TX),
+            flooded: g(FLOODED),
+            unknown_flooded: g(UNKNOWN_FLOODED),
+            dropped: [0; Reason::ALL.len()],
+        };
         for (i, d) in t.dropped.iter_mut().enumerate() {
-            *d = g(3 + i);
+            *d = g(4 + i);
         }
         t
     }
@@ -139,6 +150,7 @@ impl Counters {
             s.rx += t.rx;
             s.tx += t.tx;
             s.flooded += t.flooded;
+            s.unknown_flooded += t.unknown_flooded;
             for (a, b) in s.dropped.iter_mut().zip(t.dropped) {
                 *a += b;
             }
@@ -159,6 +171,11 @@ impl Counters {
         family("rx_frames", "Frames received", &|t| t.rx);
         family("tx_frames", "Frames sent", &|t| t.tx);
         family("flooded_frames", "Frames flooded (counted at the ingress port)", &|t| t.flooded);
+        family(
+            "flooded_unknown_frames",
+            "Unicast frames flooded because the FIB does not hold their destination",
+            &|t| t.unknown_flooded,
+        );
         for r in Reason::ALL {
             let help = match r {
                 Reason::Malformed => "Frames dropped as malformed",
@@ -166,6 +183,7 @@ impl Counters {
                 Reason::Filtered => "Frames dropped: destination behind the ingress port",
                 Reason::TtlExpired => "Frames dropped: TTL or hop limit expired",
                 Reason::NotForUs => "Frames dropped: not addressed to this switch",
+                Reason::TxFull => "Frames dropped: transmit ring of the egress port full",
             };
             family(r.name(), help, &|t| t.dropped[r.index()]);
         }
@@ -180,13 +198,13 @@ impl Counters {
     /// The human summary printed on exit.
     pub fn summary(&self) -> String {
         let mut o = String::new();
-        let _ = write!(o, "{:<16} {:>12} {:>12} {:>10}", "port", "rx", "tx", "flooded");
+        let _ = write!(o, "{:<16} {:>12} {:>12} {:>10} {:>10}", "port", "rx", "tx", "flooded", "unk_flood");
         for r in Reason::ALL {
             let _ = write!(o, " {:>12}", r.name().trim_start_matches("dropped_"));
         }
         o.push('\n');
         let line = |o: &mut String, n: &str, t: &Tally| {
-            let _ = write!(o, "{n:<16} {:>12} {:>12} {:>10}", t.rx, t.tx, t.flooded);
+            let _ = write!(o, "{n:<16} {:>12} {:>12} {:>10} {:>10}", t.rx, t.tx, t.flooded, t.unknown_flooded);
             for d in t.dropped {
                 let _ = write!(o, " {d:>12}");
             }

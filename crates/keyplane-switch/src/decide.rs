@@ -43,12 +43,14 @@ pub enum Reason {
     /// address, multicast other than neighbour solicitations) or addressed to
     /// the switch itself beyond ARP / ND.
     NotForUs,
+    /// The egress port's transmit ring was full (counted at the egress port).
+    TxFull,
 }
 
 impl Reason {
     /// Every reason, in counter order.
-    pub const ALL: [Reason; 5] =
-        [Reason::Malformed, Reason::Unknown, Reason::Filtered, Reason::TtlExpired, Reason::NotForUs];
+    pub const ALL: [Reason; 6] =
+        [Reason::Malformed, Reason::Unknown, Reason::Filtered, Reason::TtlExpired, Reason::NotForUs, Reason::TxFull];
 
     /// Counter name (`dropped_malformed`, ...).
     pub fn name(self) -> &'static str {
@@ -58,6 +60,7 @@ impl Reason {
             Reason::Filtered => "filtered",
             Reason::TtlExpired => "ttl_expired",
             Reason::NotForUs => "not_for_us",
+            Reason::TxFull => "tx_dropped",
         }
     }
 

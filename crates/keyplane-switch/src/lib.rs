@@ -15,6 +15,7 @@
 //! * [`counters`]: per-port / per-reason counters, Prometheus text.
 #![deny(missing_docs)]
 
+pub mod config;
 pub mod counters;
 pub mod decide;
 mod error;
@@ -22,6 +23,11 @@ pub mod fib;
 pub mod learn;
 pub mod packet;
 pub mod plane;
+pub mod routes;
+mod runtime;
 pub mod source;
 
+pub use config::{Config, Mode};
 pub use error::{Result, SwitchError};
+pub use keyplane_net::{IoKind, Shutdown};
+pub use runtime::{Finished, Running, interface_mac, run, start};

@@ -100,6 +100,9 @@ impl L2Plane {
             }
             Verdict::Flood => {
                 tally[in_port as usize].flooded += 1;
+                if !packet::is_group(&[f[0], 0, 0, 0, 0, 0]) {
+                    tally[in_port as usize].unknown_flooded += 1;
+                }
                 for p in (0..self.ports).filter(|&p| p != in_port) {
                     sink.send(p, f);
                     tally[p as usize].tx += 1;
