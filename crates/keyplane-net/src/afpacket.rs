@@ -10,10 +10,11 @@
 //! TX: frames are copied into a staging area and handed to the kernel with one `sendmmsg` per
 //! flush, bypassing the qdisc (`PACKET_QDISC_BYPASS`).
 //!
-//! Several sockets (one per worker) share an interface's traffic through `PACKET_FANOUT` (flow
-//! hash) when [`PortOptions::fanout_group`] is set.
+//! Several sockets (one per worker) share an interface's traffic through `PACKET_FANOUT` when
+//! [`PortOptions::fanout_group`] is set, spread by flow hash, receive queue or CPU
+//! ([`PortOptions::fanout_mode`]).
 
-use crate::port::{FRAME_CAPACITY, IoKind, Port, PortOptions, PortStats};
+use crate::port::{FRAME_CAPACITY, FanoutMode, IoKind, Port, PortOptions, PortStats};
 use crate::sys::{self, Mmap};
 use crate::{Error, Result};
 use std::cell::Cell;
@@ -31,6 +32,8 @@ const PACKET_QDISC_BYPASS: i32 = 20;
 const PACKET_IGNORE_OUTGOING: i32 = 23;
 const TPACKET_V3: i32 = 2;
 const PACKET_FANOUT_HASH: u32 = 0;
+const PACKET_FANOUT_CPU: u32 = 2;
+const PACKET_FANOUT_QM: u32 = 5;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
 const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
@@ -96,8 +99,9 @@ pub struct AfPacketPort {
 unsafe impl Send for AfPacketPort {}
 
 impl AfPacketPort {
-    /// Open an AF_PACKET socket on `ifname`. `queue` only names the fanout member: with
-    /// [`PortOptions::fanout_group`] set, every socket of the group gets a flow-hashed share.
+    /// Open an AF_PACKET socket on `ifname`. `queue` only names the socket in messages: with
+    /// [`PortOptions::fanout_group`] set, the sockets of the group share the traffic as
+    /// [`PortOptions::fanout_mode`] says (in [`FanoutMode::Queue`], in the order they joined).
     pub fn open(ifname: &str, queue: u32, opts: &PortOptions) -> Result<Self> {
         opts.validate()?;
         let ifindex = sys::ifindex(ifname)?;
@@ -148,7 +152,12 @@ impl AfPacketPort {
             sys::packet_promisc(&fd, ifindex, &w("PACKET_MR_PROMISC"))?;
         }
         if let Some(g) = opts.fanout_group {
-            let v: u32 = g as u32 | (PACKET_FANOUT_HASH << 16);
+            let mode = match opts.fanout_mode {
+                FanoutMode::Hash => PACKET_FANOUT_HASH,
+                FanoutMode::Queue => PACKET_FANOUT_QM,
+                FanoutMode::Cpu => PACKET_FANOUT_CPU,
+            };
+            let v: u32 = g as u32 | (mode << 16);
             sys::setsockopt(&fd, libc::SOL_PACKET, PACKET_FANOUT, &v, &w("PACKET_FANOUT"))?;
         }
         Ok(AfPacketPort {

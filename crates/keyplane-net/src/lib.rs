@@ -56,5 +56,7 @@ pub mod workers;
 
 pub use error::{Error, Result};
 pub use parse::{MacAddr, Packet, ParseError, parse};
-pub use port::{BURST, Burst, FRAME_CAPACITY, IoKind, Port, PortOptions, PortStats, XdpCopy, XdpMode, open};
+pub use port::{
+    BURST, Burst, FRAME_CAPACITY, FanoutMode, IoKind, Port, PortOptions, PortStats, XdpCopy, XdpMode, open,
+};
 pub use shutdown::Shutdown;

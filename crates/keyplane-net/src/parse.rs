@@ -340,7 +340,7 @@ pub struct Packet {
     pub l3_offset: usize,
     /// L3 fields.
     pub l3: L3,
-    /// Offset of the L4 header (0 when `l4` is [`L4::None`]).
+    /// Offset of the L4 header (also for [`L4::Other`]; 0 when `l4` is [`L4::None`]).
     pub l4_offset: usize,
     /// L4 fields.
     pub l4: L4,
@@ -545,11 +545,7 @@ fn parse_l4(b: &[u8], proto: u8, o: usize, p: &mut Packet) -> Result<(), ParseEr
             need(b, Layer::Icmp, o, 4)?;
             L4::Icmp { ty: b[o], code: b[o + 1] }
         }
-        other => {
-            p.l4_offset = 0;
-            p.l4 = L4::Other(other);
-            return Ok(());
-        }
+        other => L4::Other(other),
     };
     p.l4_offset = o;
     Ok(())

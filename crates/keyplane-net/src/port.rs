@@ -80,6 +80,19 @@ pub enum XdpCopy {
     ZeroCopy,
 }
 
+/// How an AF_PACKET fanout group spreads frames over its sockets (`PACKET_FANOUT_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FanoutMode {
+    /// By flow hash (`PACKET_FANOUT_HASH`): a flow always reaches the same socket.
+    #[default]
+    Hash,
+    /// By the NIC receive queue (`PACKET_FANOUT_QM`): socket *i* of the group gets queue *i*
+    /// (modulo the group size), which keeps RSS's spreading and one worker per queue.
+    Queue,
+    /// By the CPU that received the frame (`PACKET_FANOUT_CPU`).
+    Cpu,
+}
+
 /// Options for [`open`]. Build with `PortOptions { field: x, ..Default::default() }`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortOptions {
@@ -92,6 +105,8 @@ pub struct PortOptions {
     /// AF_PACKET: join this `PACKET_FANOUT` group (queue-mapped hashing) so several sockets on the
     /// same interface share its traffic, one per worker. `None`: no fanout.
     pub fanout_group: Option<u16>,
+    /// AF_PACKET: how a fanout group spreads frames over its sockets.
+    pub fanout_mode: FanoutMode,
     /// AF_PACKET: TPACKET_V3 block retire timeout in milliseconds (latency bound at low rates).
     pub block_timeout_ms: u32,
     /// AF_XDP: how to attach the redirect program.
@@ -109,6 +124,7 @@ impl Default for PortOptions {
             tx_frames: 2048,
             promiscuous: true,
             fanout_group: None,
+            fanout_mode: FanoutMode::Hash,
             block_timeout_ms: 1,
             xdp_mode: XdpMode::Auto,
             xdp_copy: XdpCopy::Auto,

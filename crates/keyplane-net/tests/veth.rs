@@ -108,3 +108,50 @@ fn vlan_tagged_frames_keep_their_tag_on_af_packet() {
     }
     assert_eq!(got.as_deref(), Some(&f[..]), "the VLAN tag must be restored in place");
 }
+
+#[test]
+fn af_xdp_frames_arrive_byte_for_byte() {
+    two_namespaces(IoKind::AfXdp, "xdp");
+}
+
+#[test]
+fn af_xdp_to_af_packet_and_back() {
+    if let Some(why) = testnet::skip_reason() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let mut net = TestNet::new("mix").unwrap();
+    let a = net.add_ns("a").unwrap();
+    let b = net.add_ns("b").unwrap();
+    net.veth(&a, "va", &b, "vb").unwrap();
+    let opts = PortOptions::default();
+    let mut x = net.enter(&a, || open("va", IoKind::AfXdp, 0, &opts)).unwrap().unwrap();
+    let mut p = net.enter(&b, || open("vb", IoKind::AfPacket, 0, &opts)).unwrap().unwrap();
+    let sent: Vec<Vec<u8>> = (0..200).map(|i| frame(i, 60 + (i as usize * 7) % 1455)).collect();
+    for chunk in sent.chunks(32) {
+        let refs: Vec<&[u8]> = chunk.iter().map(|f| f.as_slice()).collect();
+        assert_eq!(x.send(&refs).unwrap(), chunk.len());
+        assert_eq!(receive(p.as_mut(), chunk.len()), chunk.to_vec());
+        assert_eq!(p.send(&refs).unwrap(), chunk.len());
+        assert_eq!(receive(x.as_mut(), chunk.len()), chunk.to_vec());
+    }
+}
+
+#[test]
+fn auto_picks_af_xdp_on_veth_and_falls_back_when_it_cannot() {
+    if let Some(why) = testnet::skip_reason() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let mut net = TestNet::new("auto").unwrap();
+    let a = net.add_ns("a").unwrap();
+    let b = net.add_ns("b").unwrap();
+    net.veth(&a, "va", &b, "vb").unwrap();
+    let opts = PortOptions::default();
+    let p = net.enter(&a, || open("va", IoKind::Auto, 0, &opts)).unwrap().unwrap();
+    assert_eq!(p.kind(), IoKind::AfXdp);
+    // Queue 300 is beyond any XSKMAP slot: AF_XDP refuses, Auto falls back to AF_PACKET.
+    let q = net.enter(&b, || open("vb", IoKind::Auto, 300, &opts)).unwrap().unwrap();
+    assert_eq!(q.kind(), IoKind::AfPacket);
+    assert!(net.enter(&b, || open("nosuchif0", IoKind::Auto, 0, &opts)).unwrap().is_err());
+}
