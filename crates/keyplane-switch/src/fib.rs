@@ -133,7 +133,7 @@ pub fn classify(bytes: &[u8]) -> keyplane::Result<ObjectKind> {
         return Ok(ObjectKind::Blob);
     }
     use keyplane::wire::Kind as K;
-    let has_seq = matches!(info.kind, K::OthelloDelta | K::CfwDelta | K::CuckooDelta | K::LudoDelta);
+    let has_seq = matches!(info.kind, K::OthelloDelta | K::CfwDelta | K::CuckooDelta | K::LudoDelta | K::LpmDelta);
     let seq = match bytes.get(HEADER_LEN..HEADER_LEN + 8) {
         Some(s) if has_seq => {
             let mut b = [0u8; 8];

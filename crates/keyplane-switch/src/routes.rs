@@ -7,6 +7,7 @@ use crate::decide;
 use crate::error::{Result, SwitchError};
 use crate::source::UpdateEvent;
 use arc_swap::ArcSwap;
+use keyplane::lpm;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
@@ -56,11 +57,28 @@ impl decide::Routes for Routes {
     }
 }
 
-/// Decodes a route-table blob.
-fn decode(_bytes: &[u8]) -> keyplane::Result<Box<dyn RouteTable>> {
-    Err(keyplane::Error::Unsupported(
-        "this build of keyplane has no longest-prefix-match tables, so --mode l3 is unavailable".into(),
-    ))
+/// Decodes a route-table blob: a `keyplane::lpm` lookup form (Chisel-style
+/// LPM over Othello indexes, exact for every address).
+fn decode(bytes: &[u8]) -> keyplane::Result<Box<dyn RouteTable>> {
+    Ok(Box::new(<lpm::Lookup as keyplane::Wire>::from_bytes(bytes)?))
+}
+
+impl RouteTable for lpm::Lookup {
+    #[inline]
+    fn v4(&self, a: Ipv4Addr) -> Option<u64> {
+        self.get_v4(a)
+    }
+    #[inline]
+    fn v6(&self, a: Ipv6Addr) -> Option<u64> {
+        self.get_v6(a)
+    }
+    fn seq(&self) -> u64 {
+        lpm::Lookup::seq(self)
+    }
+    fn apply_bytes(&self, delta: &[u8]) -> keyplane::Result<()> {
+        let d = <lpm::Delta as keyplane::Wire>::from_bytes(delta)?;
+        keyplane::LookupTable::apply(self, &d)
+    }
 }
 
 /// The running route table, swapped atomically.
