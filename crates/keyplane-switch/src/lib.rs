@@ -30,4 +30,4 @@ pub mod source;
 pub use config::{Config, Mode};
 pub use error::{Result, SwitchError};
 pub use keyplane_net::{IoKind, Shutdown};
-pub use runtime::{Finished, Running, interface_mac, run, start};
+pub use runtime::{Finished, Running, interface_mac, port_mac, run, start};

@@ -159,8 +159,8 @@ pub fn start(cfg: &Config, shutdown: &Shutdown) -> Result<Running> {
         Mode::L3 => {
             let nh = crate::config::read_next_hops(cfg.next_hops.as_deref().unwrap_or("".as_ref()), &cfg.ports)?;
             let mut port_macs = Vec::new();
-            for p in &cfg.ports {
-                port_macs.push(interface_mac(p)?);
+            for (i, p) in cfg.ports.iter().enumerate() {
+                port_macs.push(port_mac(p, i)?);
             }
             let (mut own_v4, mut own_v6) = (Vec::new(), Vec::new());
             for a in &cfg.addresses {
@@ -429,6 +429,12 @@ impl Control {
             },
         }
     }
+}
+
+/// The MAC of port `i`: the interface's own, or `02:6b:70:ff:00:<i>` for a
+/// pcap port (which has none).
+pub fn port_mac(name: &str, i: usize) -> Result<Mac> {
+    if name.starts_with("pcap:") { Ok([0x02, 0x6b, 0x70, 0xff, 0, i as u8]) } else { interface_mac(name) }
 }
 
 /// The MAC address of interface `name` in the calling thread's network
