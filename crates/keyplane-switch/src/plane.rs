@@ -114,6 +114,14 @@ impl L2Plane {
     }
 }
 
+/// Per-worker buffers of the L3 plane: the frame being rewritten and the
+/// ARP / ND reply being built.
+#[derive(Debug, Default)]
+pub struct L3Scratch {
+    frame: Vec<u8>,
+    reply: Vec<u8>,
+}
+
 /// L3 forwarding of bursts.
 #[derive(Debug, Clone)]
 pub struct L3Plane {
@@ -131,10 +139,10 @@ impl L3Plane {
         frames: &[&[u8]],
         sink: &mut impl Sink,
         tally: &mut [Tally],
-        scratch: &mut Vec<u8>,
-        reply: &mut Vec<u8>,
+        buf: &mut L3Scratch,
     ) {
         tally[in_port as usize].rx += frames.len() as u64;
+        let L3Scratch { frame: scratch, reply } = buf;
         for f in frames {
             scratch.clear();
             scratch.extend_from_slice(f);

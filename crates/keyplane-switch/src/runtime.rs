@@ -271,8 +271,7 @@ impl WorkerState {
         let mut burst = Burst::with_capacity(self.burst);
         let mut tally = vec![Tally::default(); n];
         let mut refused = vec![0u64; n];
-        let mut scratch = Vec::with_capacity(2048);
-        let mut reply = Vec::with_capacity(128);
+        let mut l3buf = crate::plane::L3Scratch::default();
         let mut fds: Vec<libc::pollfd> = self
             .ports
             .iter()
@@ -311,7 +310,7 @@ impl WorkerState {
                         PlaneKind::L3(p) => {
                             if let Some(rc) = &self.routes {
                                 let r = rc.load();
-                                p.process(&**r, i as u16, refs, &mut sink, &mut tally, &mut scratch, &mut reply);
+                                p.process(&**r, i as u16, refs, &mut sink, &mut tally, &mut l3buf);
                             }
                         }
                     }

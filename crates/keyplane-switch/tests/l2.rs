@@ -56,7 +56,7 @@ fn l2_learning_ping_all_pairs_and_tcp() {
     })
     .unwrap();
     assert!(body.contains("keyplane_switch_learned_total 4\n"), "{body}");
-    assert!(body.contains(&format!("keyplane_switch_rx_frames_total{{port=\"p0\"}} ")), "{body}");
+    assert!(body.contains("keyplane_switch_rx_frames_total{port=\"p0\"} "), "{body}");
 
     stop.stop();
     let fin = sw.join().unwrap();
