@@ -10,9 +10,6 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo not found: install Rust from https://rustup.rs first" >&2
   exit 1
 fi
-cargo test --workspace --all-targets
-cargo test --workspace --doc
-
 apt_install() {  # apt_install PACKAGE...: only when apt-get exists and we may use it
   if command -v apt-get >/dev/null 2>&1; then
     local sudo=""
@@ -20,6 +17,11 @@ apt_install() {  # apt_install PACKAGE...: only when apt-get exists and we may u
     $sudo apt-get update -qq >/dev/null && $sudo apt-get install -y -qq "$@" >/dev/null
   fi
 }
+
+# Network tests (keyplane-net and the functions on it) build namespaces with `ip` and ping through them.
+if ! command -v ip >/dev/null 2>&1 || ! command -v ping >/dev/null 2>&1; then apt_install iproute2 iputils-ping; fi
+cargo test --workspace --all-targets
+cargo test --workspace --doc
 
 echo "== C library"
 if ! command -v cc >/dev/null 2>&1; then apt_install gcc libc6-dev; fi

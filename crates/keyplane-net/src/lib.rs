@@ -57,6 +57,7 @@ pub mod workers;
 pub use error::{Error, Result};
 pub use parse::{MacAddr, Packet, ParseError, parse};
 pub use port::{
-    BURST, Burst, FRAME_CAPACITY, FanoutMode, IoKind, Port, PortOptions, PortStats, XdpCopy, XdpMode, open,
+    BURST, Burst, FRAME_CAPACITY, FanoutMode, IoKind, OtherPorts, Port, PortOptions, PortStats, XdpCopy, XdpMode, open,
+    split_at_port,
 };
 pub use shutdown::Shutdown;

@@ -175,6 +175,32 @@ impl PortStats {
     }
 }
 
+impl PortStats {
+    /// Append these counters as Prometheus text (`{prefix}_rx_frames_total{port="..."} N`, ...),
+    /// for a [`crate::metrics::MetricsServer`] render closure. `port` is escaped.
+    ///
+    /// ```
+    /// let s = keyplane_net::PortStats { rx_frames: 3, ..Default::default() };
+    /// let mut out = String::new();
+    /// s.write_prometheus(&mut out, "kp_switch", "p1");
+    /// assert!(out.contains("kp_switch_rx_frames_total{port=\"p1\"} 3\n"));
+    /// ```
+    pub fn write_prometheus(&self, out: &mut String, prefix: &str, port: &str) {
+        use std::fmt::Write;
+        let port = port.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+        for (name, v) in [
+            ("rx_frames_total", self.rx_frames),
+            ("rx_bytes_total", self.rx_bytes),
+            ("tx_frames_total", self.tx_frames),
+            ("tx_bytes_total", self.tx_bytes),
+            ("tx_dropped_total", self.tx_dropped),
+            ("rx_kernel_drops_total", self.rx_kernel_drops),
+        ] {
+            let _ = writeln!(out, "{prefix}_{name}{{port=\"{port}\"}} {v}");
+        }
+    }
+}
+
 impl std::fmt::Display for PortStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -386,6 +412,56 @@ impl Burst {
     /// The frames, in order.
     pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
         (0..self.count).map(move |i| self.frame(i))
+    }
+}
+
+/// Port `i` of `ports` mutably, together with mutable access to all the others: what a
+/// forwarding loop needs to lend frames of the RX port to the TX paths of other ports inside
+/// [`Port::rx_burst_with`]. `None` if `i` is out of range.
+///
+/// ```
+/// use keyplane_net::split_at_port;
+/// let mut v = vec![10, 20, 30];
+/// let (me, mut others) = split_at_port(&mut v, 1).unwrap();
+/// *me += 1;
+/// *others.get_mut(2).unwrap() += 1;
+/// assert!(others.get_mut(1).is_none(), "the RX port itself is not among the others");
+/// others.for_each(|j, p| *p += j as i32);
+/// assert_eq!(v, vec![10, 21, 33]);
+/// ```
+pub fn split_at_port<T>(ports: &mut [T], i: usize) -> Option<(&mut T, OtherPorts<'_, T>)> {
+    if i >= ports.len() {
+        return None;
+    }
+    let (left, rest) = ports.split_at_mut(i);
+    let (me, right) = rest.split_first_mut()?;
+    Some((me, OtherPorts { left, right, skip: i }))
+}
+
+/// Every port but one (see [`split_at_port`]), addressed by its index in the original slice.
+pub struct OtherPorts<'a, T> {
+    left: &'a mut [T],
+    right: &'a mut [T],
+    skip: usize,
+}
+
+impl<T> OtherPorts<'_, T> {
+    /// Port `j` (`None` for the split-off port or out of range).
+    pub fn get_mut(&mut self, j: usize) -> Option<&mut T> {
+        match j.cmp(&self.skip) {
+            std::cmp::Ordering::Less => self.left.get_mut(j),
+            std::cmp::Ordering::Equal => None,
+            std::cmp::Ordering::Greater => self.right.get_mut(j - self.skip - 1),
+        }
+    }
+    /// Call `f(index, port)` on every other port, in index order (flooding).
+    pub fn for_each(&mut self, mut f: impl FnMut(usize, &mut T)) {
+        for (j, p) in self.left.iter_mut().enumerate() {
+            f(j, p);
+        }
+        for (j, p) in self.right.iter_mut().enumerate() {
+            f(self.skip + 1 + j, p);
+        }
     }
 }
 

@@ -82,8 +82,7 @@ fn af_packet_frames_arrive_byte_for_byte() {
     two_namespaces(IoKind::AfPacket, "afp");
 }
 
-#[test]
-fn vlan_tagged_frames_keep_their_tag_on_af_packet() {
+fn vlan_tag_kept(kind: IoKind) {
     if let Some(why) = testnet::skip_reason() {
         eprintln!("skipping: {why}");
         return;
@@ -93,8 +92,8 @@ fn vlan_tagged_frames_keep_their_tag_on_af_packet() {
     let b = net.add_ns("b").unwrap();
     net.veth(&a, "va", &b, "vb").unwrap();
     let opts = PortOptions::default();
-    let mut tx = net.enter(&a, || open("va", IoKind::AfPacket, 0, &opts)).unwrap().unwrap();
-    let mut rx = net.enter(&b, || open("vb", IoKind::AfPacket, 0, &opts)).unwrap().unwrap();
+    let mut tx = net.enter(&a, || open("va", kind, 0, &opts)).unwrap().unwrap();
+    let mut rx = net.enter(&b, || open("vb", kind, 0, &opts)).unwrap().unwrap();
     let mut f = frame(7, 64);
     // Insert an 802.1Q tag (VID 42, PCP 3) carrying the test EtherType.
     f.splice(12..12, [0x81, 0x00, 0x60, 0x2a]);
@@ -106,7 +105,17 @@ fn vlan_tagged_frames_keep_their_tag_on_af_packet() {
         rx.recv_timeout(&mut burst, Duration::from_millis(50)).unwrap();
         got = burst.iter().find(|g| g.len() >= 18 && g[16..18] == ETHERTYPE_TEST.to_be_bytes()).map(|g| g.to_vec());
     }
-    assert_eq!(got.as_deref(), Some(&f[..]), "the VLAN tag must be restored in place");
+    assert_eq!(got.as_deref(), Some(&f[..]), "{kind}: the VLAN tag must arrive in place");
+}
+
+#[test]
+fn vlan_tagged_frames_keep_their_tag_on_af_packet() {
+    vlan_tag_kept(IoKind::AfPacket);
+}
+
+#[test]
+fn vlan_tagged_frames_keep_their_tag_on_af_xdp() {
+    vlan_tag_kept(IoKind::AfXdp);
 }
 
 #[test]
