@@ -124,6 +124,9 @@ pub struct QueryArgs {
     /// Print only the values.
     #[arg(long)]
     values_only: bool,
+    /// Longest-prefix match of addresses in a table built from prefixes (`build -s lpm`).
+    #[arg(long)]
+    lpm: bool,
 }
 
 /// `keyplane inspect`.
@@ -277,6 +280,11 @@ pub struct Built {
 
 /// `keyplane build`.
 pub fn build(a: &BuildArgs) -> Result<Built, CliError> {
+    if crate::lpm::wants(&a.structure, &a.fmt.key_format) {
+        let (input, out, control, generate) = (a.input.as_deref(), &a.out, a.control.as_deref(), a.generate.as_deref());
+        let r = crate::lpm::BuildReq { input, out, control, generate, value_bits: a.value_bits, header: a.fmt.header };
+        return crate::lpm::build(&r);
+    }
     let opts = parse_opts(&a.opts)?;
     if !STRUCTURES.iter().any(|s| s.name == a.structure) {
         let names: Vec<&str> = STRUCTURES.iter().map(|s| s.name).collect();
@@ -352,6 +360,9 @@ fn query_each(
 
 /// `keyplane query`.
 pub fn query(a: &QueryArgs) -> Result<u8, CliError> {
+    if let Some(code) = crate::lpm::query(&a.blob, &a.keys, a.lpm, a.checked, a.values_only)? {
+        return Ok(code);
+    }
     let table = load_lookup(&a.blob)?;
     if a.checked && !table.rejects_aliens() {
         return Err(CliError::usage(&format!(
@@ -412,6 +423,10 @@ pub fn inspect(a: &InspectArgs) -> Result<u8, CliError> {
             None => bytes.len(),
         };
         let first = Frame::inspect(&bytes[..first_end]).map_err(|e| CliError::lib(path, e))?;
+        if first.kind == keyplane::wire::Kind::LpmLookup {
+            crate::lpm::inspect(path, &bytes)?;
+            continue;
+        }
         if first.kind.label().ends_with("delta") {
             let frames = split_frames(&bytes).map_err(|e| CliError::lib(path, e))?;
             println!("  object:           delta stream of {} frame(s), {} bytes", frames.len(), bytes.len());

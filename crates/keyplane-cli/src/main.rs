@@ -20,6 +20,7 @@
 
 mod cmd;
 mod input;
+mod lpm;
 mod report;
 mod state;
 mod switch;

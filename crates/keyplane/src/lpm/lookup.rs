@@ -536,10 +536,18 @@ impl Wire for Lookup {
                     w.u8(0);
                 }
                 Some(top) => {
+                    // Sparse: (block gap, mask, short) for every non-empty block.
                     w.u8(1);
-                    let masks: Vec<u64> = top.mask.iter().map(|m| m.load(Ordering::Acquire)).collect();
-                    let short: Vec<u32> = top.short.iter().map(|s| s.load(Ordering::Acquire)).collect();
-                    w.u64s(&masks).u32s(&short);
+                    let used: Vec<(usize, u64, u32)> = (0..BLOCKS)
+                        .map(|b| (b, top.mask[b].load(Ordering::Acquire), top.short[b].load(Ordering::Acquire)))
+                        .filter(|&(_, m, s)| m != 0 || s != 0)
+                        .collect();
+                    w.varint(used.len() as u64);
+                    let mut prev = 0usize;
+                    for (b, m, s) in used {
+                        w.varint((b - prev) as u64).varint(m).varint(s as u64);
+                        prev = b;
+                    }
                 }
             }
             w.varint(fam.levels.len() as u64);
@@ -582,19 +590,25 @@ fn decode_top(r: &mut WireReader<'_>, f: Family, vbits: u32) -> Result<Option<Ar
     match r.u8()? {
         0 => Ok(None),
         1 => {
-            let masks = r.u64s()?;
-            let short = r.u32s()?;
-            WireReader::ensure(masks.len() == BLOCKS && short.len() == BLOCKS, || {
-                format!("top array of {} / {} entries, expected {BLOCKS}", masks.len(), short.len())
-            })?;
-            WireReader::ensure(masks.iter().all(|m| m >> buckets(f) == 0), || "mask bit beyond the lengths".into())?;
-            WireReader::ensure(short.iter().all(|&s| s as u64 <= mask(vbits) + 1), || {
-                "top next hop wider than the table's value bits".into()
-            })?;
-            Ok(Some(Arc::new(Top {
-                mask: masks.into_iter().map(AtomicU64::new).collect(),
-                short: short.into_iter().map(AtomicU32::new).collect(),
-            })))
+            let top = Top::new();
+            let n = r.varint_count(3)?;
+            WireReader::ensure(n <= BLOCKS, || format!("{n} top entries, at most {BLOCKS}"))?;
+            let mut b = 0u64;
+            for i in 0..n {
+                let gap = r.varint()?;
+                WireReader::ensure(i == 0 || gap > 0, || "top entries out of order".into())?;
+                b = b
+                    .checked_add(gap)
+                    .filter(|&b| b < BLOCKS as u64)
+                    .ok_or_else(|| Error::Corrupt(format!("top entry beyond block {}", BLOCKS - 1)))?;
+                let m = r.varint()?;
+                let s = r.varint()?;
+                WireReader::ensure(m >> buckets(f) == 0, || "mask bit beyond the lengths".into())?;
+                WireReader::ensure(s <= mask(vbits) + 1, || "top next hop wider than the table's value bits".into())?;
+                top.mask[b as usize].store(m, Ordering::Relaxed);
+                top.short[b as usize].store(s as u32, Ordering::Relaxed);
+            }
+            Ok(Some(Arc::new(top)))
         }
         x => Err(Error::Corrupt(format!("top flag {x}"))),
     }
