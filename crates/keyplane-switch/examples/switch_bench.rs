@@ -132,10 +132,13 @@ struct Sample {
 
 /// Floods for `secs` with trafgen and measures the sink.
 fn flood(n: &Net, conf: &Path, secs: f64, worker: Option<&str>) -> Sample {
+    use std::os::unix::process::CommandExt;
+    // trafgen forks its sender: run it in its own process group and stop the whole group.
     let mut child = std::process::Command::new("ip")
         .args(["netns", "exec", &n.g, "trafgen", "--dev", "eth0", "--conf"])
         .arg(conf)
-        .args(["-P", "1", "-q", "-C", "-Q"])
+        .args(["-P", "1", "-q", "-C", "-Q", "-n", "50000000"])
+        .process_group(0)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -144,9 +147,16 @@ fn flood(n: &Net, conf: &Path, secs: f64, worker: Option<&str>) -> Sample {
     let (r0, c0, k0, t0) = (rx_packets(&n.s), worker.map(thread_cpu).unwrap_or(0.0), kernel_cpu(), Instant::now());
     std::thread::sleep(Duration::from_secs_f64(secs));
     let (r1, c1, k1, dt) = (rx_packets(&n.s), worker.map(thread_cpu).unwrap_or(0.0), kernel_cpu(), t0.elapsed().as_secs_f64());
-    let _ = child.kill();
+    // SAFETY: signals the process group we created above (its leader is our child).
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) };
+    let t = Instant::now();
+    while child.try_wait().ok().flatten().is_none() && t.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: as above; a sender that ignored SIGINT is killed.
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
     let _ = child.wait();
-    std::thread::sleep(Duration::from_millis(200));
+    std::thread::sleep(Duration::from_millis(300));
     let frames = (r1 - r0) as f64;
     let cpu = if worker.is_some() { c1 - c0 } else { k1 - k0 };
     Sample { pps: frames / dt, per_core: if cpu > 0.0 { frames / cpu } else { 0.0 } }
@@ -240,7 +250,8 @@ fn main() {
             let Ok(sw) = testnet::enter(&n.sw, || keyplane_switch::start(&cfg, &stop)).unwrap() else { continue };
             let s = flood(&n, &conf, secs, Some("kp-switch-0"));
             stop.stop();
-            sw.join().unwrap();
+            let fin = sw.join().unwrap();
+            eprintln!("  l3 {io}: {:.0} pps\n{}", s.pps, fin.summary());
             results.entry(format!("l3 64B: keyplane-l3-{io}")).or_default().push((s.pps, s.per_core));
         }
         eprintln!("round {} of {rounds} done", round + 1);
@@ -310,8 +321,10 @@ fn updates_while_forwarding(n: &Net) -> Vec<String> {
     let make_s = t.elapsed().as_secs_f64();
     for (rate, count) in [(1u64, 0usize), (10_000, 30_000), (0, 270_000)] {
         let frames = PACED_PPS * 3;
-        let r0 = rx_packets(&n.s);
+        let done = std::sync::atomic::AtomicBool::new(false);
         let run = std::thread::scope(|s| {
+            let rcv = s.spawn(|| receive(&n.s, frames, &done));
+            std::thread::sleep(Duration::from_millis(100));
             let g = s.spawn(|| paced(&n.g, PACED_PPS, frames));
             let t = Instant::now();
             let start = if rate == 0 { 30_000 } else { 0 };
@@ -326,15 +339,17 @@ fn updates_while_forwarding(n: &Net) -> Vec<String> {
                 updater.apply(&UpdateEvent::Delta(d.clone()), ev);
             }
             let apply_s = t.elapsed().as_secs_f64().max(1e-9);
-            (g.join().unwrap(), apply_s)
+            let sent = g.join().unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            (sent, apply_s, rcv.join().unwrap())
         });
-        std::thread::sleep(Duration::from_millis(300));
-        let got = rx_packets(&n.s) - r0;
+        let (got, dups) = run.2;
         let sent = run.0;
         let rate_got = if count == 0 { 0.0 } else { count as f64 / run.1 };
         let lost = sent.saturating_sub(got);
         eprintln!(
-            "updates {} : {count} deltas applied in {:.2} s = {rate_got:.0}/s while forwarding; frames sent {sent}, received {got}, lost {lost}",
+            "updates {} : {count} deltas applied in {:.2} s = {rate_got:.0}/s while forwarding; frames sent {sent}, received {got} distinct ({dups} duplicates), lost {lost}",
             match rate {
                 0 => "max".to_string(),
                 1 => "none (baseline)".to_string(),
@@ -343,15 +358,38 @@ fn updates_while_forwarding(n: &Net) -> Vec<String> {
             run.1
         );
         out.push(format!(
-            "{{\"bench\":\"switch\",\"setup\":\"updates while forwarding\",\"target_rate\":{rate},\"deltas\":{count},\"applied_per_s\":{rate_got:.0},\"frames_sent\":{sent},\"frames_received\":{got},\"frames_lost\":{lost},\"delta_make_s_per_300k\":{make_s:.2}}}"
+            "{{\"bench\":\"switch\",\"setup\":\"updates while forwarding\",\"target_rate\":{rate},\"deltas\":{count},\"applied_per_s\":{rate_got:.0},\"frames_sent\":{sent},\"frames_received\":{got},\"frames_lost\":{lost},\"duplicates\":{dups},\"delta_make_s_per_300k\":{make_s:.2}}}"
         ));
     }
-    let refused = ev.deltas_refused_bad.load(std::sync::atomic::Ordering::Relaxed)
-        + ev.deltas_refused_lost.load(std::sync::atomic::Ordering::Relaxed);
+    let ld = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    let refused = ld(&ev.deltas_refused_bad) + ld(&ev.deltas_refused_lost) + ld(&ev.deltas_refused_repeated);
     assert_eq!(refused, 0, "deltas refused");
+    assert_eq!(ld(&ev.deltas_applied), 300_000, "every delta applied");
     stop.stop();
     sw.join().unwrap();
     out
+}
+
+/// Counts the paced generator's frames at the sink by sequence number: (distinct, duplicates).
+fn receive(sink: &str, frames: u64, done: &std::sync::atomic::AtomicBool) -> (u64, u64) {
+    let mut port = testnet::enter(sink, || keyplane_net::open("eth0", IoKind::AfPacket, 0, &PortOptions::default())).unwrap().unwrap();
+    let mut seen = vec![false; frames as usize];
+    let (mut got, mut dups) = (0u64, 0u64);
+    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+        if !port.wait_rx(Duration::from_millis(20)).unwrap() {
+            continue;
+        }
+        port.rx_burst_with(256, &mut |f: &mut [u8]| {
+            if f.len() >= 22 && f[6..12] == [2, 0x6b, 0x70, 0, 0, 1] && f[12..14] == [0x88, 0xb5] {
+                let q = u64::from_le_bytes(f[14..22].try_into().unwrap());
+                if let Some(s) = seen.get_mut(q as usize) {
+                    if *s { dups += 1 } else { *s = true; got += 1 }
+                }
+            }
+        })
+        .unwrap();
+    }
+    (got, dups)
 }
 
 /// Sends `frames` 64-byte frames at `pps` from the generator namespace to the 1K FIB's keys.
@@ -368,8 +406,9 @@ fn paced(g: &str, pps: u64, frames: u64) -> u64 {
             std::thread::sleep(Duration::from_micros(50));
             continue;
         }
-        for _ in 0..(due - sent).min(32) {
+        for _ in 0..(due - sent).min(32).min(frames - sent) {
             f[0..6].copy_from_slice(&[2, 0, 0, 0, ((sent >> 8) & 3) as u8, sent as u8]);
+            f[14..22].copy_from_slice(&sent.to_le_bytes());
             if port.tx_stage(&f).unwrap() {
                 sent += 1;
             }
