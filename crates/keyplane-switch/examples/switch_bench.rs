@@ -85,8 +85,13 @@ fn keys(n: usize) -> Vec<[u8; 6]> {
 }
 
 fn trafgen_l2(path: &Path, n: usize, size: usize) {
-    let dst = if n <= 1024 { "0x02, 0x00, 0x00, 0x00, dinc(0, 3), drnd()," } else { "0x02, 0x00, 0x00, dinc(0, 15), drnd(), drnd()," };
-    let cfg = format!("{{\n  {dst}\n  0x02, 0x6b, 0x70, 0x00, 0x00, 0x01,\n  0x88, 0xb5,\n  fill(0x00, {})\n}}\n", size - 14);
+    let dst = if n <= 1024 {
+        "0x02, 0x00, 0x00, 0x00, dinc(0, 3), drnd(),"
+    } else {
+        "0x02, 0x00, 0x00, dinc(0, 15), drnd(), drnd(),"
+    };
+    let cfg =
+        format!("{{\n  {dst}\n  0x02, 0x6b, 0x70, 0x00, 0x00, 0x01,\n  0x88, 0xb5,\n  fill(0x00, {})\n}}\n", size - 14);
     std::fs::write(path, cfg).unwrap();
 }
 
@@ -121,7 +126,8 @@ fn thread_cpu(name: &str) -> f64 {
 /// Machine-wide softirq + system CPU seconds so far.
 fn kernel_cpu() -> f64 {
     let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let f: Vec<f64> = s.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+    let f: Vec<f64> =
+        s.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
     if f.len() < 7 { 0.0 } else { (f[2] + f[5] + f[6]) / 100.0 }
 }
 
@@ -146,7 +152,8 @@ fn flood(n: &Net, conf: &Path, secs: f64, worker: Option<&str>) -> Sample {
     std::thread::sleep(Duration::from_millis(500));
     let (r0, c0, k0, t0) = (rx_packets(&n.s), worker.map(thread_cpu).unwrap_or(0.0), kernel_cpu(), Instant::now());
     std::thread::sleep(Duration::from_secs_f64(secs));
-    let (r1, c1, k1, dt) = (rx_packets(&n.s), worker.map(thread_cpu).unwrap_or(0.0), kernel_cpu(), t0.elapsed().as_secs_f64());
+    let (r1, c1, k1, dt) =
+        (rx_packets(&n.s), worker.map(thread_cpu).unwrap_or(0.0), kernel_cpu(), t0.elapsed().as_secs_f64());
     // SAFETY: signals the process group we created above (its leader is our child).
     unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) };
     let t = Instant::now();
@@ -163,7 +170,9 @@ fn flood(n: &Net, conf: &Path, secs: f64, worker: Option<&str>) -> Sample {
 }
 
 fn ofw_fib(n: &Net, keys: &[[u8; 6]]) -> (PathBuf, AnyControl) {
-    let ctl = AnyControl::build("othello", keys.iter().map(|k| (k.to_vec(), 1u64)), 8, &Opts::parse("filtered=8").unwrap()).unwrap();
+    let ctl =
+        AnyControl::build("othello", keys.iter().map(|k| (k.to_vec(), 1u64)), 8, &Opts::parse("filtered=8").unwrap())
+            .unwrap();
     let p = n.dir.join(format!("fib{}.kpl", keys.len()));
     std::fs::write(&p, ctl.export().to_bytes()).unwrap();
     (p, ctl)
@@ -230,13 +239,19 @@ fn main() {
         let p0s: Vec<String> = p0mac.iter().map(|b| format!("{b:02x}")).collect();
         let conf = n.dir.join("l3.cfg");
         trafgen_l3(&conf, &p0s.join(":"));
-        sh(&n.sw, &format!(
-            "sysctl -qw net.ipv4.ip_forward=1; ip addr add 198.18.0.1/24 dev p0; ip addr add 198.18.1.1/24 dev p1; \
-             ip route add 198.18.128.0/17 via 198.18.1.2; ip neigh replace 198.18.1.2 lladdr {} dev p1", n.sink_mac));
+        sh(
+            &n.sw,
+            &format!(
+                "sysctl -qw net.ipv4.ip_forward=1; ip addr add 198.18.0.1/24 dev p0; ip addr add 198.18.1.1/24 dev p1; \
+             ip route add 198.18.128.0/17 via 198.18.1.2; ip neigh replace 198.18.1.2 lladdr {} dev p1",
+                n.sink_mac
+            ),
+        );
         let s = flood(&n, &conf, secs, None);
         results.entry("l3 64B: kernel-ipfwd".into()).or_default().push((s.pps, s.per_core));
         sh(&n.sw, "sysctl -qw net.ipv4.ip_forward=0; ip addr flush dev p0; ip addr flush dev p1");
-        let routes = keyplane::lpm::Control::from_prefixes([("198.18.128.0/17".parse::<Prefix>().unwrap(), 0u64)], 4).unwrap();
+        let routes =
+            keyplane::lpm::Control::from_prefixes([("198.18.128.0/17".parse::<Prefix>().unwrap(), 0u64)], 4).unwrap();
         let rp = n.dir.join("routes.kpl");
         std::fs::write(&rp, routes.export().to_bytes()).unwrap();
         let nh = n.dir.join("nh");
@@ -372,7 +387,9 @@ fn updates_while_forwarding(n: &Net) -> Vec<String> {
 
 /// Counts the paced generator's frames at the sink by sequence number: (distinct, duplicates).
 fn receive(sink: &str, frames: u64, done: &std::sync::atomic::AtomicBool) -> (u64, u64) {
-    let mut port = testnet::enter(sink, || keyplane_net::open("eth0", IoKind::AfPacket, 0, &PortOptions::default())).unwrap().unwrap();
+    let mut port = testnet::enter(sink, || keyplane_net::open("eth0", IoKind::AfPacket, 0, &PortOptions::default()))
+        .unwrap()
+        .unwrap();
     let mut seen = vec![false; frames as usize];
     let (mut got, mut dups) = (0u64, 0u64);
     while !done.load(std::sync::atomic::Ordering::Relaxed) {
@@ -383,7 +400,12 @@ fn receive(sink: &str, frames: u64, done: &std::sync::atomic::AtomicBool) -> (u6
             if f.len() >= 22 && f[6..12] == [2, 0x6b, 0x70, 0, 0, 1] && f[12..14] == [0x88, 0xb5] {
                 let q = u64::from_le_bytes(f[14..22].try_into().unwrap());
                 if let Some(s) = seen.get_mut(q as usize) {
-                    if *s { dups += 1 } else { *s = true; got += 1 }
+                    if *s {
+                        dups += 1
+                    } else {
+                        *s = true;
+                        got += 1
+                    }
                 }
             }
         })
@@ -394,7 +416,9 @@ fn receive(sink: &str, frames: u64, done: &std::sync::atomic::AtomicBool) -> (u6
 
 /// Sends `frames` 64-byte frames at `pps` from the generator namespace to the 1K FIB's keys.
 fn paced(g: &str, pps: u64, frames: u64) -> u64 {
-    let mut port = testnet::enter(g, || keyplane_net::open("eth0", IoKind::AfPacket, 0, &PortOptions::default())).unwrap().unwrap();
+    let mut port = testnet::enter(g, || keyplane_net::open("eth0", IoKind::AfPacket, 0, &PortOptions::default()))
+        .unwrap()
+        .unwrap();
     let mut f = [0u8; 60];
     f[6..12].copy_from_slice(&[2, 0x6b, 0x70, 0, 0, 1]);
     f[12..14].copy_from_slice(&[0x88, 0xb5]);
