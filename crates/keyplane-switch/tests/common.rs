@@ -101,7 +101,7 @@ impl Topo {
             .net
             .exec(
                 &self.hosts[from],
-                &["ping", "-n", "-q", "-c", &count.to_string(), "-i", interval, "-W", "2", "-w", "20", &to.to_string()],
+                &["ping", "-n", "-q", "-c", &count.to_string(), "-i", interval, "-W", "2", &to.to_string()],
             )
             .unwrap();
         parse_ping(&String::from_utf8_lossy(&out.stdout))
