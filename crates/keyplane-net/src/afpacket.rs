@@ -7,6 +7,10 @@
 //! frame, in the 4 bytes of headroom reserved with `PACKET_RESERVE`, so frames arrive as sent.
 //! Frames this socket (or the host) transmits are not received (`PACKET_IGNORE_OUTGOING`).
 //!
+//! Frames the sending host's own stack left with a partial TCP / UDP checksum (checksum offload,
+//! `TP_STATUS_CSUMNOTREADY`: the default on veth) get their checksum completed in place when
+//! [`PortOptions::complete_checksums`] is set (the default), so they can be forwarded as is.
+//!
 //! TX: frames are copied into a staging area and handed to the kernel with one `sendmmsg` per
 //! flush, bypassing the qdisc (`PACKET_QDISC_BYPASS`).
 //!
@@ -36,6 +40,7 @@ const PACKET_FANOUT_CPU: u32 = 2;
 const PACKET_FANOUT_QM: u32 = 5;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
+const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
 const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
 const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
 /// Headroom before each frame for re-inserting a stripped VLAN tag.
@@ -92,6 +97,17 @@ pub struct AfPacketPort {
     tx_lens: Vec<usize>,
     stats: PortStats,
     kernel_drops: Cell<u64>,
+    complete_checksums: bool,
+}
+
+/// Fill in the TCP / UDP checksum of a frame the local stack sent with checksum offload (the
+/// field holds only the pseudo-header sum). Frames that do not parse are left alone.
+fn complete_l4_checksum(frame: &mut [u8]) {
+    if let Ok(p) = crate::parse::parse(frame)
+        && matches!(p.l4, crate::parse::L4::Tcp { .. } | crate::parse::L4::Udp { .. })
+    {
+        let _ = crate::checksum::set_l4_checksum(frame, &p);
+    }
 }
 
 // SAFETY: the ring mapping is owned by this port and only touched through `&mut self`; the
@@ -171,6 +187,7 @@ impl AfPacketPort {
             tx_lens: Vec::with_capacity(TX_STAGE),
             stats: PortStats::default(),
             kernel_drops: Cell::new(0),
+            complete_checksums: opts.complete_checksums,
         })
     }
 
@@ -256,6 +273,9 @@ impl Port for AfPacketPort {
                     std::slice::from_raw_parts_mut(start, snap)
                 }
             };
+            if status & TP_STATUS_CSUMNOTREADY != 0 && self.complete_checksums {
+                complete_l4_checksum(frame);
+            }
             self.stats.rx_frames += 1;
             self.stats.rx_bytes += frame.len() as u64;
             f(frame);

@@ -194,7 +194,7 @@ fn l4_compute(frame: &[u8], p: &Packet, proto: u8) -> u16 {
 }
 
 /// Recompute and store the TCP / UDP / ICMP / ICMPv6 checksum of `frame`, parsed as `p` (which
-/// must describe this frame, e.g. from [`crate::parse`] after the last length change).
+/// must describe this frame, e.g. from [`crate::parse()`] after the last length change).
 pub fn set_l4_checksum(frame: &mut [u8], p: &Packet) -> Result<(), ParseError> {
     let (field, proto) = l4_field(p)?;
     if p.l3_end > frame.len() || p.l4_offset + field + 2 > p.l3_end {

@@ -10,7 +10,7 @@
 //!
 //! [`IoKind::Auto`] tries AF_XDP and falls back to AF_PACKET, logging why.
 //!
-//! Around the ports: zero-copy frame parsing ([`parse`]), checksum helpers ([`checksum`]),
+//! Around the ports: zero-copy frame parsing ([`mod@parse`]), checksum helpers ([`checksum`]),
 //! ARP / neighbour-discovery frame builders ([`build`]), a per-queue worker pool ([`workers`]),
 //! SIGINT / SIGTERM / SIGHUP flags ([`shutdown`]), a Prometheus text endpoint ([`metrics`]) and the
 //! network-namespace test helper ([`testnet`]). See `docs/net.md`.
@@ -43,6 +43,7 @@
 pub mod afpacket;
 pub mod afxdp;
 pub mod build;
+mod burst;
 pub mod checksum;
 mod error;
 pub mod metrics;
@@ -54,10 +55,11 @@ mod sys;
 pub mod testnet;
 pub mod workers;
 
+pub use burst::Burst;
 pub use error::{Error, Result};
 pub use parse::{MacAddr, Packet, ParseError, parse};
 pub use port::{
-    BURST, Burst, FRAME_CAPACITY, FanoutMode, IoKind, OtherPorts, Port, PortOptions, PortStats, XdpCopy, XdpMode, open,
+    BURST, FRAME_CAPACITY, FanoutMode, IoKind, OtherPorts, Port, PortOptions, PortStats, XdpCopy, XdpMode, open,
     split_at_port,
 };
 pub use shutdown::Shutdown;

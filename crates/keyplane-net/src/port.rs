@@ -1,6 +1,6 @@
 //! The burst interface: [`Port`], [`Burst`], [`open`].
 
-use crate::{Error, Result};
+use crate::{Burst, Error, Result};
 use std::os::fd::RawFd;
 use std::time::Duration;
 
@@ -59,7 +59,9 @@ impl std::str::FromStr for IoKind {
 /// How the AF_XDP redirect program is attached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum XdpMode {
-    /// Native (driver) mode if the driver accepts it, else generic (SKB) mode.
+    /// Native (driver) mode if the driver accepts it, else generic (SKB) mode; on a
+    /// single-queue veth generic first (measured faster there, see `docs/net.md`). Multi-queue
+    /// veths need native mode for frames to reach queues other than 0.
     #[default]
     Auto,
     /// Native (driver) mode only (`XDP_FLAGS_DRV_MODE`).
@@ -109,6 +111,11 @@ pub struct PortOptions {
     pub fanout_mode: FanoutMode,
     /// AF_PACKET: TPACKET_V3 block retire timeout in milliseconds (latency bound at low rates).
     pub block_timeout_ms: u32,
+    /// AF_PACKET: complete the TCP / UDP checksum of frames that the sending host's stack left
+    /// partial (checksum offload; `TP_STATUS_CSUMNOTREADY`), so they can be forwarded as they
+    /// are. AF_XDP cannot tell such frames apart: turn TX checksum offload off on the senders
+    /// (`ethtool -K IF tx off`, [`crate::testnet::TestNet::tx_checksum_offload`]).
+    pub complete_checksums: bool,
     /// AF_XDP: how to attach the redirect program.
     pub xdp_mode: XdpMode,
     /// AF_XDP: copy or zero-copy.
@@ -126,6 +133,7 @@ impl Default for PortOptions {
             fanout_group: None,
             fanout_mode: FanoutMode::Hash,
             block_timeout_ms: 1,
+            complete_checksums: true,
             xdp_mode: XdpMode::Auto,
             xdp_copy: XdpCopy::Auto,
             need_wakeup: true,
@@ -282,136 +290,31 @@ pub trait Port: Send {
     }
 }
 
-/// A reusable, caller-owned set of up to `capacity` frame buffers of [`FRAME_CAPACITY`] bytes each,
-/// allocated once. Frames are parsed and rewritten in place and sent with [`Port::send_burst`].
-///
-/// ```
-/// use keyplane_net::Burst;
-/// let mut b = Burst::new();
-/// assert!(b.push(&[0u8; 60]));
-/// b.frame_mut(0)[0] = 0xff;
-/// assert_eq!(b.len(), 1);
-/// assert_eq!(b.frame(0)[0], 0xff);
-/// ```
-pub struct Burst {
-    buf: Box<[u8]>,
-    lens: Box<[u16]>,
-    count: usize,
-}
-
-impl Default for Burst {
-    fn default() -> Self {
-        Self::new()
+/// A boxed port is a port (so generic code over `P: Port` takes `Box<dyn Port>` from [`open`]).
+impl<P: Port + ?Sized> Port for Box<P> {
+    fn name(&self) -> &str {
+        (**self).name()
     }
-}
-
-impl std::fmt::Debug for Burst {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Burst").field("len", &self.count).field("capacity", &self.capacity()).finish()
+    fn kind(&self) -> IoKind {
+        (**self).kind()
     }
-}
-
-impl Burst {
-    /// A burst of [`BURST`] frames.
-    pub fn new() -> Self {
-        Self::with_capacity(BURST)
+    fn rx_burst_with(&mut self, max: usize, f: &mut dyn FnMut(&mut [u8])) -> Result<usize> {
+        (**self).rx_burst_with(max, f)
     }
-    /// A burst of `capacity` frames (at least 1).
-    pub fn with_capacity(capacity: usize) -> Self {
-        let capacity = capacity.max(1);
-        Burst {
-            buf: vec![0u8; capacity * FRAME_CAPACITY].into_boxed_slice(),
-            lens: vec![0u16; capacity].into_boxed_slice(),
-            count: 0,
-        }
+    fn tx_stage(&mut self, frame: &[u8]) -> Result<bool> {
+        (**self).tx_stage(frame)
     }
-    /// Most frames this burst holds.
-    pub fn capacity(&self) -> usize {
-        self.lens.len()
+    fn tx_flush(&mut self) -> Result<usize> {
+        (**self).tx_flush()
     }
-    /// Frames held.
-    pub fn len(&self) -> usize {
-        self.count
+    fn wait_rx(&mut self, timeout: Duration) -> Result<bool> {
+        (**self).wait_rx(timeout)
     }
-    /// No frames held.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
+    fn stats(&self) -> PortStats {
+        (**self).stats()
     }
-    /// Forget all frames (buffers are kept).
-    pub fn clear(&mut self) {
-        self.count = 0;
-    }
-    /// Frame `i`. Panics if `i >= len()`, like slice indexing.
-    pub fn frame(&self, i: usize) -> &[u8] {
-        assert!(i < self.count, "frame index {i} out of range (burst holds {})", self.count);
-        let o = i * FRAME_CAPACITY;
-        &self.buf[o..o + self.lens[i] as usize]
-    }
-    /// Frame `i`, mutable. Panics if `i >= len()`.
-    pub fn frame_mut(&mut self, i: usize) -> &mut [u8] {
-        assert!(i < self.count, "frame index {i} out of range (burst holds {})", self.count);
-        let o = i * FRAME_CAPACITY;
-        &mut self.buf[o..o + self.lens[i] as usize]
-    }
-    /// The whole [`FRAME_CAPACITY`]-byte buffer of frame `i` (for growing a frame, e.g. pushing a
-    /// VLAN tag; then call [`set_frame_len`](Burst::set_frame_len)). Panics if `i >= len()`.
-    pub fn buffer_mut(&mut self, i: usize) -> &mut [u8] {
-        assert!(i < self.count, "frame index {i} out of range (burst holds {})", self.count);
-        let o = i * FRAME_CAPACITY;
-        &mut self.buf[o..o + FRAME_CAPACITY]
-    }
-    /// Set the length of frame `i`. Errors if `len > FRAME_CAPACITY`; panics if `i >= len()`.
-    pub fn set_frame_len(&mut self, i: usize, len: usize) -> Result<()> {
-        assert!(i < self.count, "frame index {i} out of range (burst holds {})", self.count);
-        if len > FRAME_CAPACITY {
-            return Err(Error::BufferTooSmall { need: len, have: FRAME_CAPACITY });
-        }
-        self.lens[i] = len as u16;
-        Ok(())
-    }
-    /// Append a copy of `frame`. `false` (nothing appended) if the burst is full or the frame is
-    /// longer than [`FRAME_CAPACITY`].
-    pub fn push(&mut self, frame: &[u8]) -> bool {
-        self.push_with(|buf| {
-            if frame.len() > buf.len() {
-                return 0;
-            }
-            buf[..frame.len()].copy_from_slice(frame);
-            frame.len()
-        })
-    }
-    /// Append a frame written in place by `build`, which gets the whole [`FRAME_CAPACITY`]-byte
-    /// buffer and returns the frame length (0: nothing appended). `false` if the burst is full or
-    /// nothing was appended. Pairs with the builders of [`crate::build`].
-    pub fn push_with(&mut self, build: impl FnOnce(&mut [u8]) -> usize) -> bool {
-        if self.count == self.capacity() {
-            return false;
-        }
-        let o = self.count * FRAME_CAPACITY;
-        let n = build(&mut self.buf[o..o + FRAME_CAPACITY]).min(FRAME_CAPACITY);
-        if n == 0 {
-            return false;
-        }
-        self.lens[self.count] = n as u16;
-        self.count += 1;
-        true
-    }
-    /// Drop frame `i`, moving the last frame into its place (order is not kept). Panics if
-    /// `i >= len()`.
-    pub fn swap_remove(&mut self, i: usize) {
-        assert!(i < self.count, "frame index {i} out of range (burst holds {})", self.count);
-        let last = self.count - 1;
-        if i != last {
-            let (a, b) = self.buf.split_at_mut(last * FRAME_CAPACITY);
-            let n = self.lens[last] as usize;
-            a[i * FRAME_CAPACITY..i * FRAME_CAPACITY + n].copy_from_slice(&b[..n]);
-            self.lens[i] = self.lens[last];
-        }
-        self.count = last;
-    }
-    /// The frames, in order.
-    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        (0..self.count).map(move |i| self.frame(i))
+    fn raw_fd(&self) -> Option<RawFd> {
+        (**self).raw_fd()
     }
 }
 
@@ -470,7 +373,7 @@ impl<T> OtherPorts<'_, T> {
 /// `ifname` of the form `pcap:IN:OUT` opens a [`crate::pcap::PcapPort`] instead: frames are read
 /// from file `IN` (empty: nothing to receive) and written to file `OUT` (empty or absent: transmit
 /// is refused); paths cannot contain `:`. [`IoKind::Auto`] tries AF_XDP, then AF_PACKET, and logs
-/// (at `warn`) why AF_XDP was not used.
+/// (at `warn`, or on stderr when no logger is installed) why AF_XDP was not used.
 pub fn open(ifname: &str, kind: IoKind, queue: u32, opts: &PortOptions) -> Result<Box<dyn Port>> {
     if let Some(spec) = ifname.strip_prefix("pcap:") {
         return Ok(Box::new(crate::pcap::PcapPort::from_spec(spec)?));
@@ -481,8 +384,15 @@ pub fn open(ifname: &str, kind: IoKind, queue: u32, opts: &PortOptions) -> Resul
         IoKind::AfXdp => Ok(Box::new(crate::afxdp::XdpPort::open(ifname, queue, opts)?)),
         IoKind::Auto => match crate::afxdp::XdpPort::open(ifname, queue, opts) {
             Ok(p) => Ok(Box::new(p)),
+            Err(e @ Error::NoSuchInterface(_)) => Err(e),
             Err(e) => {
-                log::warn!("{ifname} queue {queue}: AF_XDP not used ({e}); falling back to AF_PACKET");
+                let msg = format!("{ifname} queue {queue}: AF_XDP not used ({e}); falling back to AF_PACKET");
+                // Without a logger installed the `log` facade drops everything: say it on stderr.
+                if log::max_level() < log::LevelFilter::Warn {
+                    eprintln!("keyplane-net: {msg}");
+                } else {
+                    log::warn!("{msg}");
+                }
                 Ok(Box::new(crate::afpacket::AfPacketPort::open(ifname, queue, opts)?))
             }
         },
@@ -493,26 +403,6 @@ pub fn open(ifname: &str, kind: IoKind, queue: u32, opts: &PortOptions) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn burst_push_and_remove() {
-        let mut b = Burst::with_capacity(3);
-        assert!(b.push(&[1; 60]));
-        assert!(b.push(&[2; 1514]));
-        assert!(!b.push(&[3; FRAME_CAPACITY + 1]));
-        assert!(b.push_with(|buf| {
-            buf[..5].copy_from_slice(b"hello");
-            5
-        }));
-        assert!(!b.push(&[4; 10]), "full");
-        assert_eq!(b.iter().map(|f| f.len()).collect::<Vec<_>>(), vec![60, 1514, 5]);
-        b.swap_remove(0);
-        assert_eq!(b.frame(0), b"hello");
-        assert_eq!(b.frame(1), &[2; 1514][..]);
-        assert!(b.set_frame_len(0, FRAME_CAPACITY + 1).is_err());
-        b.set_frame_len(0, 2).unwrap();
-        assert_eq!(b.frame(0), b"he");
-    }
 
     #[test]
     fn io_kind_names_round_trip() {

@@ -118,3 +118,55 @@ pub(crate) fn packet_promisc(fd: &OwnedFd, ifindex: u32, what: &str) -> Result<(
     let mr = PacketMreq { ifindex: ifindex as i32, ty: PACKET_MR_PROMISC, alen: 0, address: [0; 8] };
     setsockopt(fd, libc::SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mr, what)
 }
+
+/// Run ethtool command `T` (whose first field is the command number) on interface `name`.
+pub(crate) fn ethtool<T>(name: &str, data: &mut T) -> Option<()> {
+    #[repr(C)]
+    struct IfReq {
+        name: [u8; libc::IFNAMSIZ],
+        data: *mut libc::c_void,
+        _pad: [u8; 16],
+    }
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+        return None;
+    }
+    let sock = socket(libc::AF_INET, libc::SOCK_DGRAM, 0, "socket for SIOCETHTOOL").ok()?;
+    let mut req = IfReq { name: [0; libc::IFNAMSIZ], data: data as *mut T as *mut libc::c_void, _pad: [0; 16] };
+    req.name[..name.len()].copy_from_slice(name.as_bytes());
+    // SAFETY: SIOCETHTOOL with a valid ifreq whose data points to a live, writable ethtool
+    // structure of the size the kernel writes for the command in its first field.
+    let r = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut req as *mut IfReq) };
+    (r == 0).then_some(())
+}
+
+/// The driver name of interface `name` (ETHTOOL_GDRVINFO), e.g. `"veth"`, if the kernel says.
+pub(crate) fn driver_name(name: &str) -> Option<String> {
+    #[repr(C)]
+    struct DrvInfo {
+        cmd: u32,
+        driver: [u8; 32],
+        rest: [u8; 32 * 4 + 12 + 4 * 5],
+    }
+    let mut info = DrvInfo { cmd: 3, driver: [0; 32], rest: [0; 32 * 4 + 12 + 4 * 5] };
+    ethtool(name, &mut info)?;
+    let end = info.driver.iter().position(|&c| c == 0).unwrap_or(32);
+    Some(String::from_utf8_lossy(&info.driver[..end]).into_owned())
+}
+
+/// Receive queues of interface `name` (ETHTOOL_GCHANNELS: rx + combined), if the driver says.
+pub(crate) fn rx_queues(name: &str) -> Option<u32> {
+    // struct ethtool_channels: cmd, max_rx, max_tx, max_other, max_combined, rx_count, tx_count,
+    // other_count, combined_count.
+    let mut ch = [0u32; 9];
+    ch[0] = 0x3c;
+    ethtool(name, &mut ch)?;
+    Some(ch[5] + ch[8])
+}
+
+/// Turn transmit checksum offload of interface `name` on or off (ETHTOOL_STXCSUM).
+pub(crate) fn set_tx_checksum_offload(name: &str, on: bool) -> Result<()> {
+    // struct ethtool_value { cmd, data }.
+    let mut v = [0x17u32, on as u32];
+    ethtool(name, &mut v).ok_or_else(|| Error::last_os(format!("ETHTOOL_STXCSUM on {name}")))
+}

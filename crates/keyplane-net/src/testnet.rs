@@ -192,6 +192,14 @@ impl TestNet {
         self.ip(ns, &["link", "set", ifname, "address", &mac.to_string()]).map(|_| ())
     }
 
+    /// Turn transmit checksum offload of `ifname` in `ns` on or off (what `ethtool -K IF tx off`
+    /// does, without needing `ethtool`). With it on (the veth default), TCP / UDP frames that a
+    /// namespace's own stack sends leave with only a partial checksum, to be completed by
+    /// "hardware" that a veth peer read through AF_XDP never provides; see `docs/net.md`.
+    pub fn tx_checksum_offload(&self, ns: &str, ifname: &str, on: bool) -> Result<()> {
+        enter(ns, || crate::sys::set_tx_checksum_offload(ifname, on))?
+    }
+
     /// Run `cmd` in `ns` and wait; its output whatever the exit status.
     pub fn exec(&self, ns: &str, cmd: &[&str]) -> Result<Output> {
         let mut c = Command::new("ip");

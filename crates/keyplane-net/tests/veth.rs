@@ -35,7 +35,7 @@ fn receive(port: &mut dyn Port, want: usize) -> Vec<Vec<u8>> {
     got
 }
 
-fn two_namespaces(kind: IoKind, tag: &str) {
+fn two_namespaces(kind: IoKind, tag: &str, opts: PortOptions) {
     if let Some(why) = testnet::skip_reason() {
         eprintln!("skipping {tag}: {why}");
         return;
@@ -44,7 +44,6 @@ fn two_namespaces(kind: IoKind, tag: &str) {
     let a = net.add_ns("a").unwrap();
     let b = net.add_ns("b").unwrap();
     net.veth(&a, "va", &b, "vb").unwrap();
-    let opts = PortOptions::default();
     let mut tx = net.enter(&a, || open("va", kind, 0, &opts)).unwrap().unwrap();
     let mut rx = net.enter(&b, || open("vb", kind, 0, &opts)).unwrap().unwrap();
     assert_eq!(tx.kind(), kind);
@@ -70,16 +69,19 @@ fn two_namespaces(kind: IoKind, tag: &str) {
     let back = frame(99_999, 1514);
     assert_eq!(rx.send(&[&back]).unwrap(), 1);
     assert_eq!(receive(tx.as_mut(), 1), vec![back]);
+    // Frames longer than FRAME_CAPACITY are refused and counted, never truncated.
+    assert!(!tx.tx_stage(&vec![0u8; keyplane_net::FRAME_CAPACITY + 1]).unwrap());
+    assert!(!tx.tx_stage(&[]).unwrap());
     let (ts, rs) = (tx.stats(), rx.stats());
     assert_eq!(ts.tx_frames, seq as u64);
     assert_eq!(rs.tx_frames, 1);
     assert!(rs.rx_frames >= seq as u64);
-    assert_eq!(ts.tx_dropped + rs.tx_dropped, 0);
+    assert_eq!((ts.tx_dropped, rs.tx_dropped), (2, 0));
 }
 
 #[test]
 fn af_packet_frames_arrive_byte_for_byte() {
-    two_namespaces(IoKind::AfPacket, "afp");
+    two_namespaces(IoKind::AfPacket, "afp", PortOptions::default());
 }
 
 fn vlan_tag_kept(kind: IoKind) {
@@ -120,7 +122,19 @@ fn vlan_tagged_frames_keep_their_tag_on_af_xdp() {
 
 #[test]
 fn af_xdp_frames_arrive_byte_for_byte() {
-    two_namespaces(IoKind::AfXdp, "xdp");
+    two_namespaces(IoKind::AfXdp, "xdp", PortOptions::default());
+}
+
+#[test]
+fn af_xdp_native_mode_frames_arrive_byte_for_byte() {
+    let opts = PortOptions { xdp_mode: keyplane_net::XdpMode::Native, ..Default::default() };
+    two_namespaces(IoKind::AfXdp, "xdpn", opts);
+}
+
+#[test]
+fn af_xdp_without_need_wakeup_and_small_rings() {
+    let opts = PortOptions { need_wakeup: false, ring_frames: 64, tx_frames: 64, ..Default::default() };
+    two_namespaces(IoKind::AfXdp, "xdps", opts);
 }
 
 #[test]
@@ -162,5 +176,63 @@ fn auto_picks_af_xdp_on_veth_and_falls_back_when_it_cannot() {
     // Queue 300 is beyond any XSKMAP slot: AF_XDP refuses, Auto falls back to AF_PACKET.
     let q = net.enter(&b, || open("vb", IoKind::Auto, 300, &opts)).unwrap().unwrap();
     assert_eq!(q.kind(), IoKind::AfPacket);
-    assert!(net.enter(&b, || open("nosuchif0", IoKind::Auto, 0, &opts)).unwrap().is_err());
+    let missing = net.enter(&b, || open("nosuchif0", IoKind::Auto, 0, &opts)).unwrap();
+    assert!(matches!(missing, Err(keyplane_net::Error::NoSuchInterface(_))));
+    // On veth, XdpMode::Auto attaches in generic mode (measured faster there); Native is honoured.
+    let x = net.enter(&b, || keyplane_net::afxdp::XdpPort::open("vb", 0, &opts)).unwrap().unwrap();
+    assert!(!x.is_native() && !x.is_zero_copy(), "veth: generic mode, copy");
+    drop(x);
+    let native = PortOptions { xdp_mode: keyplane_net::XdpMode::Native, ..Default::default() };
+    let x = net.enter(&b, || keyplane_net::afxdp::XdpPort::open("vb", 0, &native)).unwrap();
+    let x = x.unwrap_or_else(|e| panic!("native attach after generic: {e}"));
+    assert!(x.is_native());
+    assert!(net.ip(&b, &["link", "show", "vb"]).unwrap().contains("xdp"), "program attached");
+    drop(x);
+    assert!(!net.ip(&b, &["link", "show", "vb"]).unwrap().contains("xdp"), "program detached with the last port");
+}
+
+/// UDP from a namespace's own stack over veth carries a partial checksum (TX offload).
+/// AF_PACKET completes it (TP_STATUS_CSUMNOTREADY); with offload turned off through
+/// `TestNet::tx_checksum_offload`, both back ends receive a complete checksum.
+#[test]
+fn partial_checksums_from_the_host_stack() {
+    if let Some(why) = testnet::skip_reason() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let udp_valid = |kind: IoKind, offload: bool, complete: bool| -> bool {
+        let mut net = TestNet::new("csum").unwrap();
+        let a = net.add_ns("a").unwrap();
+        let b = net.add_ns("b").unwrap();
+        net.veth(&a, "va", &b, "vb").unwrap();
+        net.tx_checksum_offload(&a, "va", offload).unwrap();
+        net.addr(&a, "va", &format!("{}/24", testnet::v4(0, 1))).unwrap();
+        net.ip(
+            &a,
+            &["neigh", "add", &testnet::v4(0, 2).to_string(), "lladdr", &testnet::mac(2).to_string(), "dev", "va"],
+        )
+        .unwrap();
+        let opts = PortOptions { complete_checksums: complete, ..Default::default() };
+        let mut rx = net.enter(&b, || open("vb", kind, 0, &opts)).unwrap().unwrap();
+        // One UDP datagram from the stack of namespace a (bash's /dev/udp, no extra tools).
+        net.run(&a, &["bash", "-c", &format!("echo hello > /dev/udp/{}/9", testnet::v4(0, 2))]).unwrap();
+        let mut burst = Burst::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            rx.recv_timeout(&mut burst, Duration::from_millis(50)).unwrap();
+            for f in burst.iter() {
+                if let Ok(p) = keyplane_net::parse(f)
+                    && matches!(p.l4, keyplane_net::parse::L4::Udp { dst_port: 9, .. })
+                {
+                    return keyplane_net::checksum::l4_checksum_valid(f, &p);
+                }
+            }
+        }
+        panic!("{kind}: the UDP datagram did not arrive");
+    };
+    assert!(!udp_valid(IoKind::AfPacket, true, false), "offloaded: partial checksum on the wire");
+    assert!(udp_valid(IoKind::AfPacket, true, true), "AF_PACKET completes it");
+    assert!(!udp_valid(IoKind::AfXdp, true, true), "AF_XDP cannot tell");
+    assert!(udp_valid(IoKind::AfXdp, false, true), "offload off: complete");
+    assert!(udp_valid(IoKind::AfPacket, false, false), "offload off: complete");
 }

@@ -144,16 +144,28 @@ impl XdpPort {
             sxdp_queue_id: queue,
             sxdp_shared_umem_fd: 0,
         };
-        // SAFETY: `sxdp` is a valid sockaddr_xdp of the size given.
-        let r = unsafe {
-            libc::bind(
-                raw,
-                &sxdp as *const libc::sockaddr_xdp as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_xdp>() as u32,
-            )
-        };
-        if r != 0 {
-            return Err(unsupported(Error::last_os(w("bind"))));
+        // A socket that was just closed on the same queue releases it asynchronously: bind then
+        // fails with EBUSY for a few milliseconds. Retry for up to ~0.5 s.
+        let mut tries = 0;
+        loop {
+            // SAFETY: `sxdp` is a valid sockaddr_xdp of the size given.
+            let r = unsafe {
+                libc::bind(
+                    raw,
+                    &sxdp as *const libc::sockaddr_xdp as *const libc::sockaddr,
+                    std::mem::size_of::<libc::sockaddr_xdp>() as u32,
+                )
+            };
+            if r == 0 {
+                break;
+            }
+            let e = Error::last_os(w("bind"));
+            tries += 1;
+            let busy = matches!(&e, Error::Sys { source, .. } if source.raw_os_error() == Some(libc::EBUSY));
+            if !busy || tries > 50 {
+                return Err(unsupported(e));
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
         let zero_copy = sys::getsockopt::<u32>(raw, libc::SOL_XDP, libc::XDP_OPTIONS, "XDP_OPTIONS")
             .map(|f| f & XDP_OPTIONS_ZEROCOPY != 0)
