@@ -164,37 +164,71 @@ impl Tables {
         self.get_in(f, a)
     }
 
-    /// Three passes per group of 16: prefetch the top entries, then the
-    /// first candidate length's Othello slots, then answer.
+    /// Four passes per group of 16, each touching memory the previous one
+    /// prefetched: the block's top entry; the first candidate length's two
+    /// Othello slots; the verification slot they name; the answer (a miss at
+    /// the first candidate falls back to [`Tables::get_in`], whose lines
+    /// are cached by then).
     pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
-        let mut loc = [None::<(Family, u128)>; BATCH];
+        #[derive(Clone, Copy)]
+        struct St {
+            f: Family,
+            a: u128,
+            b: usize,
+            /// Index of the first candidate level, `usize::MAX` for none.
+            lv: usize,
+            ia: usize,
+            ib: usize,
+            slot: usize,
+        }
+        let none = St { f: Family::V4, a: 0, b: usize::MAX, lv: usize::MAX, ia: 0, ib: 0, slot: 0 };
+        let mut st = [none; BATCH];
         for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
-            for (k, l) in ks.iter().zip(loc.iter_mut()) {
-                *l = parse(k);
-                if let Some((f, a)) = *l
-                    && let Some(top) = self.fams[f.index()].top.as_deref()
-                {
-                    let b = (a >> (f.width() - T_BITS)) as usize;
-                    if let Some(m) = top.mask.get(b) {
-                        prefetch(m as *const AtomicU64);
-                    }
-                }
-            }
-            for l in loc.iter().take(ks.len()) {
-                let Some((f, a)) = *l else { continue };
-                let fam = &self.fams[f.index()];
-                let Some(top) = fam.top.as_deref() else { continue };
+            let st = &mut st[..ks.len()];
+            for (k, s) in ks.iter().zip(st.iter_mut()) {
+                *s = none;
+                let Some((f, a)) = parse(k) else { continue };
+                let Some(top) = self.fams[f.index()].top.as_deref() else { continue };
                 let b = (a >> (f.width() - T_BITS)) as usize;
-                let m = top.mask.get(b).map_or(0, |m| m.load(Ordering::Relaxed));
-                if let Some(lv) = fam.levels.iter().find(|lv| (m >> lv.bucket) & 1 == 1) {
-                    let (ia, ib) = lv.locate(f, a & lv.net);
-                    lv.inner.prefetch(ia, ib);
-                } else if let Some(s) = top.short.get(b) {
-                    prefetch(s as *const AtomicU32);
+                if let Some(m) = top.mask.get(b) {
+                    prefetch(m as *const AtomicU64);
+                    *s = St { f, a, b, ..none };
                 }
             }
-            for (l, o) in loc.iter().zip(os.iter_mut()).take(ks.len()) {
-                *o = l.and_then(|(f, a)| self.get_in(f, a));
+            for s in st.iter_mut().filter(|s| s.b != usize::MAX) {
+                let fam = &self.fams[s.f.index()];
+                let Some(top) = fam.top.as_deref() else { continue };
+                let m = top.mask[s.b].load(Ordering::Acquire);
+                match fam.levels.iter().position(|lv| (m >> lv.bucket) & 1 == 1) {
+                    Some(i) => {
+                        let lv = &fam.levels[i];
+                        (s.ia, s.ib) = lv.locate(s.f, s.a & lv.net);
+                        lv.inner.prefetch(s.ia, s.ib);
+                        s.lv = i;
+                    }
+                    None => prefetch(&top.short[s.b] as *const AtomicU32),
+                }
+            }
+            for s in st.iter_mut().filter(|s| s.lv != usize::MAX) {
+                let lv = &self.fams[s.f.index()].levels[s.lv];
+                s.slot = lv.inner.raw(s.ia, s.ib) as usize;
+                lv.slots.prefetch(s.slot);
+            }
+            for (s, o) in st.iter().zip(os.iter_mut()) {
+                *o = if s.b == usize::MAX {
+                    None
+                } else if s.lv == usize::MAX {
+                    self.fams[s.f.index()].top.as_deref().and_then(|t| match t.short[s.b].load(Ordering::Acquire) {
+                        0 => None,
+                        v => Some((v - 1) as u64),
+                    })
+                } else {
+                    let lv = &self.fams[s.f.index()].levels[s.lv];
+                    match lv.slots.get(s.slot) {
+                        Some((stored, nh)) if stored == s.a & lv.net => Some(nh as u64),
+                        _ => self.get_in(s.f, s.a),
+                    }
+                };
             }
         }
     }

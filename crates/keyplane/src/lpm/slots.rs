@@ -31,7 +31,9 @@ pub(crate) struct Slots {
 impl Slots {
     /// `n` empty slots.
     pub fn new(n: usize, v6: bool) -> Self {
-        Self { w: crate::bits::zeroed_atomics(n * if v6 { 3 } else { 1 }), v6 }
+        let w = crate::bits::zeroed_atomics(n * if v6 { 3 } else { 1 });
+        crate::mem::advise_hugepages(&w);
+        Self { w, v6 }
     }
 
     /// Slots holding `entries`.
@@ -51,6 +53,15 @@ impl Slots {
 
     pub fn memory_bytes(&self) -> usize {
         self.w.len() * 8
+    }
+
+    /// Prefetches slot `i` (nothing when out of range).
+    #[inline(always)]
+    pub fn prefetch(&self, i: usize) {
+        let at = if self.v6 { i.wrapping_mul(3) } else { i };
+        if let Some(w) = self.w.get(at) {
+            crate::mem::prefetch(w as *const AtomicU64);
+        }
     }
 
     /// The slot's contents; `None` for an empty slot or one out of range.
