@@ -292,11 +292,13 @@ impl WorkerState {
                 got += k;
                 let now = Instant::now();
                 let mut refs: [&[u8]; MAX_BURST] = [&[]; MAX_BURST];
-                let frames: Vec<&[u8]> = burst.iter().collect();
                 let mut sink = PortSink { ports: &mut self.ports, dirty: 0, refused: &mut refused };
-                for chunk in frames.chunks(MAX_BURST) {
-                    refs[..chunk.len()].copy_from_slice(chunk);
-                    let refs = &refs[..chunk.len()];
+                for start in (0..burst.len()).step_by(MAX_BURST) {
+                    let m = (burst.len() - start).min(MAX_BURST);
+                    for (j, r) in refs.iter_mut().take(m).enumerate() {
+                        *r = burst.frame(start + j);
+                    }
+                    let refs = &refs[..m];
                     match &self.plane {
                         PlaneKind::L2(p) => {
                             let fib = self.fib.load();
