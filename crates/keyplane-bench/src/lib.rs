@@ -5,6 +5,7 @@ pub mod cfw;
 pub mod cli;
 pub mod common;
 pub mod cuckoo;
+pub mod dir24;
 pub mod hashes;
 pub mod lb;
 pub mod ludo;

@@ -33,6 +33,8 @@ pub enum Command {
     Demo(DemoArgs),
     /// Layer-4 load balancer (Concury or Maglev) on one port: `lb --port IF --config lb.toml`.
     Lb(crate::lb::LbArgs),
+    /// Run an L2 / L3 software switch whose FIB is a keyplane lookup form (see docs/switch.md).
+    Switch(crate::switch::SwitchArgs),
 }
 
 /// How text and binary key files are read.
@@ -126,7 +128,8 @@ pub struct QueryArgs {
     /// Print only the values.
     #[arg(long)]
     values_only: bool,
-    /// Longest-prefix match by name components (fht; keys with --key-format name).
+    /// Longest-prefix match: by name components on name tables (fht; keys with --key-format name);
+    /// tables built from IP prefixes (`build -s lpm`) always answer longest-prefix.
     #[arg(long)]
     lpm: bool,
 }
@@ -227,6 +230,7 @@ pub fn run(cmd: Command) -> Result<u8, CliError> {
         }
         Command::Demo(a) => demo(&a),
         Command::Lb(a) => crate::lb::run(&a),
+        Command::Switch(a) => crate::switch::run(&a),
     }
 }
 
@@ -281,6 +285,11 @@ pub struct Built {
 
 /// `keyplane build`.
 pub fn build(a: &BuildArgs) -> Result<Built, CliError> {
+    if crate::lpm::wants(&a.structure, &a.fmt.key_format) {
+        let (input, out, control, generate) = (a.input.as_deref(), &a.out, a.control.as_deref(), a.generate.as_deref());
+        let r = crate::lpm::BuildReq { input, out, control, generate, value_bits: a.value_bits, header: a.fmt.header };
+        return crate::lpm::build(&r);
+    }
     let opts = parse_opts(&a.opts)?;
     let mut outs = vec![("--out", a.out.as_str())];
     outs.extend(a.control.as_deref().map(|c| ("--control", c)));
@@ -377,11 +386,14 @@ fn query_each_lpm(
     mut each: impl FnMut(&str, Option<u64>) -> Result<(), CliError>,
 ) -> Result<input::BadLines, CliError> {
     let reader = table.reader();
-    input::read_keys(keys, fmt, |shown, k| each(shown, if lpm { crate::lpm::get(&reader, k) } else { reader.get(k) }))
+    input::read_keys(keys, fmt, |shown, k| each(shown, if lpm { crate::name_lpm::get(&reader, k) } else { reader.get(k) }))
 }
 
 /// `keyplane query`.
 pub fn query(a: &QueryArgs) -> Result<u8, CliError> {
+    if let Some(code) = crate::lpm::query(&a.blob, &a.keys, a.lpm, a.checked, a.values_only)? {
+        return Ok(code);
+    }
     let table = load_lookup(&a.blob)?;
     if a.checked && !table.rejects_aliens() {
         return Err(CliError::usage(&format!(
@@ -397,7 +409,7 @@ pub fn query(a: &QueryArgs) -> Result<u8, CliError> {
     let mut absent = 0usize;
     let werr = |e: std::io::Error| CliError::io("<stdout>", e);
     if a.lpm {
-        crate::lpm::check(&table, &a.blob)?;
+        crate::name_lpm::check(&table, &a.blob)?;
     }
     let bad = query_each_lpm(&table, &a.keys, &fmt, a.lpm, |shown, v| {
         let r = match (v, a.values_only) {
@@ -446,6 +458,10 @@ pub fn inspect(a: &InspectArgs) -> Result<u8, CliError> {
             None => bytes.len(),
         };
         let first = Frame::inspect(&bytes[..first_end]).map_err(|e| CliError::lib(path, e))?;
+        if first.kind == keyplane::wire::Kind::LpmLookup {
+            crate::lpm::inspect(path, &bytes)?;
+            continue;
+        }
         if first.kind.label().ends_with("delta") {
             let frames = split_frames(&bytes).map_err(|e| CliError::lib(path, e))?;
             println!("  object:           delta stream of {} frame(s), {} bytes", frames.len(), bytes.len());

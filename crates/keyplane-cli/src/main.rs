@@ -26,10 +26,12 @@ mod input;
 mod lb;
 mod limits;
 mod lpm;
+mod name_lpm;
 mod paths;
 mod progress;
 mod report;
 mod state;
+mod switch;
 mod warn;
 
 use clap::Parser;

@@ -369,3 +369,34 @@ fn bench_report_writes_json_and_plots() {
     let idx = std::fs::read_to_string(d.join("index.md")).unwrap();
     assert!(idx.contains("![") && idx.contains("| othello_compact |"), "{idx}");
 }
+
+/// `keyplane switch` refuses bad flags and files with the documented exit codes and a message
+/// naming what is wrong (no namespaces needed: it fails before opening a port).
+#[test]
+fn switch_usage_errors() {
+    let dir = std::env::temp_dir().join(format!("kp-cli-switch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fib = dir.join("fib.kpl");
+    let none = dir.join("none.tsv");
+    std::fs::write(&none, "").unwrap();
+    let o =
+        run(&["build", "-i", none.to_str().unwrap(), "--key-format", "mac", "-l", "2", "--out", fib.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let f = fib.to_str().unwrap();
+    for (args, code, what) in [
+        (vec!["switch", "--port", "x0", "--fib", f, "--mode", "l4"], 2, "expected l2 or l3"),
+        (vec!["switch", "--port", "x0", "--fib", f, "--mode", "l3"], 2, "--next-hops"),
+        (vec!["switch", "--port", "x0", "--fib", f, "--unknown", "maybe"], 2, "flood or drop"),
+        (vec!["switch", "--port", "x0", "--port", "x0", "--fib", f], 2, "twice"),
+        (vec!["switch", "--port", "x0", "--fib", f, "--io", "dpdk"], 2, "--io"),
+        (vec!["switch", "--port", "x0", "--fib", f, "--address", "1.2.3"], 2, "not an IP address"),
+        (vec!["switch", "--port", "x0", "--fib", "/nonexistent/fib.kpl"], 6, "/nonexistent/fib.kpl"),
+        (vec!["switch", "--port", "x0", "--fib", none.to_str().unwrap()], 4, "none.tsv"),
+    ] {
+        let o = run(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {err}");
+        assert!(err.contains(what), "{args:?}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -38,6 +38,7 @@ pub mod fpt;
 pub mod hash;
 pub mod key;
 pub mod lb;
+pub mod lpm;
 pub mod ludo;
 pub mod mem;
 pub mod name;

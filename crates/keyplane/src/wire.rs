@@ -106,6 +106,10 @@ kinds! {
     LbDataPlane = 0x0a01, "lb data plane";
     /// `lb` delta.
     LbDelta = 0x0a02, "lb delta";
+    /// `lpm::Lookup`.
+    LpmLookup = 0x0b01, "lpm lookup";
+    /// `lpm::Delta`.
+    LpmDelta = 0x0b02, "lpm delta";
 }
 
 /// Builds a framed object: write the payload, then [`Writer::finish`].

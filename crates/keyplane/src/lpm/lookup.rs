@@ -1,0 +1,649 @@
+//! The LPM data-plane form: a top array per address family and one
+//! Othello-indexed, verified table per prefix length longer than the top.
+
+use super::delta::{Delta, LevelImage, Op};
+use super::prefix::{Family, netmask};
+use super::slots::Slots;
+use super::{BLOCKS, T_BITS, bucket, buckets, level_key};
+use crate::error::{Error, Result, mask};
+use crate::mem::prefetch;
+use crate::othello;
+use crate::sync::{Cached, Published};
+use crate::wire::{Frame, Kind, Reader as WireReader, Wire, Writer};
+use crate::{LookupTable, ReadHandle};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+const BATCH: usize = 16;
+
+/// Per family, indexed by the address's top [`T_BITS`] bits: the leaf-pushed
+/// next hop of the longest prefix of length ≤ `T_BITS` covering the block
+/// (`next_hop + 1`, 0 = none), and the bit set of length buckets that hold
+/// at least one longer prefix inside the block.
+#[derive(Debug)]
+pub(crate) struct Top {
+    pub mask: Box<[AtomicU64]>,
+    pub short: Box<[AtomicU32]>,
+}
+
+impl Top {
+    fn new() -> Self {
+        Self { mask: crate::bits::zeroed_atomics(BLOCKS), short: (0..BLOCKS).map(|_| AtomicU32::new(0)).collect() }
+    }
+    fn memory_bytes(&self) -> usize {
+        self.mask.len() * 8 + self.short.len() * 4
+    }
+}
+
+/// One prefix length: Othello index (prefix → slot) + verified slots.
+#[derive(Debug)]
+pub(crate) struct Level {
+    pub len: u8,
+    bucket: u32,
+    net: u128,
+    /// Owner of the index, for in-place deltas.
+    index: othello::Lookup,
+    /// The index's arrays, read directly (the index is only ever patched in
+    /// place: a re-seeded index arrives as a new `Level`).
+    inner: Arc<othello::LookupInner>,
+    slots: Arc<Slots>,
+}
+
+impl Level {
+    fn new(fam: Family, len: u8, index: othello::Lookup, slots: Arc<Slots>) -> Self {
+        let inner = index.snapshot_arc();
+        Level { len, bucket: bucket(fam, len), net: netmask(fam.width(), len as u32), index, inner, slots }
+    }
+
+    fn from_image(fam: Family, img: LevelImage) -> Self {
+        let slots = Arc::new(Slots::from_entries(&img.slots, fam == Family::V6));
+        Self::new(fam, img.len, othello::Lookup::from_image(img.index, img.oseq), slots)
+    }
+
+    fn image(&self) -> LevelImage {
+        let c = &self.inner;
+        LevelImage {
+            len: self.len,
+            oseq: self.index.seq(),
+            index: othello::Image { p: c.p, a: c.a.clone(), b: c.b.clone() },
+            slots: self.slots.entries(),
+        }
+    }
+
+    #[inline(always)]
+    fn locate(&self, fam: Family, k: u128) -> (usize, usize) {
+        let (buf, n) = level_key(fam, k);
+        let (_, ia, ib) = self.inner.p.locate(&buf[..n]);
+        (ia, ib)
+    }
+
+    /// The next hop of the address's prefix of this length, if stored.
+    #[inline(always)]
+    fn probe(&self, fam: Family, a: u128) -> Option<u32> {
+        let k = a & self.net;
+        let (ia, ib) = self.locate(fam, k);
+        let s = self.inner.raw(ia, ib) as usize;
+        match self.slots.get(s) {
+            Some((stored, nh)) if stored == k => Some(nh),
+            _ => None,
+        }
+    }
+
+    fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.index.memory_bytes() + self.slots.memory_bytes()
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Fam {
+    pub top: Option<Arc<Top>>,
+    /// Longest length first.
+    pub levels: Vec<Arc<Level>>,
+}
+
+impl Fam {
+    fn level(&self, len: u8) -> Option<&Arc<Level>> {
+        self.levels.iter().find(|l| l.len == len)
+    }
+    fn put_level(&mut self, l: Level) {
+        self.levels.retain(|x| x.len != l.len);
+        let at = self.levels.iter().position(|x| x.len < l.len).unwrap_or(self.levels.len());
+        self.levels.insert(at, Arc::new(l));
+    }
+}
+
+/// Everything a lookup reads; replaced as a whole (sharing unchanged parts)
+/// when a length table appears, disappears or is rebuilt.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Tables {
+    pub fams: [Fam; 2],
+}
+
+/// Splits 4 or 16 address bytes into a family and right-aligned bits.
+#[inline(always)]
+fn parse(key: &[u8]) -> Option<(Family, u128)> {
+    match key.len() {
+        4 => Some((Family::V4, u32::from_be_bytes([key[0], key[1], key[2], key[3]]) as u128)),
+        16 => {
+            let mut b = [0u8; 16];
+            b.copy_from_slice(key);
+            Some((Family::V6, u128::from_be_bytes(b)))
+        }
+        _ => None,
+    }
+}
+
+impl Tables {
+    /// Longest-prefix match of `a` in family `f`.
+    #[inline(always)]
+    pub fn get_in(&self, f: Family, a: u128) -> Option<u64> {
+        let fam = &self.fams[f.index()];
+        let top = fam.top.as_deref()?;
+        let b = (a >> (f.width() - T_BITS)) as usize;
+        let m = top.mask.get(b)?.load(Ordering::Acquire);
+        if m != 0 {
+            for lv in &fam.levels {
+                if (m >> lv.bucket) & 1 == 0 {
+                    continue;
+                }
+                if let Some(nh) = lv.probe(f, a) {
+                    return Some(nh as u64);
+                }
+            }
+        }
+        match top.short.get(b)?.load(Ordering::Acquire) {
+            0 => None,
+            s => Some((s - 1) as u64),
+        }
+    }
+
+    #[inline]
+    pub fn get(&self, key: &[u8]) -> Option<u64> {
+        let (f, a) = parse(key)?;
+        self.get_in(f, a)
+    }
+
+    /// Four passes per group of 16, each touching memory the previous one
+    /// prefetched: the block's top entry; the first candidate length's two
+    /// Othello slots; the verification slot they name; the answer (a miss at
+    /// the first candidate falls back to [`Tables::get_in`], whose lines
+    /// are cached by then).
+    pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        #[derive(Clone, Copy)]
+        struct St {
+            f: Family,
+            a: u128,
+            b: usize,
+            /// Index of the first candidate level, `usize::MAX` for none.
+            lv: usize,
+            ia: usize,
+            ib: usize,
+            slot: usize,
+        }
+        let none = St { f: Family::V4, a: 0, b: usize::MAX, lv: usize::MAX, ia: 0, ib: 0, slot: 0 };
+        let mut st = [none; BATCH];
+        for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            let st = &mut st[..ks.len()];
+            for (k, s) in ks.iter().zip(st.iter_mut()) {
+                *s = none;
+                let Some((f, a)) = parse(k) else { continue };
+                let Some(top) = self.fams[f.index()].top.as_deref() else { continue };
+                let b = (a >> (f.width() - T_BITS)) as usize;
+                if let Some(m) = top.mask.get(b) {
+                    prefetch(m as *const AtomicU64);
+                    *s = St { f, a, b, ..none };
+                }
+            }
+            for s in st.iter_mut().filter(|s| s.b != usize::MAX) {
+                let fam = &self.fams[s.f.index()];
+                let Some(top) = fam.top.as_deref() else { continue };
+                let m = top.mask[s.b].load(Ordering::Acquire);
+                match fam.levels.iter().position(|lv| (m >> lv.bucket) & 1 == 1) {
+                    Some(i) => {
+                        let lv = &fam.levels[i];
+                        (s.ia, s.ib) = lv.locate(s.f, s.a & lv.net);
+                        lv.inner.prefetch(s.ia, s.ib);
+                        s.lv = i;
+                    }
+                    None => prefetch(&top.short[s.b] as *const AtomicU32),
+                }
+            }
+            for s in st.iter_mut().filter(|s| s.lv != usize::MAX) {
+                let lv = &self.fams[s.f.index()].levels[s.lv];
+                s.slot = lv.inner.raw(s.ia, s.ib) as usize;
+                lv.slots.prefetch(s.slot);
+            }
+            for (s, o) in st.iter().zip(os.iter_mut()) {
+                *o = if s.b == usize::MAX {
+                    None
+                } else if s.lv == usize::MAX {
+                    self.fams[s.f.index()].top.as_deref().and_then(|t| match t.short[s.b].load(Ordering::Acquire) {
+                        0 => None,
+                        v => Some((v - 1) as u64),
+                    })
+                } else {
+                    let lv = &self.fams[s.f.index()].levels[s.lv];
+                    match lv.slots.get(s.slot) {
+                        Some((stored, nh)) if stored == s.a & lv.net => Some(nh as u64),
+                        _ => self.get_in(s.f, s.a),
+                    }
+                };
+            }
+        }
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.fams
+            .iter()
+            .map(|f| {
+                f.top.as_ref().map_or(0, |t| t.memory_bytes())
+                    + f.levels.iter().map(|l| l.memory_bytes()).sum::<usize>()
+                    + f.levels.capacity() * std::mem::size_of::<Arc<Level>>()
+            })
+            .sum()
+    }
+}
+
+/// The LPM lookup form. See the [module docs](super).
+///
+/// ```
+/// use keyplane::{ControlTable, LookupTable, Wire, lpm};
+/// use std::net::Ipv4Addr;
+///
+/// let mut ctl = lpm::Control::with_value_bits(8)?;
+/// ctl.insert_prefix("10.0.0.0/8".parse()?, 1)?;
+/// let table = ctl.export();
+/// let d = ctl.insert_prefix("10.1.0.0/16".parse()?, 2)?;
+/// table.apply(&d)?;
+/// assert_eq!(table.get_v4(Ipv4Addr::new(10, 1, 2, 3)), Some(2));
+/// assert_eq!(table.get(&[10, 9, 9, 9]), Some(1));
+/// assert_eq!(table.get(&[11, 0, 0, 1]), None);
+/// let copy = lpm::Lookup::from_bytes(&table.to_bytes())?;
+/// assert_eq!(copy.get_v4(Ipv4Addr::new(10, 1, 0, 0)), Some(2));
+/// # Ok::<(), keyplane::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Lookup {
+    cur: Published<Tables>,
+    vbits: u32,
+    /// Identity of the control form this table follows.
+    table: u64,
+    seq: AtomicU64,
+    writer: Mutex<()>,
+}
+
+/// A per-thread read handle on an LPM [`Lookup`] ([`LookupTable::reader`]).
+#[derive(Debug, Clone)]
+pub struct Reader<'a>(Cached<&'a Published<Tables>, Tables>);
+
+impl Reader<'_> {
+    /// Longest-prefix match of an IPv4 address.
+    #[inline]
+    pub fn get_v4(&self, a: Ipv4Addr) -> Option<u64> {
+        self.0.with(|t| t.get_in(Family::V4, u32::from(a) as u128))
+    }
+    /// Longest-prefix match of an IPv6 address.
+    #[inline]
+    pub fn get_v6(&self, a: Ipv6Addr) -> Option<u64> {
+        self.0.with(|t| t.get_in(Family::V6, u128::from(a)))
+    }
+}
+
+impl ReadHandle for Reader<'_> {
+    #[inline]
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        self.0.with(|t| t.get(key))
+    }
+    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        self.0.with(|t| t.get_batch(keys, out))
+    }
+}
+
+/// What the pre-check of a delta tracks about one length table.
+#[derive(Clone, Copy)]
+struct Sim {
+    len: u8,
+    slots: usize,
+    oseq: u64,
+    seed: u64,
+    ibits: u32,
+}
+
+impl Lookup {
+    pub(crate) fn from_tables(t: Tables, vbits: u32, table: u64, seq: u64) -> Self {
+        Self { cur: Published::new(t), vbits, table, seq: AtomicU64::new(seq), writer: Mutex::new(()) }
+    }
+
+    pub(crate) fn build_level(fam: Family, img: LevelImage) -> Level {
+        Level::from_image(fam, img)
+    }
+
+    pub(crate) fn new_top() -> Top {
+        Top::new()
+    }
+
+    /// Value (next-hop) width in bits.
+    pub fn value_bits(&self) -> u32 {
+        self.vbits
+    }
+    /// Sequence number of the last delta applied (or of the export).
+    pub fn seq(&self) -> u64 {
+        self.seq.load(Ordering::Acquire)
+    }
+    /// Identity of the control form whose deltas this table accepts.
+    pub fn table_id(&self) -> u64 {
+        self.table
+    }
+    /// Prefix lengths that have a table (longer than the 16-bit top array),
+    /// longest first.
+    pub fn lengths(&self, fam: Family) -> Vec<u8> {
+        self.cur.load().fams[fam.index()].levels.iter().map(|l| l.len).collect()
+    }
+    /// Longest-prefix match of an IPv4 address.
+    #[inline]
+    pub fn get_v4(&self, a: Ipv4Addr) -> Option<u64> {
+        self.cur.load().get_in(Family::V4, u32::from(a) as u128)
+    }
+    /// Longest-prefix match of an IPv6 address.
+    #[inline]
+    pub fn get_v6(&self, a: Ipv6Addr) -> Option<u64> {
+        self.cur.load().get_in(Family::V6, u128::from(a))
+    }
+    /// Longest-prefix match of an address of either family.
+    pub fn get_addr(&self, a: IpAddr) -> Option<u64> {
+        match a {
+            IpAddr::V4(a) => self.get_v4(a),
+            IpAddr::V6(a) => self.get_v6(a),
+        }
+    }
+
+    /// Checks every step of `d` against the current state (simulating the
+    /// structural steps), so that a delta made for another table is refused
+    /// before anything is written.
+    fn precheck(&self, t: &Tables, d: &Delta) -> Result<()> {
+        let bad = |m: String| Err(Error::DeltaMismatch(m));
+        let vmax = mask(self.vbits);
+        let mut tops = [t.fams[0].top.is_some(), t.fams[1].top.is_some()];
+        let mut sims: [Vec<Sim>; 2] = std::array::from_fn(|i| {
+            t.fams[i]
+                .levels
+                .iter()
+                .map(|l| Sim {
+                    len: l.len,
+                    slots: l.slots.len(),
+                    oseq: l.index.seq(),
+                    seed: l.index.seed(),
+                    ibits: l.index.value_bits(),
+                })
+                .collect()
+        });
+        for op in &d.ops {
+            match op {
+                Op::InitTop { fam } => {
+                    if tops[fam.index()] {
+                        return bad(format!("{fam:?} top array already exists"));
+                    }
+                    tops[fam.index()] = true;
+                }
+                Op::Short { fam, runs } => {
+                    if !tops[fam.index()] {
+                        return bad(format!("{fam:?} has no top array"));
+                    }
+                    for &(b, n, v) in runs {
+                        if b as u64 + n as u64 > BLOCKS as u64 || v as u64 > vmax + 1 {
+                            return bad(format!("top run {b}+{n} = {v} out of range"));
+                        }
+                    }
+                }
+                Op::Mask { fam, block, mask: m } => {
+                    if !tops[fam.index()] || *block as usize >= BLOCKS || m >> buckets(*fam) != 0 {
+                        return bad(format!("mask step for block {block} does not fit"));
+                    }
+                }
+                Op::Slot { fam, len, slot, entry } => {
+                    let Some(s) = sims[fam.index()].iter().find(|s| s.len == *len) else {
+                        return bad(format!("no /{len} table for a slot write"));
+                    };
+                    if *slot as usize >= s.slots {
+                        return bad(format!("slot {slot} outside the /{len} table of {}", s.slots));
+                    }
+                    if let Some((k, nh)) = entry
+                        && (*nh as u64 > vmax || k & !netmask(fam.width(), *len as u32) != 0)
+                    {
+                        return bad(format!("slot entry does not fit /{len} with {}-bit values", self.vbits));
+                    }
+                }
+                Op::Index { fam, len, delta } => {
+                    let Some(s) = sims[fam.index()].iter_mut().find(|s| s.len == *len) else {
+                        return bad(format!("no /{len} table for an index delta"));
+                    };
+                    if delta.seq != s.oseq + 1 {
+                        return bad(format!("/{len} index expects delta #{}, got #{}", s.oseq + 1, delta.seq));
+                    }
+                    s.oseq += 1;
+                    match &delta.body {
+                        othello::Body::Replace(img) => {
+                            if img.p.vbits != s.ibits {
+                                return bad(format!("/{len} index rebuild changes the slot-index width"));
+                            }
+                            s.seed = img.p.seed;
+                        }
+                        othello::Body::Slots { seed, .. } => {
+                            if *seed != s.seed {
+                                return bad(format!("/{len} index delta is for another seed"));
+                            }
+                        }
+                    }
+                }
+                Op::Level { fam, len, image } => {
+                    let v = &mut sims[fam.index()];
+                    v.retain(|s| s.len != *len);
+                    if let Some(img) = image {
+                        if img.len != *len || img.slots.iter().flatten().any(|&(_, nh)| nh as u64 > vmax) {
+                            return bad(format!("/{len} table image does not fit {}-bit values", self.vbits));
+                        }
+                        v.push(Sim {
+                            len: *len,
+                            slots: img.slots.len(),
+                            oseq: img.oseq,
+                            seed: img.index.p.seed,
+                            ibits: img.index.p.vbits,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn publish(&self, f: impl FnOnce(&mut Tables)) {
+        let mut t = (**self.cur.load()).clone();
+        f(&mut t);
+        self.cur.replace(t);
+    }
+
+    fn apply_op(&self, op: &Op) -> Result<()> {
+        let t = self.cur.load_full();
+        match op {
+            Op::InitTop { fam } => self.publish(|t| t.fams[fam.index()].top = Some(Arc::new(Top::new()))),
+            Op::Short { fam, runs } => {
+                let top = t.fams[fam.index()].top.as_ref().ok_or_else(|| Error::DeltaMismatch("no top".into()))?;
+                for &(b, n, v) in runs {
+                    for s in &top.short[b as usize..(b + n) as usize] {
+                        s.store(v, Ordering::Release);
+                    }
+                }
+            }
+            Op::Mask { fam, block, mask: m } => {
+                let top = t.fams[fam.index()].top.as_ref().ok_or_else(|| Error::DeltaMismatch("no top".into()))?;
+                top.mask[*block as usize].store(*m, Ordering::Release);
+            }
+            Op::Slot { fam, len, slot, entry } => {
+                let lv = t.fams[fam.index()].level(*len).ok_or_else(|| Error::DeltaMismatch("no level".into()))?;
+                lv.slots.set(*slot as usize, *entry);
+            }
+            Op::Index { fam, len, delta } => {
+                let lv = t.fams[fam.index()].level(*len).ok_or_else(|| Error::DeltaMismatch("no level".into()))?;
+                match &delta.body {
+                    othello::Body::Replace(img) => {
+                        let index = othello::Lookup::from_image((**img).clone(), delta.seq);
+                        let nl = Level::new(*fam, *len, index, lv.slots.clone());
+                        self.publish(|t| t.fams[fam.index()].put_level(nl));
+                    }
+                    othello::Body::Slots { .. } => lv.index.apply(delta)?,
+                }
+            }
+            Op::Level { fam, len, image } => match image {
+                Some(img) => {
+                    let nl = Level::from_image(*fam, (**img).clone());
+                    self.publish(|t| t.fams[fam.index()].put_level(nl));
+                }
+                None => self.publish(|t| t.fams[fam.index()].levels.retain(|l| l.len != *len)),
+            },
+        }
+        Ok(())
+    }
+}
+
+impl LookupTable for Lookup {
+    type Delta = Delta;
+    type Reader<'a> = Reader<'a>;
+
+    fn reader(&self) -> Reader<'_> {
+        Reader(self.cur.cached())
+    }
+
+    /// Longest-prefix match of a 4-byte (IPv4) or 16-byte (IPv6) address in
+    /// network order; `None` when no prefix covers it (or for any other key
+    /// length).
+    #[inline]
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        self.cur.load().get(key)
+    }
+
+    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        self.cur.load().get_batch(keys, out)
+    }
+
+    fn apply(&self, delta: &Delta) -> Result<()> {
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        if delta.table != self.table {
+            return Err(Error::DeltaMismatch(format!(
+                "delta from another table (id {:#018x}, this one follows {:#018x}); export a blob from the \
+                 control form that made the delta",
+                delta.table, self.table
+            )));
+        }
+        let have = self.seq.load(Ordering::Relaxed);
+        if delta.seq != have + 1 {
+            return Err(Error::DeltaMismatch(format!(
+                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
+                have + 1,
+                delta.seq
+            )));
+        }
+        self.precheck(&self.cur.load_full(), delta)?;
+        for op in &delta.ops {
+            self.apply_op(op)?;
+        }
+        self.seq.store(delta.seq, Ordering::Release);
+        Ok(())
+    }
+
+    fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.cur.load().memory_bytes()
+    }
+}
+
+impl Wire for Lookup {
+    fn to_bytes(&self) -> Vec<u8> {
+        // The writer lock gives a consistent image.
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let t = self.cur.load_full();
+        let mut w = Writer::with_capacity(Kind::LpmLookup, t.memory_bytes() + 64);
+        w.u8(self.vbits as u8).u64(self.table).u64(self.seq.load(Ordering::Acquire));
+        for (i, fam) in t.fams.iter().enumerate() {
+            let f = Family::from_index(i);
+            match &fam.top {
+                None => {
+                    w.u8(0);
+                }
+                Some(top) => {
+                    // Sparse: (block gap, mask, short) for every non-empty block.
+                    w.u8(1);
+                    let used: Vec<(usize, u64, u32)> = (0..BLOCKS)
+                        .map(|b| (b, top.mask[b].load(Ordering::Acquire), top.short[b].load(Ordering::Acquire)))
+                        .filter(|&(_, m, s)| m != 0 || s != 0)
+                        .collect();
+                    w.varint(used.len() as u64);
+                    let mut prev = 0usize;
+                    for (b, m, s) in used {
+                        w.varint((b - prev) as u64).varint(m).varint(s as u64);
+                        prev = b;
+                    }
+                }
+            }
+            w.varint(fam.levels.len() as u64);
+            for l in &fam.levels {
+                l.image().encode(&mut w, f);
+            }
+        }
+        w.finish()
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let mut r = Frame::open(bytes, Kind::LpmLookup)?;
+        let vbits = r.u8()? as u32;
+        crate::check_value_bits(vbits, 1, super::MAX_VALUE_BITS).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let table = r.u64()?;
+        let seq = r.u64()?;
+        let mut t = Tables::default();
+        for i in 0..2 {
+            let f = Family::from_index(i);
+            t.fams[i].top = decode_top(&mut r, f, vbits)?;
+            let n = r.varint_count(8)?;
+            let mut last = u8::MAX;
+            for _ in 0..n {
+                let img = LevelImage::decode(&mut r, f)?;
+                WireReader::ensure(img.len < last, || "length tables out of order".into())?;
+                WireReader::ensure(img.slots.iter().flatten().all(|&(_, nh)| nh as u64 <= mask(vbits)), || {
+                    "next hop wider than the table's value bits".into()
+                })?;
+                WireReader::ensure(t.fams[i].top.is_some(), || "length table without a top array".into())?;
+                last = img.len;
+                t.fams[i].levels.push(Arc::new(Level::from_image(f, img)));
+            }
+        }
+        r.finish()?;
+        Ok(Self::from_tables(t, vbits, table, seq))
+    }
+}
+
+fn decode_top(r: &mut WireReader<'_>, f: Family, vbits: u32) -> Result<Option<Arc<Top>>> {
+    match r.u8()? {
+        0 => Ok(None),
+        1 => {
+            let top = Top::new();
+            let n = r.varint_count(3)?;
+            WireReader::ensure(n <= BLOCKS, || format!("{n} top entries, at most {BLOCKS}"))?;
+            let mut b = 0u64;
+            for i in 0..n {
+                let gap = r.varint()?;
+                WireReader::ensure(i == 0 || gap > 0, || "top entries out of order".into())?;
+                b = b
+                    .checked_add(gap)
+                    .filter(|&b| b < BLOCKS as u64)
+                    .ok_or_else(|| Error::Corrupt(format!("top entry beyond block {}", BLOCKS - 1)))?;
+                let m = r.varint()?;
+                let s = r.varint()?;
+                WireReader::ensure(m >> buckets(f) == 0, || "mask bit beyond the lengths".into())?;
+                WireReader::ensure(s <= mask(vbits) + 1, || "top next hop wider than the table's value bits".into())?;
+                top.mask[b as usize].store(m, Ordering::Relaxed);
+                top.short[b as usize].store(s as u32, Ordering::Relaxed);
+            }
+            Ok(Some(Arc::new(top)))
+        }
+        x => Err(Error::Corrupt(format!("top flag {x}"))),
+    }
+}
