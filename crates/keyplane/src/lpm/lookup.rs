@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 const BATCH: usize = 16;
+/// Candidate lengths probed in parallel by one lookup.
+const GROUP: usize = 8;
 
 /// Per family, indexed by the address's top [`T_BITS`] bits: the leaf-pushed
 /// next hop of the longest prefix of length ≤ `T_BITS` covering the block
@@ -78,14 +80,12 @@ impl Level {
         (ia, ib)
     }
 
-    /// The next hop of the address's prefix of this length, if stored.
+    /// The next hop in slot `s` if that slot holds the address's prefix of
+    /// this length (the verification that makes absent prefixes harmless).
     #[inline(always)]
-    fn probe(&self, fam: Family, a: u128) -> Option<u32> {
-        let k = a & self.net;
-        let (ia, ib) = self.locate(fam, k);
-        let s = self.inner.raw(ia, ib) as usize;
+    fn verify(&self, a: u128, s: usize) -> Option<u32> {
         match self.slots.get(s) {
-            Some((stored, nh)) if stored == k => Some(nh),
+            Some((stored, nh)) if stored == a & self.net => Some(nh),
             _ => None,
         }
     }
@@ -143,12 +143,38 @@ impl Tables {
         let b = (a >> (f.width() - T_BITS)) as usize;
         let m = top.mask.get(b)?.load(Ordering::Acquire);
         if m != 0 {
-            for lv in &fam.levels {
-                if (m >> lv.bucket) & 1 == 0 {
+            // The candidate lengths are probed in groups of up to GROUP, with
+            // all of a group's memory reads in flight at once (hash, prefetch
+            // both Othello slots; read them, prefetch the verification slots;
+            // check longest first): two rounds of parallel misses instead of
+            // two serial misses per candidate length.
+            let mut cand = [(0usize, 0usize, 0usize); GROUP];
+            let mut levels = fam.levels.iter().enumerate().filter(|(_, lv)| (m >> lv.bucket) & 1 == 1).peekable();
+            while levels.peek().is_some() {
+                let mut n = 0;
+                for (i, lv) in levels.by_ref().take(GROUP) {
+                    let (ia, ib) = lv.locate(f, a & lv.net);
+                    lv.inner.prefetch(ia, ib);
+                    cand[n] = (i, ia, ib);
+                    n += 1;
+                }
+                if n == 1 {
+                    let (i, ia, ib) = cand[0];
+                    let lv = &fam.levels[i];
+                    if let Some(nh) = lv.verify(a, lv.inner.raw(ia, ib) as usize) {
+                        return Some(nh as u64);
+                    }
                     continue;
                 }
-                if let Some(nh) = lv.probe(f, a) {
-                    return Some(nh as u64);
+                for c in cand.iter_mut().take(n) {
+                    let lv = &fam.levels[c.0];
+                    c.1 = lv.inner.raw(c.1, c.2) as usize;
+                    lv.slots.prefetch(c.1);
+                }
+                for c in cand.iter().take(n) {
+                    if let Some(nh) = fam.levels[c.0].verify(a, c.1) {
+                        return Some(nh as u64);
+                    }
                 }
             }
         }
@@ -224,9 +250,9 @@ impl Tables {
                     })
                 } else {
                     let lv = &self.fams[s.f.index()].levels[s.lv];
-                    match lv.slots.get(s.slot) {
-                        Some((stored, nh)) if stored == s.a & lv.net => Some(nh as u64),
-                        _ => self.get_in(s.f, s.a),
+                    match lv.verify(s.a, s.slot) {
+                        Some(nh) => Some(nh as u64),
+                        None => self.get_in(s.f, s.a),
                     }
                 };
             }
