@@ -391,7 +391,7 @@ fn query_each_lpm(
 
 /// `keyplane query`.
 pub fn query(a: &QueryArgs) -> Result<u8, CliError> {
-    if let Some(code) = crate::lpm::query(&a.blob, &a.keys, a.lpm, a.checked, a.values_only)? {
+    if let Some(code) = crate::lpm::query(&a.blob, &a.keys, a.checked, a.values_only)? {
         return Ok(code);
     }
     let table = load_lookup(&a.blob)?;

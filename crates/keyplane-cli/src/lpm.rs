@@ -198,11 +198,10 @@ fn kind_of(path: &str) -> Result<Option<Kind>, CliError> {
     }
 }
 
-/// `keyplane query` when the blob is an LPM table (or `--lpm` was given).
-/// `Ok(None)`: not an LPM blob and `--lpm` not given — the caller goes on.
-pub fn query(blob: &str, keys: &str, lpm_flag: bool, checked: bool, values_only: bool) -> Result<Option<u8>, CliError> {
-    // Not an LPM blob: `--lpm` then means name LPM (crate::name_lpm), checked by the caller.
-    let _ = lpm_flag;
+/// `keyplane query` when the blob is an LPM table (always longest-prefix).
+/// `Ok(None)`: not an LPM blob — the caller goes on (there `--lpm` means
+/// name LPM, `crate::name_lpm`, which refuses other kinds).
+pub fn query(blob: &str, keys: &str, checked: bool, values_only: bool) -> Result<Option<u8>, CliError> {
     if kind_of(blob)? != Some(Kind::LpmLookup) {
         return Ok(None);
     }
