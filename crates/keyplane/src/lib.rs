@@ -38,6 +38,7 @@ pub mod fpt;
 pub mod hash;
 pub mod key;
 pub mod lb;
+pub mod lineage;
 pub mod ludo;
 pub mod mem;
 pub mod name;
@@ -48,6 +49,7 @@ pub mod sync;
 pub mod wire;
 
 pub use error::{Error, Result, check_value, check_value_bits, mask};
+pub use lineage::TableId;
 pub use wire::Wire;
 
 /// The control plane of a table: full state, construction, updates, deltas.

@@ -158,7 +158,7 @@ impl Control {
     }
 
     fn delta(&mut self, ops: Vec<Op>) -> Delta {
-        self.seq += 1;
+        crate::lineage::bump(&mut self.seq);
         Delta { seq: self.seq, body: Body::Ops { seed: self.p.seed, ops } }
     }
 

@@ -294,13 +294,7 @@ impl LookupTable for Lookup {
     fn apply(&self, delta: &Delta) -> Result<()> {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let have = self.seq.load(Relaxed);
-        if delta.seq != have.wrapping_add(1) {
-            return Err(Error::DeltaMismatch(format!(
-                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
-                have.wrapping_add(1),
-                delta.seq
-            )));
-        }
+        crate::lineage::check_seq(have, delta.seq)?;
         match &delta.body {
             Body::Ops { seed, ops } => self.apply_ops(*seed, ops)?,
             Body::Replace(img) => {

@@ -418,13 +418,13 @@ impl Control {
     }
 
     fn replace_delta(&mut self) -> Delta {
-        self.seq += 1;
+        crate::lineage::bump(&mut self.seq);
         let img = self.image(|id| self.store.value(id));
         Delta { seq: self.seq, body: Body::Replace(Box::new(img)) }
     }
 
     fn ops_delta(&mut self, ops: Vec<Op>) -> Delta {
-        self.seq += 1;
+        crate::lineage::bump(&mut self.seq);
         Delta { seq: self.seq, body: Body::Ops { seed: self.p.seed, nb: self.p.nb, ops } }
     }
 

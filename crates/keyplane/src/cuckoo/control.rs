@@ -240,7 +240,7 @@ impl Control {
     }
 
     fn delta(&mut self) -> Delta {
-        self.seq += 1;
+        crate::lineage::bump(&mut self.seq);
         let ops = std::mem::take(&mut self.sink.ops);
         Delta { seq: self.seq, seed: self.seed(), ops }
     }

@@ -109,13 +109,7 @@ impl LookupTable for Lookup {
         if have == POISONED {
             return Err(Error::DeltaMismatch("an earlier delta failed half-way; reload a fresh blob".into()));
         }
-        if delta.seq != have.wrapping_add(1) {
-            return Err(Error::DeltaMismatch(format!(
-                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
-                have.wrapping_add(1),
-                delta.seq
-            )));
-        }
+        crate::lineage::check_seq(have, delta.seq)?;
         let seed = self.cur.load().p.seed;
         if delta.seed != seed {
             return Err(Error::DeltaMismatch(format!("delta is for seed {:#x}, table has {seed:#x}", delta.seed)));

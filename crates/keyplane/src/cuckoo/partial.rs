@@ -310,13 +310,7 @@ impl LookupTable for Lookup {
     fn apply(&self, delta: &Delta) -> Result<()> {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let have = self.seq.load(Ordering::Relaxed);
-        if delta.seq != have.wrapping_add(1) {
-            return Err(Error::DeltaMismatch(format!(
-                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
-                have.wrapping_add(1),
-                delta.seq
-            )));
-        }
+        crate::lineage::check_seq(have, delta.seq)?;
         let c = self.cur.load_full();
         match &delta.body {
             Body::Steps { seed, nb, steps } => {
@@ -589,12 +583,12 @@ impl Control {
         self.rebuild(nb)?;
         self.grows += 1;
         self.steps.clear();
-        self.seq += 1;
+        crate::lineage::bump(&mut self.seq);
         Ok(Delta { seq: self.seq, body: Body::Replace(Box::new((self.p, self.a.clone()))) })
     }
 
     fn steps_delta(&mut self) -> Delta {
-        self.seq += 1;
+        crate::lineage::bump(&mut self.seq);
         Delta {
             seq: self.seq,
             body: Body::Steps { seed: self.p.seed, nb: self.p.nb, steps: std::mem::take(&mut self.steps) },

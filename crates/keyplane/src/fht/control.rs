@@ -275,12 +275,12 @@ impl Control {
     }
 
     fn ops_delta(&mut self, puts: CtList, slots: Vec<(u64, u64)>, dels: Vec<Vec<u8>>) -> Delta {
-        self.seq += 1;
+        crate::lineage::bump(&mut self.seq);
         Delta { seq: self.seq, body: Body::Ops { seed: self.p.seed, buckets: self.p.b, puts, slots, dels } }
     }
 
     fn replace_delta(&mut self) -> Delta {
-        self.seq += 1;
+        crate::lineage::bump(&mut self.seq);
         Delta { seq: self.seq, body: Body::Replace(Box::new(self.image())) }
     }
 

@@ -247,7 +247,7 @@ impl Control {
     }
 
     fn writes_delta(&mut self, writes: Vec<(u32, u64)>) -> Delta {
-        self.seq += 1;
+        crate::lineage::bump(&mut self.seq);
         Delta { seq: self.seq, body: Body::Writes { seed: self.p.seed, nodes: self.nodes.len() as u32, writes } }
     }
 
@@ -277,7 +277,7 @@ impl ControlTable for Control {
             Some(w) => Ok(self.writes_delta(w)),
             None => {
                 self.rebuilds += 1;
-                self.seq += 1;
+                crate::lineage::bump(&mut self.seq);
                 Ok(Delta { seq: self.seq, body: Body::Replace(Box::new(self.image())) })
             }
         }

@@ -364,7 +364,7 @@ impl Control {
     }
 
     fn delta(&mut self, ops: Vec<Op>) -> Delta {
-        self.seq += 1;
+        crate::lineage::bump(&mut self.seq);
         Delta { seq: self.seq, dbits: self.p.dcode_bits, ops }
     }
 

@@ -560,13 +560,7 @@ impl DataPlane {
     pub fn apply(&self, delta: &Delta) -> Result<()> {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let c = self.cur.load_full();
-        if delta.seq != c.seq + 1 {
-            return Err(Error::DeltaMismatch(format!(
-                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
-                c.seq + 1,
-                delta.seq
-            )));
-        }
+        crate::lineage::check_seq(c.seq, delta.seq)?;
         if delta.dbits != c.dbits {
             return Err(Error::DeltaMismatch(format!("delta has {}-bit Dcodes, table {}", delta.dbits, c.dbits)));
         }

@@ -609,7 +609,7 @@ impl Control {
     }
 
     fn delta(&mut self, body: Body) -> Delta {
-        self.seq += 1;
+        crate::lineage::bump(&mut self.seq);
         Delta { seq: self.seq, body }
     }
 
@@ -854,7 +854,7 @@ impl ControlTable for Control {
                         let ov = self.img.ov_cap();
                         let r = self.rebuild(nb, ov, true);
                         // Replicas must reload a blob rather than apply later deltas.
-                        self.seq += 1;
+                        crate::lineage::bump(&mut self.seq);
                         r?;
                         Err(e)
                     }

@@ -167,12 +167,12 @@ impl Locator {
     }
 
     fn replace_delta(&mut self) -> othello::Delta {
-        self.seq += 1;
+        crate::lineage::bump(&mut self.seq);
         othello::Delta { seq: self.seq, body: Body::Replace(Box::new(self.image())) }
     }
 
     fn slots_delta(&mut self, xor: u64, xors: Vec<u64>, sets: Vec<(u64, u64)>) -> othello::Delta {
-        self.seq += 1;
+        crate::lineage::bump(&mut self.seq);
         othello::Delta { seq: self.seq, body: Body::Slots { seed: self.p.seed, xor, xors, sets } }
     }
 

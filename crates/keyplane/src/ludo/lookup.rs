@@ -299,10 +299,9 @@ impl Lookup {
                 return Err(Error::DeltaMismatch(format!("bucket index outside the table of {nb}")));
             }
             if let Some(d) = &n.oth {
-                oseq += 1;
-                if d.seq() != oseq {
-                    return Err(Error::DeltaMismatch("bucket-locator deltas out of sequence".into()));
-                }
+                crate::lineage::check_seq(oseq, d.seq())
+                    .map_err(|e| Error::DeltaMismatch(format!("bucket-locator delta: {e}")))?;
+                oseq = d.seq();
                 if let othello::Body::Replace(img) = &d.body {
                     if img.p.vbits != 1 || img.p.fbits != 0 || img.p.empt {
                         return Err(Error::DeltaMismatch("bucket-locator rebuild with a different slot layout".into()));
@@ -367,13 +366,7 @@ impl LookupTable for Lookup {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let c = self.cur.load_full();
         let have = c.seq.load(Ordering::Relaxed);
-        if delta.seq != have.wrapping_add(1) {
-            return Err(Error::DeltaMismatch(format!(
-                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
-                have.wrapping_add(1),
-                delta.seq
-            )));
-        }
+        crate::lineage::check_seq(have, delta.seq)?;
         let wmask = crate::mask(c.p.sw());
         let mut c = c;
         match &delta.body {

@@ -253,7 +253,7 @@ impl Control {
     }
 
     fn replace_delta(&mut self) -> Delta {
-        self.seq += 1;
+        crate::lineage::bump(&mut self.seq);
         Delta {
             seq: self.seq,
             body: Body::Replace(Box::new(Image { p: self.p, a: self.a.clone(), b: self.b.clone() })),
@@ -309,7 +309,7 @@ impl Control {
     }
 
     fn slots_delta(&mut self, xor: u64, xors: Vec<SlotRef>, sets: Vec<(SlotRef, u64)>) -> Delta {
-        self.seq += 1;
+        crate::lineage::bump(&mut self.seq);
         Delta { seq: self.seq, body: Body::Slots { seed: self.p.seed, xor, xors, sets } }
     }
 

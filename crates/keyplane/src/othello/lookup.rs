@@ -210,13 +210,7 @@ impl LookupTable for Lookup {
         let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let c = self.cur.load();
         let have = c.seq.load(Ordering::Relaxed);
-        if delta.seq != have + 1 {
-            return Err(Error::DeltaMismatch(format!(
-                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
-                have + 1,
-                delta.seq
-            )));
-        }
+        crate::lineage::check_seq(have, delta.seq)?;
         match &delta.body {
             Body::Slots { seed, xor, xors, sets } => {
                 Self::apply_slots(&c, &mut w, *seed, *xor, xors, sets)?;

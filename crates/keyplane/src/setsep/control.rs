@@ -430,7 +430,7 @@ impl Control {
     }
 
     fn make_delta(&mut self, ch: Changes) -> Delta {
-        self.seq += 1;
+        crate::lineage::bump(&mut self.seq);
         let l = self.p.vbits as usize;
         let choices = ch
             .blocks
@@ -478,7 +478,7 @@ impl Control {
     }
 
     fn replace_delta(&mut self) -> Delta {
-        self.seq += 1;
+        crate::lineage::bump(&mut self.seq);
         Delta { seq: self.seq, body: Body::Replace(Box::new(self.image())) }
     }
 
