@@ -2,9 +2,11 @@
 //!
 //! A *lineage* is one control form and every lookup form exported from it:
 //! they share a random 128-bit [`TableId`] drawn when the control form is
-//! created, and count the deltas they have produced or applied. Every lookup
-//! blob and every delta starts its payload with the same prologue,
-//! `table id (16 bytes) | sequence number (8 bytes)`, written and read here
+//! created and the [`KeyFormat`] its keys are written in ([`Lineage`]), and
+//! count the deltas they have produced or applied. Every lookup blob and
+//! every delta starts its payload with the same prologue,
+//! `table id (16 bytes) | sequence number (8 bytes) | key format (1 byte, 0 = not recorded)`,
+//! written and read here
 //! ([`write_prologue`], [`read_prologue`]), and every lookup form accepts a
 //! delta only through [`check_next`]: same table id, sequence number exactly
 //! one past its own. A delta from another table, a lost or repeated delta,
@@ -14,6 +16,7 @@
 //! continues the same lineage.
 
 use crate::error::{Error, Result};
+use crate::key::KeyFormat;
 use crate::wire::{Reader, Writer};
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
@@ -71,6 +74,27 @@ impl fmt::Debug for TableId {
     }
 }
 
+/// What every lookup form, delta and control form of one table carries: the
+/// table id and the key format (see the [module docs](self)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Lineage {
+    /// The table id.
+    pub id: TableId,
+    /// How the keys are written as text, when the builder said so.
+    pub key_format: Option<KeyFormat>,
+}
+
+impl Lineage {
+    /// A new lineage with a random id and no recorded key format.
+    pub fn random() -> Self {
+        Lineage { id: TableId::random(), key_format: None }
+    }
+
+    /// The lineage of structures embedded in others and only ever replaced
+    /// whole (the Concury core's per-VIP Othello maps).
+    pub(crate) const EMBEDDED: Lineage = Lineage { id: TableId(0), key_format: None };
+}
+
 fn random_u128() -> u128 {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
@@ -95,7 +119,8 @@ pub fn random_seed() -> u64 {
 /// Checks that a delta `(table, seq)` may follow a lookup form at
 /// `(have_table, have_seq)`: same lineage, sequence number exactly one past
 /// the current one. Every structure's `apply` goes through this check.
-pub(crate) fn check_next(have_table: TableId, have_seq: u64, table: TableId, seq: u64) -> Result<()> {
+pub(crate) fn check_next(have: Lineage, have_seq: u64, delta: Lineage, seq: u64) -> Result<()> {
+    let (have_table, table) = (have.id, delta.id);
     if table != have_table {
         return Err(Error::DeltaMismatch(format!(
             "delta belongs to table {table}, this table is {have_table}; apply deltas only to tables exported \
@@ -128,19 +153,25 @@ pub(crate) fn bump(seq: &mut u64) -> u64 {
 }
 
 /// Size of the prologue every lookup blob and delta payload starts with.
-pub const PROLOGUE_LEN: usize = 24;
+pub const PROLOGUE_LEN: usize = 25;
 
-/// Writes the lineage prologue: table id, then sequence number.
-pub(crate) fn write_prologue(w: &mut Writer, table: TableId, seq: u64) {
-    w.u64(table.0 as u64).u64((table.0 >> 64) as u64).u64(seq);
+/// Writes the lineage prologue: table id, sequence number, key format.
+pub(crate) fn write_prologue(w: &mut Writer, table: Lineage, seq: u64) {
+    let id = table.id.0;
+    w.u64(id as u64).u64((id >> 64) as u64).u64(seq).u8(table.key_format.map_or(0, KeyFormat::code));
 }
 
 /// Reads the lineage prologue written by [`write_prologue`].
-pub(crate) fn read_prologue(r: &mut Reader<'_>) -> Result<(TableId, u64)> {
+pub(crate) fn read_prologue(r: &mut Reader<'_>) -> Result<(Lineage, u64)> {
     let lo = r.u64()? as u128;
     let hi = r.u64()? as u128;
     let seq = r.u64()?;
-    Ok((TableId(hi << 64 | lo), seq))
+    let code = r.u8()?;
+    let key_format = match code {
+        0 => None,
+        c => Some(KeyFormat::from_code(c).ok_or_else(|| Error::Corrupt(format!("unknown key format code {c}")))?),
+    };
+    Ok((Lineage { id: TableId(hi << 64 | lo), key_format }, seq))
 }
 
 #[cfg(test)]
@@ -149,13 +180,13 @@ mod tests {
 
     #[test]
     fn sequence_edges_are_errors_not_panics() {
-        let t = TableId::from_seed(1);
+        let t = Lineage { id: TableId::from_seed(1), key_format: None };
         assert!(check_next(t, 0, t, 1).is_ok());
         assert!(check_next(t, u64::MAX - 1, t, u64::MAX).is_ok());
         for (have, got) in [(0, 0), (0, u64::MAX), (5, 0), (5, u64::MAX), (u64::MAX, 0), (u64::MAX, u64::MAX)] {
             assert!(matches!(check_next(t, have, t, got), Err(Error::DeltaMismatch(_))), "{have} -> {got}");
         }
-        let other = TableId::from_seed(2);
+        let other = Lineage { id: TableId::from_seed(2), ..t };
         assert!(matches!(check_next(t, 0, other, 1), Err(Error::DeltaMismatch(_))));
         let mut s = u64::MAX - 1;
         assert_eq!(bump(&mut s), u64::MAX);
@@ -164,7 +195,7 @@ mod tests {
 
     #[test]
     fn prologue_round_trips() {
-        let t = TableId::random();
+        let t = Lineage { id: TableId::random(), key_format: Some(KeyFormat::Ipv4) };
         let mut w = Writer::new(crate::wire::Kind::OthelloDelta);
         write_prologue(&mut w, t, 42);
         let b = w.finish();

@@ -5,8 +5,9 @@
 use keyplane::wire::{HEADER_LEN, TRAILER_LEN, checksum};
 use keyplane::{ControlTable, Error, LookupTable, Wire};
 
-/// Offset of the sequence number in a blob or delta payload.
-const SEQ_AT: usize = HEADER_LEN;
+/// Offset of the sequence number in a blob or delta payload (after the
+/// 16-byte table id of the lineage prologue).
+const SEQ_AT: usize = HEADER_LEN + 16;
 
 /// Overwrites the u64 at `at` and recomputes the frame checksum, so the
 /// bytes pass every framing check and only the sequence number is wrong.
@@ -49,6 +50,16 @@ fn sequence_edges<C: ControlTable>(name: &str) {
                 other => panic!("{name}: delta #{seq} on a table at u64::MAX gave {other:?}"),
             }
         }
+    }
+    // A delta of another table with the same structure, parameters and keys
+    // is refused and changes nothing.
+    let mut other = C::from_items(keys(300), 4).unwrap();
+    assert_ne!(other.table_id(), ctl.table_id(), "{name}: two tables share an id");
+    let alien = other.insert(b"one more key", 3).unwrap();
+    assert_eq!(alien.to_bytes()[SEQ_AT..SEQ_AT + 8], dbytes[SEQ_AT..SEQ_AT + 8], "{name}");
+    match table.apply(&C::Delta::from_bytes(&alien.to_bytes()).unwrap()) {
+        Err(Error::DeltaMismatch(m)) => assert!(m.contains("belongs to table"), "{name}: {m}"),
+        r => panic!("{name}: another table's delta gave {r:?}"),
     }
     // The genuine delta still applies: the refusals changed nothing.
     table.apply(&delta).unwrap_or_else(|e| panic!("{name}: genuine delta: {e}"));
@@ -113,6 +124,9 @@ fn lb_plane_sequence_edges() {
             assert!(matches!(at_max.apply(&d), Err(Error::DeltaMismatch(_))), "lb at MAX, delta #{seq}");
         }
     }
+    let mut other = Control::new(Params { max_vips: 4, ..Params::default() }).unwrap();
+    let (_, alien) = other.add_vip(vip, &pool).unwrap();
+    assert!(matches!(plane.apply(&alien), Err(Error::DeltaMismatch(_))), "another table's lb delta");
     plane.apply(&delta).unwrap();
     assert_eq!(plane.seq(), 1);
 }

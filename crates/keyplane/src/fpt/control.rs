@@ -22,6 +22,7 @@ pub struct Control {
     leaf_of: Vec<u32>,
     free: Vec<u32>,
     next: usize,
+    table: crate::lineage::Lineage,
     seq: u64,
     rebuilds: u64,
 }
@@ -42,6 +43,7 @@ impl Control {
             leaf_of: Vec::new(),
             free: Vec::new(),
             next: 2,
+            table: crate::lineage::Lineage::random(),
             seq: 0,
             rebuilds: 0,
         })
@@ -248,7 +250,11 @@ impl Control {
 
     fn writes_delta(&mut self, writes: Vec<(u32, u64)>) -> Delta {
         crate::lineage::bump(&mut self.seq);
-        Delta { seq: self.seq, body: Body::Writes { seed: self.p.seed, nodes: self.nodes.len() as u32, writes } }
+        Delta {
+            table: self.table,
+            seq: self.seq,
+            body: Body::Writes { seed: self.p.seed, nodes: self.nodes.len() as u32, writes },
+        }
     }
 
     fn image(&self) -> Image {
@@ -259,6 +265,14 @@ impl Control {
 impl ControlTable for Control {
     type Delta = Delta;
     type Lookup = Lookup;
+
+    fn lineage(&self) -> crate::lineage::Lineage {
+        self.table
+    }
+
+    fn set_lineage(&mut self, l: crate::lineage::Lineage) {
+        self.table = l;
+    }
 
     fn with_value_bits(value_bits: u32) -> Result<Self> {
         Self::with_options(value_bits, Options::default())
@@ -278,7 +292,7 @@ impl ControlTable for Control {
             None => {
                 self.rebuilds += 1;
                 crate::lineage::bump(&mut self.seq);
-                Ok(Delta { seq: self.seq, body: Body::Replace(Box::new(self.image())) })
+                Ok(Delta { table: self.table, seq: self.seq, body: Body::Replace(Box::new(self.image())) })
             }
         }
     }
@@ -319,7 +333,7 @@ impl ControlTable for Control {
     }
 
     fn export(&self) -> Lookup {
-        Lookup::from_image(self.image(), self.seq)
+        Lookup::from_image(self.image(), self.table, self.seq)
     }
 
     fn memory_bytes(&self) -> usize {
