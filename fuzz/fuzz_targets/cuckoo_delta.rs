@@ -12,7 +12,9 @@ fuzz_target!(|raw: &[u8]| {
     let framed = w.finish();
     for data in [raw, framed.as_slice()] {
         if let Ok(d) = cuckoo::Delta::from_bytes(data) {
-            let ctl = cuckoo::Control::from_items((0..64u64).map(|i| (i.to_le_bytes(), i & 0xff)), 8).unwrap();
+            let mut ctl = cuckoo::Control::from_items_with((0..64u64).map(|i| (i.to_le_bytes(), i & 0xff)), 8, cuckoo::Options { seed: 1, ..cuckoo::Options::default() }).unwrap();
+            // Fuzzed deltas whose table id is 0 reach the structure-specific checks.
+            ctl.set_table_id(keyplane::TableId::from_u128(0));
             let t = ctl.export();
             let _ = t.apply(&d);
             let _ = t.get(b"x");

@@ -7,7 +7,9 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(d) = fpt::Delta::from_bytes(data) {
-        let ctl = fpt::Control::from_items((0..16u64).map(|i| (i.to_le_bytes(), i & 0xff)), 8).unwrap();
+        let mut ctl = fpt::Control::from_items_with((0..16u64).map(|i| (i.to_le_bytes(), i & 0xff)), 8, fpt::Options { seed: 1, ..fpt::Options::default() }).unwrap();
+        // Fuzzed deltas whose table id is 0 reach the structure-specific checks.
+        ctl.set_table_id(keyplane::TableId::from_u128(0));
         let t = ctl.export();
         let _ = t.apply(&d);
         for i in 0..16u64 {

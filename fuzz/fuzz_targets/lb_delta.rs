@@ -9,9 +9,11 @@ use std::net::Ipv4Addr;
 fuzz_target!(|data: &[u8]| {
     if let Ok(d) = Delta::from_bytes(data) {
         let mut ctl = Control::new(Params { max_vips: 4, dcode_bits: 6, seed: 1 }).unwrap();
+        // Fuzzed deltas whose table id is 0 reach the structure-specific checks.
+        ctl.set_table_id(keyplane::TableId::from_u128(0));
+        let dp = ctl.export();
         let pool = [(Backend::new(Ipv4Addr::new(10, 0, 0, 1), 80), 1)];
         let (_, first) = ctl.add_vip(Vip::new(Ipv4Addr::new(192, 0, 2, 1), 80, 6), &pool).unwrap();
-        let dp = Control::new(Params { max_vips: 4, dcode_bits: 6, seed: 1 }).unwrap().export();
         dp.apply(&first).unwrap();
         let _ = dp.apply(&d);
         let _ = dp.lookup(0, b"x");

@@ -18,7 +18,9 @@ fuzz_target!(|data: &[u8]| {
         _ => data,
     };
     if let Ok(d) = othello::Delta::from_bytes(bytes) {
-        let ctl = othello::Control::from_items((0..64u64).map(|i| (i.to_le_bytes(), i & 0xff)), 8).unwrap();
+        let mut ctl = othello::Control::from_items_with((0..64u64).map(|i| (i.to_le_bytes(), i & 0xff)), 8, othello::Options { seed: 1, ..othello::Options::default() }).unwrap();
+        // Fuzzed deltas whose table id is 0 reach the structure-specific checks.
+        ctl.set_table_id(keyplane::TableId::from_u128(0));
         let t = ctl.export();
         let _ = t.apply(&d);
         let _ = t.get(b"x");

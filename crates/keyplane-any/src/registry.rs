@@ -2,10 +2,11 @@
 //! [`AnyLookup`] / [`AnyControl`] generated from it.
 
 use crate::{Opts, Structure};
-// Hand-written `Structure` impls (the `custom` entries below).
-use crate::Othello;
+use keyplane::describe::{AbsentKeys, Describe};
+use keyplane::key::KeyFormat;
+use keyplane::lineage::Lineage;
 use keyplane::wire::{Frame, Kind};
-use keyplane::{ControlTable, Error, LookupTable, ReadHandle, Result, Wire};
+use keyplane::{ControlTable, Error, LookupTable, ReadHandle, Result, TableId, Wire};
 
 /// Static facts about one registered structure.
 #[derive(Debug, Clone, Copy)]
@@ -20,17 +21,15 @@ pub struct StructureInfo {
     pub lookup_kind: Kind,
 }
 
-/// Declares the registered structures. Each line is either
-///
-/// * `custom Type;` — `Type` implements [`Structure`] by hand (options,
-///   parameters for `inspect`), e.g. [`crate::Othello`]; or
-/// * `plain Type = module::path, "name", LookupKind, "summary";` — a
-///   structure built with `ControlTable::from_items` and no options; the
-///   macro defines `pub struct Type` and its [`Structure`] impl from
-///   `module::{Control, Lookup, Delta}`.
+/// Declares the registered structures, one line each:
+/// `Type = module::path;` where `module::Control` implements
+/// [`keyplane::describe::Configure`] and `module::Lookup` implements
+/// [`keyplane::describe::Describe`] (name, options, parameters and absent-key
+/// detection all come from the structure itself). The macro defines
+/// `pub struct Type` and its [`Structure`] impl.
 macro_rules! registry {
-    ($( $form:ident $ty:ident $(= $($module:ident)::+, $name:literal, $kind:ident, $summary:literal)? ; )*) => {
-        $( registry!(@define $form $ty $(= $($module)::+, $name, $kind, $summary)?); )*
+    ($( $ty:ident = $($module:ident)::+ ; )*) => {
+        $( registry!(@define $ty = $($module)::+); )*
 
         /// Every structure this build knows, in registry order.
         pub const STRUCTURES: &[StructureInfo] = &[
@@ -165,30 +164,60 @@ macro_rules! registry {
                 match self { $( AnyLookup::$ty(t) => t.memory_bytes(), )* }
             }
 
-            /// Parameters for display.
+            /// Parameters for display (structure-specific).
             pub fn describe(&self) -> Vec<(&'static str, String)> {
-                match self { $( AnyLookup::$ty(t) => <$ty as Structure>::describe(t), )* }
+                match self { $( AnyLookup::$ty(t) => t.params(), )* }
             }
 
-            /// Value width, when the structure exposes it.
+            /// Value width.
             pub fn value_bits(&self) -> Option<u32> {
-                match self { $( AnyLookup::$ty(t) => <$ty as Structure>::value_bits(t), )* }
+                match self { $( AnyLookup::$ty(t) => Some(Describe::value_bits(t)), )* }
+            }
+
+            /// Sequence number of the last delta applied.
+            pub fn seq(&self) -> u64 {
+                match self { $( AnyLookup::$ty(t) => Describe::seq(t), )* }
+            }
+
+            /// Table id and key format.
+            pub fn lineage(&self) -> Lineage {
+                match self { $( AnyLookup::$ty(t) => Describe::lineage(t), )* }
+            }
+
+            /// The table id (deltas of other tables are refused).
+            pub fn table_id(&self) -> TableId {
+                self.lineage().id
+            }
+
+            /// The key format recorded when the table was built, if any.
+            pub fn key_format(&self) -> Option<KeyFormat> {
+                self.lineage().key_format
             }
 
             /// Number of keys, when the lookup form stores it.
             pub fn key_count(&self) -> Option<usize> {
-                match self { $( AnyLookup::$ty(t) => <$ty as Structure>::key_count(t), )* }
+                match self { $( AnyLookup::$ty(t) => t.key_count(), )* }
             }
 
             /// Keys the lookup form is sized for, when known.
             pub fn capacity(&self) -> Option<usize> {
-                match self { $( AnyLookup::$ty(t) => <$ty as Structure>::capacity(t), )* }
+                match self { $( AnyLookup::$ty(t) => t.capacity(), )* }
+            }
+
+            /// How absent keys are told apart.
+            pub fn absent_keys(&self) -> AbsentKeys {
+                match self { $( AnyLookup::$ty(t) => t.absent_keys(), )* }
+            }
+
+            /// True when every inserted key reads exactly its own value.
+            pub fn exact_for_stored_keys(&self) -> bool {
+                match self { $( AnyLookup::$ty(t) => t.exact_for_stored_keys(), )* }
             }
 
             /// True when `get` answers `None` for keys never inserted
             /// (up to the structure's false-positive rate).
             pub fn rejects_aliens(&self) -> bool {
-                match self { $( AnyLookup::$ty(t) => <$ty as Structure>::rejects_aliens(t), )* }
+                self.absent_keys().detected()
             }
         }
 
@@ -256,18 +285,30 @@ macro_rules! registry {
             pub fn memory_bytes(&self) -> usize {
                 match self { $( AnyControl::$ty(c) => c.memory_bytes(), )* }
             }
+
+            /// Table id and key format (see [`keyplane::lineage`]).
+            pub fn lineage(&self) -> Lineage {
+                match self { $( AnyControl::$ty(c) => c.lineage(), )* }
+            }
+
+            /// Sets table id and key format; call it before exporting.
+            pub fn set_lineage(&mut self, l: Lineage) {
+                match self { $( AnyControl::$ty(c) => c.set_lineage(l), )* }
+            }
+
+            /// Records the key format (stored in every blob and delta).
+            pub fn set_key_format(&mut self, f: Option<KeyFormat>) {
+                let l = self.lineage();
+                self.set_lineage(Lineage { key_format: f, ..l });
+            }
         }
     };
 
-    (@define custom $ty:ident) => {};
-    (@define plain $ty:ident = $($module:ident)::+, $name:literal, $kind:ident, $summary:literal) => {
-        #[doc = concat!($summary, " (`", $name, "`).")]
+    (@define $ty:ident = $($module:ident)::+) => {
+        #[doc = concat!("`", stringify!($($module)::+), "` in the front ends (see [`Structure`]).")]
         #[derive(Debug, Clone, Copy)]
         pub struct $ty;
         impl Structure for $ty {
-            const NAME: &'static str = $name;
-            const SUMMARY: &'static str = $summary;
-            const LOOKUP_KIND: Kind = Kind::$kind;
             type Control = $($module)::+::Control;
             type Lookup = $($module)::+::Lookup;
             type Delta = $($module)::+::Delta;
@@ -289,16 +330,14 @@ fn not_a_lookup(kind: Kind) -> Error {
 }
 
 // ─── The registry: one line per structure ────────────────────────────────
-// `custom T;` for a hand-written `impl Structure for T` (options), or
-// `plain T = keyplane::module, "name", LookupKind, "summary";`.
 registry! {
-    custom Othello;
-    plain Ludo          = keyplane::ludo,           "ludo",           LudoLookup,          "Ludo hashing: (3.76 + 1.05·l) bits/key, dynamic, values only (thesis ch. 4)";
-    plain SetSep        = keyplane::setsep,         "setsep",         SetSepLookup,        "SetSep: 0.5 + 1.5·l bits/key, static-friendly, group-local updates (ScaleBricks §4)";
-    plain Cuckoo        = keyplane::cuckoo,         "cuckoo",         CuckooLookup,        "Concurrent (2,4) cuckoo hash with full keys: exact, one writer and lock-free readers (CuckooSwitch)";
-    plain PartialCuckoo = keyplane::cuckoo::partial, "cuckoo-partial", PartialCuckooLookup, "Partial-key cuckoo: fingerprints + values, may mis-answer colliding valid keys (SILT/MemC3)";
-    plain Fht           = keyplane::fht,            "fht",            FhtLookup,           "Fingerprint d-left hash table for names with a collision table: exact for stored names (FHT §5)";
-    plain Fpt           = keyplane::fpt,            "fpt",            FptLookup,           "Fingerprint Patricia trie for names: speculative, bit positions only (FPT §4)";
-    plain Cfw           = keyplane::cfw,            "cfw",            CfwLookup,           "Cuckoo Filtable forwarder: fingerprints + values, colliding keys in level 2, exact for valid keys (thesis §3.4.2)";
-    plain Bfw           = keyplane::bfw,            "bfw",            BfwLookup,           "Bloom-filter forwarder baseline: one Bloom filter per value, may mis-answer valid keys (thesis §3.4.1)";
+    Othello       = keyplane::othello;
+    Ludo          = keyplane::ludo;
+    SetSep        = keyplane::setsep;
+    Cuckoo        = keyplane::cuckoo;
+    PartialCuckoo = keyplane::cuckoo::partial;
+    Fht           = keyplane::fht;
+    Fpt           = keyplane::fpt;
+    Cfw           = keyplane::cfw;
+    Bfw           = keyplane::bfw;
 }

@@ -17,22 +17,14 @@ use std::time::{Duration, Instant};
 /// time (which includes its memory stalls) is not.
 #[cfg(target_os = "linux")]
 pub fn thread_cpu_ns() -> u64 {
-    #[repr(C)]
-    struct Timespec {
-        sec: i64,
-        nsec: i64,
-    }
-    unsafe extern "C" {
-        fn clock_gettime(clk: i32, tp: *mut Timespec) -> i32;
-    }
-    let mut t = Timespec { sec: 0, nsec: 0 };
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes one timespec into the valid, exclusively
-    // borrowed `t`; clock id 3 is CLOCK_THREAD_CPUTIME_ID on Linux.
-    let rc = unsafe { clock_gettime(3, &mut t) };
+    // borrowed `t`.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
     if rc != 0 {
         return 0;
     }
-    t.sec as u64 * 1_000_000_000 + t.nsec as u64
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// Wall-clock fallback where thread CPU time is unavailable.

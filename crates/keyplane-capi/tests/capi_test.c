@@ -50,7 +50,7 @@ static kp_status rget(const kp_reader *r, int i, uint64_t *v) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) { fprintf(stderr, "usage: %s BLOB DELTAS\n", argv[0]); return 2; }
+    if (argc != 4) { fprintf(stderr, "usage: %s BLOB DELTAS OTHER_BLOB\n", argv[0]); return 2; }
     size_t blen, dlen;
     unsigned char *blob = slurp(argv[1], &blen);
     unsigned char *deltas = slurp(argv[2], &dlen);
@@ -129,6 +129,23 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 100; i++)
         if (vals[i] != (uint64_t)(((100 + i) * 7) % 256)) wrong++;
     CHECK(wrong == 0, "%d fixed batch answers wrong", wrong);
+
+    /* Another table of the same structure, options and keys refuses the
+       deltas (table identity) and keeps its answers. */
+    {
+        size_t olen;
+        unsigned char *oblob = slurp(argv[3], &olen);
+        kp_table *o = NULL;
+        s = kp_table_from_bytes(oblob, olen, &o);
+        CHECK(s == KP_OK && o != NULL, "other from_bytes: %s", kp_status_str(s));
+        s = kp_table_apply(o, deltas, dlen);
+        CHECK(s == KP_ERR_DELTA_MISMATCH, "foreign delta: %s", kp_status_str(s));
+        CHECK(strstr(kp_last_error(), "belongs to table") != NULL, "foreign delta message: %s", kp_last_error());
+        uint64_t v = 0;
+        CHECK(get(o, 5, &v) == KP_OK && v == 35, "other table changed by a refused delta");
+        kp_table_free(o);
+        free(oblob);
+    }
 
     /* Apply the delta stream, then check changed, new and removed keys. */
     s = kp_table_apply(t, deltas, dlen);

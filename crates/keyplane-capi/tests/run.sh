@@ -27,8 +27,10 @@ for i in $(seq 0 999); do printf 'key%d\t%d\n' "$i" $(( (i * 7) % 256 )); done >
 { for i in $(seq 1000 1099); do printf 'set\tkey%d\t%d\n' "$i" $(( i % 256 )); done
   for i in $(seq 0 9); do printf 'del\tkey%d\n' "$i"; done; } > "$T/ops.tsv"
 "$KP" update --control "$T/t.kpc" --ops "$T/ops.tsv" --deltas "$T/d.kpd" 2>/dev/null
+# Another table with the same structure, options and keys: it must refuse d.kpd.
+"$KP" build -i "$T/keys.tsv" -l 8 -O filtered=8 --out "$T/other.kpl" 2>/dev/null
 $CC -std=c11 -O2 -Wall -Wextra -Werror -Icrates/keyplane-capi/include crates/keyplane-capi/tests/capi_test.c "$LIB" -lpthread -ldl -lm -o "$T/capi_test"
-"$T/capi_test" "$T/t.kpl" "$T/d.kpd"
+"$T/capi_test" "$T/t.kpl" "$T/d.kpd" "$T/other.kpl"
 # The packet-loop example, against a table of 5-tuple keys.
 $CC -std=c11 -O2 -Wall -Wextra -Werror -Icrates/keyplane-capi/include examples/c/packet_loop.c "$LIB" -lpthread -ldl -lm -o "$T/packet_loop"
 "$KP" build --generate 100000 --gen-key-type fivetuple -l 8 -O filtered=8 --dump-keys "$T/flows.tsv" --out "$T/flows.kpl" 2>/dev/null

@@ -43,9 +43,10 @@ pub struct FormatArgs {
     /// Text separator: auto (tab, else comma, else whitespace), csv, tsv, ws.
     #[arg(long, default_value = "auto")]
     format: String,
-    /// Key encoding in text files: text, hex, u64, ipv4, ipv6, mac, name.
-    #[arg(long, default_value = "text")]
-    key_format: String,
+    /// Key encoding in text files: text, hex, u64, ipv4, ipv6, mac, name, fivetuple. Default: the
+    /// format recorded in the table when it was built (a different one is refused), else text.
+    #[arg(long)]
+    key_format: Option<String>,
     /// The first line of a text file is a header.
     #[arg(long)]
     header: bool,
@@ -58,16 +59,26 @@ pub struct FormatArgs {
 }
 
 impl FormatArgs {
-    fn resolve(&self) -> Result<Format, CliError> {
+    /// The input format; `recorded` is the key format stored in the table
+    /// (used by default; a conflicting `--key-format` is refused).
+    fn resolve(&self, recorded: Option<KeyFormat>) -> Result<Format, CliError> {
         let sep = Sep::from_format(&self.format)
             .ok_or_else(|| CliError::usage(&format!("--format {}: expected auto, csv, tsv or ws", self.format)))?;
-        Ok(Format {
-            sep,
-            key: key_format(&self.key_format)?,
-            header: self.header,
-            key_width: self.key_width,
-            value_bytes: self.value_bytes,
-        })
+        let key = match (self.key_format.as_deref().map(key_format).transpose()?, recorded) {
+            (Some(given), Some(rec)) if given != rec && self.key_width.is_none() => {
+                return Err(CliError::usage(&format!(
+                    "--key-format {} conflicts with the table's key format {} (recorded when it was built); \
+                     drop --key-format or pass --key-format {}",
+                    given.name(),
+                    rec.name(),
+                    rec.name()
+                )));
+            }
+            (Some(given), _) => given,
+            (None, Some(rec)) => rec,
+            (None, None) => KeyFormat::Text,
+        };
+        Ok(Format { sep, key, header: self.header, key_width: self.key_width, value_bytes: self.value_bytes })
     }
 }
 
@@ -104,6 +115,11 @@ pub struct BuildArgs {
     dump_keys: Option<String>,
     #[command(flatten)]
     fmt: FormatArgs,
+    /// Hash seed for a reproducible build: the same seed, structure, options and keys give the same
+    /// blob, and the same table id (tables built with one seed accept each other's deltas).
+    /// Default: a random seed and a random table id.
+    #[arg(long)]
+    seed: Option<String>,
     /// Output blob.
     #[arg(long)]
     out: String,
@@ -285,16 +301,27 @@ pub struct Built {
 
 /// `keyplane build`.
 pub fn build(a: &BuildArgs) -> Result<Built, CliError> {
-    if crate::lpm::wants(&a.structure, &a.fmt.key_format) {
+    if crate::lpm::wants(&a.structure, a.fmt.key_format.as_deref().unwrap_or("")) {
         let (input, out, control, generate) = (a.input.as_deref(), &a.out, a.control.as_deref(), a.generate.as_deref());
         let r = crate::lpm::BuildReq { input, out, control, generate, value_bits: a.value_bits, header: a.fmt.header };
         return crate::lpm::build(&r);
     }
-    let opts = parse_opts(&a.opts)?;
     let mut outs = vec![("--out", a.out.as_str())];
     outs.extend(a.control.as_deref().map(|c| ("--control", c)));
     outs.extend(a.dump_keys.as_deref().map(|c| ("--dump-keys", c)));
     crate::paths::refuse_same(&a.input.as_deref().map(|i| ("--input", i)).into_iter().collect::<Vec<_>>(), &outs)?;
+    let mut opts = parse_opts(&a.opts)?;
+    let given_seed = match (&a.seed, opts.take("seed")) {
+        (Some(_), Some(_)) => return Err(CliError::usage("give the seed once: --seed or --opt seed=…, not both")),
+        (Some(s), None) => Some(s.clone()),
+        (None, s) => s,
+    };
+    let seed = match &given_seed {
+        Some(s) => keyplane_any::parse_u64(s)
+            .ok_or_else(|| CliError::usage(&format!("--seed {s}: not an unsigned integer (decimal or 0x-hex)")))?,
+        None => keyplane::lineage::random_seed(),
+    };
+    opts.push("seed", &format!("{seed:#x}"));
     if !STRUCTURES.iter().any(|s| s.name == a.structure) {
         let names: Vec<&str> = STRUCTURES.iter().map(|s| s.name).collect();
         return Err(CliError::usage(&format!("unknown structure {:?} (known: {})", a.structure, names.join(", "))));
@@ -308,7 +335,7 @@ pub fn build(a: &BuildArgs) -> Result<Built, CliError> {
             if let Ok(m) = std::fs::metadata(path) {
                 crate::limits::check_memory(m.len() as u128 * 8, &format!("building from {path}"))?;
             }
-            let fmt = a.fmt.resolve()?;
+            let fmt = a.fmt.resolve(None)?;
             let items = input::read_items_at(path, &fmt, a.value_bits, &mut at)?;
             crate::checks::check_items(path, &items, &at, fmt.key_width.is_some())?;
             items
@@ -336,10 +363,17 @@ pub fn build(a: &BuildArgs) -> Result<Built, CliError> {
     };
     let sp = Progress::spinner(&format!("building {} over {} keys", a.structure, items.len()));
     let t = Instant::now();
-    let ctl =
+    let mut ctl =
         AnyControl::build(&a.structure, items.iter().map(|(k, v)| (k, *v)), a.value_bits, &opts).map_err(|e| {
             crate::checks::locate(a.input.as_deref().unwrap_or(""), &items, &at, a.fmt.key_width.is_some(), e)
         })?;
+    // Identity: random, or derived from the seed for a reproducible build.
+    // Key format: as read (binary records and generated keys are raw bytes,
+    // written as hex).
+    let key_format =
+        if a.input.is_some() && a.fmt.key_width.is_none() { a.fmt.resolve(None)?.key } else { KeyFormat::Hex };
+    let id = if given_seed.is_some() { keyplane::TableId::from_seed(seed) } else { ctl.lineage().id };
+    ctl.set_lineage(keyplane::lineage::Lineage { id, key_format: Some(key_format) });
     let build_s = t.elapsed().as_secs_f64();
     let table = ctl.export();
     let blob = table.to_bytes();
@@ -350,6 +384,7 @@ pub fn build(a: &BuildArgs) -> Result<Built, CliError> {
             structure: a.structure.clone(),
             opts: opts.clone(),
             value_bits: a.value_bits,
+            lineage: ctl.lineage(),
             base: items,
             journal: Vec::new(),
             export_sum: checksum(&blob),
@@ -386,7 +421,9 @@ fn query_each_lpm(
     mut each: impl FnMut(&str, Option<u64>) -> Result<(), CliError>,
 ) -> Result<input::BadLines, CliError> {
     let reader = table.reader();
-    input::read_keys(keys, fmt, |shown, k| each(shown, if lpm { crate::name_lpm::get(&reader, k) } else { reader.get(k) }))
+    input::read_keys(keys, fmt, |shown, k| {
+        each(shown, if lpm { crate::name_lpm::get(&reader, k) } else { reader.get(k) })
+    })
 }
 
 /// `keyplane query`.
@@ -396,14 +433,20 @@ pub fn query(a: &QueryArgs) -> Result<u8, CliError> {
     }
     let table = load_lookup(&a.blob)?;
     if a.checked && !table.rejects_aliens() {
+        let hint = match table.name() {
+            "othello" => " (e.g. --opt filtered=8)",
+            "ludo" => " (e.g. --opt fingerprint_bits=8)",
+            "fpt" => " (e.g. --opt check_bits=8)",
+            _ => "",
+        };
         return Err(CliError::usage(&format!(
             "{}: this {} table cannot tell absent keys from present ones, so --checked is not supported; \
-             rebuild it with an option that stores fingerprints (e.g. --opt filtered=8 for othello)",
+             rebuild it with an option that stores fingerprints{hint}",
             a.blob,
             table.name()
         )));
     }
-    let fmt = a.fmt.resolve()?;
+    let fmt = a.fmt.resolve(table.key_format())?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut absent = 0usize;
@@ -442,6 +485,8 @@ pub fn inspect(a: &InspectArgs) -> Result<u8, CliError> {
             println!("  object:           control state (for keyplane update)");
             println!("  structure:        {}", st.structure);
             println!("  value_bits:       {}", st.value_bits);
+            println!("  table id:         {}", st.lineage.id);
+            println!("  key format:       {}", st.lineage.key_format.map_or("(not recorded)", |f| f.name()));
             println!("  options:          {}", if st.opts.is_empty() { "(defaults)".into() } else { st.opts.render() });
             println!("  base keys:        {}", st.base.len());
             println!("  journal ops:      {}", st.journal.len());
@@ -476,10 +521,20 @@ pub fn inspect(a: &InspectArgs) -> Result<u8, CliError> {
             continue;
         }
         let info = Frame::inspect(&bytes).map_err(|e| CliError::lib(path, e))?;
+        if info.kind == keyplane::wire::Kind::LbDataPlane {
+            inspect_lb(path, &bytes, info)?;
+            continue;
+        }
         let t = AnyLookup::from_bytes(&bytes).map_err(|e| CliError::lib(path, e))?;
         let mem = t.memory_bytes();
         println!("  object:           {} (format version {})", info.kind.label(), info.version);
         println!("  structure:        {}", t.name());
+        println!("  table id:         {}", t.table_id());
+        println!("  key format:       {}", t.key_format().map_or("(not recorded)", |f| f.name()));
+        println!("  seq:              {}", t.seq());
+        if let Some(v) = t.value_bits() {
+            println!("  value_bits:       {v}");
+        }
         for (k, v) in t.describe() {
             println!("  {:<17} {v}", format!("{k}:"));
         }
@@ -495,13 +550,37 @@ pub fn inspect(a: &InspectArgs) -> Result<u8, CliError> {
             (None, None) => println!("  n:                not stored"),
         }
         println!("  memory:           {mem} bytes (blob {} bytes)", bytes.len());
+        let absent = t.absent_keys();
         println!(
-            "  absent keys: {}",
-            if t.rejects_aliens() { "detected (query --checked works)" } else { "not detected (arbitrary value)" }
+            "  absent keys:      {absent}{}",
+            if absent.detected() { "; query --checked works" } else { "; query --checked is refused" }
         );
+        if !t.exact_for_stored_keys() {
+            println!("  stored keys:      may read another key's value (colliding fingerprints / filters)");
+        }
         println!("  checksum:         OK ({:#018x})", info.checksum);
     }
     Ok(0)
+}
+
+/// `inspect` of a Concury load-balancer data plane (`keyplane::lb`).
+fn inspect_lb(path: &str, bytes: &[u8], info: keyplane::wire::FrameInfo) -> Result<(), CliError> {
+    let dp = <keyplane::lb::DataPlane as keyplane::Wire>::from_bytes(bytes).map_err(|e| CliError::lib(path, e))?;
+    println!("  object:           {} (format version {})", info.kind.label(), info.version);
+    println!("  structure:        concury (keyplane::lb: VIP array, per-VIP Othello BAS, DIP array)");
+    println!("  table id:         {}", dp.table_id());
+    println!("  seq:              {}", dp.seq());
+    println!("  max VIPs:         {}", dp.max_vips());
+    let used: Vec<u32> = (0..dp.max_vips() as u32).filter(|&v| dp.pool(v).is_some()).collect();
+    println!("  VIPs in use:      {}", used.len());
+    for v in used.iter().take(20) {
+        let pool = dp.pool(*v).unwrap_or_default();
+        println!("    VIP #{v:<4} {} backend(s)", pool.len());
+    }
+    println!("  memory:           {} bytes (blob {} bytes)", dp.memory_bytes(), bytes.len());
+    println!("  absent keys:      not detected (every connection state maps to a backend of its VIP)");
+    println!("  checksum:         OK ({:#018x})", info.checksum);
+    Ok(())
 }
 
 /// What `update` produced.
@@ -521,7 +600,7 @@ pub fn update(a: &UpdateArgs) -> Result<Updated, CliError> {
     crate::paths::refuse_same(&ins, &[("--deltas", &a.deltas)])?;
     let bytes = read_file(&a.control)?;
     let mut st = State::from_bytes(&a.control, &bytes)?;
-    let fmt = a.fmt.resolve()?;
+    let fmt = a.fmt.resolve(st.lineage.key_format)?;
     let mut ops = Vec::new();
     if let Some(p) = &a.ops {
         ops.extend(input::read_ops(p, &fmt, st.value_bits)?);
@@ -690,8 +769,7 @@ fn demo_in(a: &DemoArgs, n: usize, p: &dyn Fn(&str) -> String) -> Result<u8, Cli
     let bits = a.value_bits;
     let vm = keyplane::mask(bits);
     println!("keyplane demo: {n} generated keys, {bits}-bit values, structure {}; files in {}", a.structure, p(""));
-    let hexfmt =
-        FormatArgs { format: "tsv".into(), key_format: "hex".into(), header: false, key_width: None, value_bytes: 8 };
+    let hexfmt = FormatArgs { format: "tsv".into(), key_format: None, header: false, key_width: None, value_bytes: 8 };
     // 1. build (generated keys, dumped as a TSV that the later steps read back).
     println!(
         "$ keyplane build -s {} -l {bits} --generate {n} --dump-keys keys.tsv --out table.kpl --control table.kpc",
@@ -706,11 +784,13 @@ fn demo_in(a: &DemoArgs, n: usize, p: &dyn Fn(&str) -> String) -> Result<u8, Cli
         gen_key_type: "u64".into(),
         dump_keys: Some(p("keys.tsv")),
         fmt: hexfmt.clone(),
+        seed: None,
         out: p("table.kpl"),
         control: Some(p("table.kpc")),
     })?;
     // Expected state, from the dumped file.
-    let mut expect: Vec<(Vec<u8>, u64)> = input::read_items(&p("keys.tsv"), &hexfmt.resolve()?, bits)?;
+    let mut expect: Vec<(Vec<u8>, u64)> =
+        input::read_items(&p("keys.tsv"), &hexfmt.resolve(Some(KeyFormat::Hex))?, bits)?;
     // 2. query every key.
     println!("$ keyplane query table.kpl --keys keys.tsv --key-format hex");
     let t = Instant::now();
@@ -802,7 +882,7 @@ fn verify(blob: &str, keys: &str, fmt: &FormatArgs, want: impl Fn(usize) -> Opti
     let table = load_lookup(blob)?;
     let mut i = 0usize;
     let mut wrong = 0usize;
-    let _ = query_each(&table, keys, &fmt.resolve()?, |_, v| {
+    let _ = query_each(&table, keys, &fmt.resolve(table.key_format())?, |_, v| {
         if let Some(w) = want(i) {
             wrong += (v != Some(w)) as usize;
         }

@@ -5,9 +5,10 @@
 //! File layout (little-endian), checksummed like every keyplane object:
 //!
 //! ```text
-//! "KPCS" u16 version=1
-//! structure name, options (`a=1,b=2`): u32 length + bytes each
+//! "KPCS" u16 version=2
+//! structure name, options (`a=1,b=2`, including `seed`): u32 length + bytes each
 //! value_bits u32
+//! table id: 16 bytes (u128 little-endian); key format: u8 (0 = not recorded)
 //! base items: u64 count, then per item u32 key length, key, u64 value
 //! journal:    u64 count, then per op u8 (1 = set, 2 = del), u32 key length, key, [u64 value]
 //! u64 XXH3 of the lookup blob the state exports (replay check)
@@ -20,7 +21,7 @@ use keyplane::wire::{Reader, checksum};
 use keyplane_any::{AnyControl, Opts};
 
 const MAGIC: &[u8; 4] = b"KPCS";
-const VERSION: u16 = 1;
+const VERSION: u16 = 2;
 
 /// A loaded control state.
 pub struct State {
@@ -30,6 +31,8 @@ pub struct State {
     pub opts: Opts,
     /// Value width.
     pub value_bits: u32,
+    /// Table id and key format, restored on replay so deltas fit the blob.
+    pub lineage: keyplane::lineage::Lineage,
     /// Items the table was built from.
     pub base: Vec<(Vec<u8>, u64)>,
     /// Updates since.
@@ -49,6 +52,8 @@ impl State {
             b.extend_from_slice(s);
         }
         b.extend_from_slice(&self.value_bits.to_le_bytes());
+        b.extend_from_slice(&self.lineage.id.as_u128().to_le_bytes());
+        b.push(self.lineage.key_format.map_or(0, |f| f.code()));
         b.extend_from_slice(&(self.base.len() as u64).to_le_bytes());
         for (k, v) in &self.base {
             b.extend_from_slice(&(k.len() as u32).to_le_bytes());
@@ -96,6 +101,13 @@ impl State {
         let structure = utf8(r.bytes().map_err(e)?)?;
         let opts = Opts::parse(&utf8(r.bytes().map_err(e)?)?).map_err(e)?;
         let value_bits = r.u32().map_err(e)?;
+        let lo = r.u64().map_err(e)? as u128;
+        let hi = r.u64().map_err(e)? as u128;
+        let key_format = match r.u8().map_err(e)? {
+            0 => None,
+            c => Some(keyplane::key::KeyFormat::from_code(c).ok_or_else(|| bad(format!("unknown key format {c}")))?),
+        };
+        let lineage = keyplane::lineage::Lineage { id: keyplane::TableId::from_u128(hi << 64 | lo), key_format };
         let n = r.count(12).map_err(e)?;
         let mut base = Vec::with_capacity(n);
         for _ in 0..n {
@@ -115,7 +127,7 @@ impl State {
         }
         let export_sum = r.u64().map_err(e)?;
         r.finish().map_err(e)?;
-        Ok(State { structure, opts, value_bits, base, journal, export_sum })
+        Ok(State { structure, opts, value_bits, lineage, base, journal, export_sum })
     }
 
     /// Rebuilds the control form: build from the base items, replay the
@@ -125,6 +137,7 @@ impl State {
         let mut ctl =
             AnyControl::build(&self.structure, self.base.iter().map(|(k, v)| (k, *v)), self.value_bits, &self.opts)
                 .map_err(|e| CliError::lib(path, e))?;
+        ctl.set_lineage(self.lineage);
         for op in &self.journal {
             apply_op(&mut ctl, op).map_err(|e| CliError::lib(path, e))?;
         }
@@ -157,6 +170,7 @@ mod tests {
             structure: "othello".into(),
             opts: Opts::parse("filtered=8").unwrap(),
             value_bits: 8,
+            lineage: keyplane::lineage::Lineage { id: keyplane::TableId::from_seed(3), key_format: None },
             base: (0..50u64).map(|i| (i.to_le_bytes().to_vec(), i)).collect(),
             journal: vec![Op::Set(b"x".to_vec(), 3), Op::Del(b"y".to_vec())],
             export_sum: 42,
@@ -190,7 +204,7 @@ mod tests {
         // Garbage bodies with a valid magic and checksum: decoding must fail cleanly.
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for len in 0..300usize {
-            let mut body = b"KPCS\x01\x00".to_vec();
+            let mut body = b"KPCS\x02\x00".to_vec();
             for _ in 0..len {
                 x = keyplane::hash::mix64(x);
                 body.push(x as u8);

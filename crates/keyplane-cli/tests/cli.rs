@@ -224,10 +224,19 @@ fn bad_text_inputs_name_file_and_line() {
         7,
         &format!("{ops}:1: value 999 does not fit in 8 value bits (widen -l or mask the value)"),
     );
-    // Query keys from stdin with a bad key.
+    // The table records its key format: a conflicting --key-format is refused.
+    fails(
+        &run_stdin(&["query", &blob, "--key-format", "u64"], "12\n"),
+        2,
+        "--key-format u64 conflicts with the table's key format text (recorded when it was built); \
+         drop --key-format or pass --key-format text",
+    );
+    // Query keys from stdin with a bad key (the recorded format is used).
+    std::fs::write(&f, "12,1\n").unwrap();
+    ok(&run(&["build", "-i", &f, "--key-format", "u64", "--out", &blob]));
     // (query answers every other key and reports the bad lines at the end)
     fails(
-        &run_stdin(&["query", &blob, "--key-format", "u64"], "12\nabc\n"),
+        &run_stdin(&["query", &blob], "12\nabc\n"),
         3,
         "<stdin>:2: bad u64 key \"abc\"\nkeyplane: 1 line(s) with a key that does not parse were skipped (every other key was answered; --strict stops at the first)",
     );
@@ -259,7 +268,7 @@ fn bad_blobs_deltas_and_usage() {
     );
     // A delta is not a blob, a blob is not a delta.
     let dl = p(&d, "d.kpd");
-    ok(&run(&["update", "--control", &st, "--set", "x=1", "--deltas", &dl]));
+    ok(&run(&["update", "--control", &st, "--set", "78=1", "--deltas", &dl]));
     fails(
         &run(&["query", &dl]),
         4,
@@ -290,7 +299,7 @@ fn bad_blobs_deltas_and_usage() {
     s[10] ^= 1;
     std::fs::write(&bad, &s).unwrap();
     fails(
-        &run(&["update", "--control", &bad, "--set", "y=1", "--deltas", &dl]),
+        &run(&["update", "--control", &bad, "--set", "79=1", "--deltas", &dl]),
         4,
         &format!("{bad}: not a valid control state: checksum mismatch: the file is corrupted"),
     );
@@ -306,7 +315,7 @@ fn bad_blobs_deltas_and_usage() {
     fails(
         &run(&["build", "-O", "fingerprint_bitz=3", "--generate", "10", "--out", &blob]),
         2,
-        "invalid parameter: othello has no option \"fingerprint_bitz\" (options: sizing, fingerprint_bits, emptiness, filtered, seed)",
+        "invalid parameter: othello has no option \"fingerprint_bitz\" (options: sizing, fingerprint_bits, emptiness, filtered, headroom_percent, seed)",
     );
     fails(
         &run(&["build", "-l", "65", "--generate", "10", "--out", &blob]),
@@ -319,7 +328,7 @@ fn bad_blobs_deltas_and_usage() {
         2,
         &format!(
             "{blob}: this othello table cannot tell absent keys from present ones, so --checked is not supported; \
-             rebuild it with an option that stores fingerprints (e.g. --opt filtered=8 for othello)"
+             rebuild it with an option that stores fingerprints (e.g. --opt filtered=8)"
         ),
     );
     assert_eq!(run(&["frobnicate"]).status.code(), Some(2));
@@ -399,4 +408,157 @@ fn switch_usage_errors() {
         assert!(err.contains(what), "{args:?}: {err}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every structure with the options that make it detect absent keys (or
+/// none), and the `inspect` line it must print.
+const EVERY: &[(&str, &[&str], &str)] = &[
+    ("othello", &[], "not detected"),
+    ("othello", &["-O", "filtered=8"], "8 fingerprint bits + emptiness bits"),
+    ("ludo", &[], "not detected"),
+    ("ludo", &["-O", "fingerprint_bits=8"], "8 fingerprint bits"),
+    ("setsep", &[], "not detected"),
+    ("cuckoo", &[], "exact (full keys stored)"),
+    ("cuckoo", &["-O", "values=separate"], "exact (full keys stored)"),
+    ("cuckoo-partial", &["-O", "fingerprint_bits=12"], "12 fingerprint bits"),
+    ("cfw", &["-O", "fingerprint_bits=12"], "12 fingerprint bits"),
+    ("bfw", &["-O", "hashes=5"], "Bloom filters (5 hashes)"),
+    ("fht", &["-O", "fingerprint_bits=16"], "16 fingerprint bits"),
+    ("fpt", &[], "not detected"),
+    ("fpt", &["-O", "check_bits=8"], "8 fingerprint bits"),
+];
+
+#[test]
+fn checked_inspect_and_options_for_every_structure() {
+    let d = dir("every");
+    let keys = p(&d, "k.tsv");
+    let lines: String = (0..300).map(|i| format!("key-{i}\t{}\n", i % 100)).collect();
+    std::fs::write(&keys, &lines).unwrap();
+    let present: String = (0..300).map(|i| format!("key-{i}\n")).collect();
+    for (i, (name, opts, absent)) in EVERY.iter().enumerate() {
+        let blob = p(&d, &format!("t{i}.kpl"));
+        let mut args = vec!["build", "-s", name, "-i", &keys, "--out", &blob];
+        args.extend_from_slice(opts);
+        ok(&run(&args));
+        let ins = ok(&run(&["inspect", &blob]));
+        assert!(ins.contains(&format!("structure:        {name}")), "{name}: {ins}");
+        assert!(ins.contains(&format!("absent keys:      {absent}")), "{name} {opts:?}: {ins}");
+        assert!(ins.contains("key format:       text"), "{name}: {ins}");
+        assert!(ins.contains("value_bits:       8"), "{name}: {ins}");
+        assert!(ins.contains("seq:              0"), "{name}: {ins}");
+        if let ["-O", o] = opts {
+            let (k, v) = o.split_once('=').unwrap();
+            let k = if k == "filtered" { "fingerprint_bits" } else { k };
+            assert!(ins.contains(&format!("{k}:")) && ins.contains(v), "{name}: option {o} not shown: {ins}");
+        }
+        let checked = run_stdin(&["query", &blob, "--checked", "--values-only"], &present);
+        if *absent == "not detected" {
+            assert_eq!(checked.status.code(), Some(2), "{name} {opts:?}: {}", stderr(&checked));
+            assert!(stderr(&checked).contains("cannot tell absent keys"), "{}", stderr(&checked));
+        } else {
+            // Every stored key present (exit 0), with its value where the
+            // structure is exact for stored keys.
+            let out = ok(&checked);
+            let exact = !["bfw", "cuckoo-partial"].contains(name);
+            for (j, v) in out.lines().enumerate() {
+                assert_ne!(v, "-", "{name}: stored key-{j} reported absent");
+                if exact {
+                    assert_eq!(v, (j % 100).to_string(), "{name}: key-{j}");
+                }
+            }
+            // Absent keys: exit 1 when any is reported absent (exact: all are).
+            let aliens: String = (0..200).map(|i| format!("alien-{i}\n")).collect();
+            let o = run_stdin(&["query", &blob, "--checked", "--values-only"], &aliens);
+            assert_eq!(o.status.code(), Some(1), "{name}: {}", stderr(&o));
+            let reported = stdout(&o).lines().filter(|l| *l == "-").count();
+            if *absent == "exact (full keys stored)" {
+                assert_eq!(reported, 200, "{name}");
+            } else {
+                assert!(reported > 150, "{name}: only {reported} of 200 absent keys reported absent");
+            }
+        }
+    }
+    // An option a structure does not have is refused by the structure.
+    fails(
+        &run(&["build", "-s", "setsep", "-i", &keys, "-O", "fingerprint_bits=8", "--out", &p(&d, "x.kpl")]),
+        2,
+        &format!(
+            "{keys}: invalid parameter: setsep has no option \"fingerprint_bits\" (options: index_bits, array_bits, \
+             threads, balance_runs, group_limit, seed)"
+        ),
+    );
+}
+
+#[test]
+fn foreign_deltas_are_refused_with_exit_5_for_every_structure() {
+    let d = dir("foreign");
+    for name in ["othello", "ludo", "setsep", "cuckoo", "cuckoo-partial", "cfw", "bfw", "fht", "fpt"] {
+        // Two tables of the same structure, parameters and keys.
+        let (a, b, sa, sb) = (p(&d, "a.kpl"), p(&d, "b.kpl"), p(&d, "a.kpc"), p(&d, "b.kpc"));
+        ok(&run(&["build", "-s", name, "--generate", "1000", "--out", &a, "--control", &sa]));
+        ok(&run(&["build", "-s", name, "--generate", "1000", "--out", &b, "--control", &sb]));
+        let da = p(&d, "a.kpd");
+        ok(&run(&["update", "--control", &sa, "--set", "0a00000000000002=91", "--deltas", &da]));
+        let before = std::fs::read(&b).unwrap();
+        let o = run(&["apply", &b, &da]);
+        assert_eq!(o.status.code(), Some(5), "{name}: {}", stderr(&o));
+        assert!(stderr(&o).contains("delta does not fit this table: delta belongs to table"), "{}", stderr(&o));
+        assert_eq!(std::fs::read(&b).unwrap(), before, "{name}: a refused delta changed the blob");
+        // The table it was made for takes it.
+        ok(&run(&["apply", &a, &da]));
+        let v = ok(&run_stdin(&["query", &a, "--values-only"], "0a00000000000002\n"));
+        assert_eq!(v.trim(), "91", "{name}");
+    }
+    // A reproducible build: the same --seed gives the same blob and lineage.
+    let (a, b) = (p(&d, "s1.kpl"), p(&d, "s2.kpl"));
+    for out in [&a, &b] {
+        ok(&run(&["build", "-s", "ludo", "--generate", "500", "--seed", "0x5eed", "--out", out]));
+    }
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+}
+
+#[test]
+fn key_format_is_recorded_and_used() {
+    let d = dir("keyformat");
+    let f = p(&d, "k.csv");
+    std::fs::write(&f, "10.0.0.1,7\n10.0.0.2,8\n").unwrap();
+    let (blob, st, dl) = (p(&d, "t.kpl"), p(&d, "t.kpc"), p(&d, "t.kpd"));
+    ok(&run(&["build", "-s", "cuckoo", "-i", &f, "--key-format", "ipv4", "--out", &blob, "--control", &st]));
+    assert!(ok(&run(&["inspect", &blob])).contains("key format:       ipv4"));
+    // No --key-format: the recorded one.
+    assert_eq!(ok(&run_stdin(&["query", &blob, "--values-only"], "10.0.0.2\n")).trim(), "8");
+    fails(
+        &run_stdin(&["query", &blob, "--key-format", "text"], "10.0.0.2\n"),
+        2,
+        "--key-format text conflicts with the table's key format ipv4 (recorded when it was built); \
+         drop --key-format or pass --key-format ipv4",
+    );
+    // update inserts the IPv4 key, not the text "10.0.0.3".
+    ok(&run(&["update", "--control", &st, "--set", "10.0.0.3=9", "--deltas", &dl]));
+    ok(&run(&["apply", &blob, &dl]));
+    assert_eq!(ok(&run_stdin(&["query", &blob, "--values-only", "--checked"], "10.0.0.3\n")).trim(), "9");
+    fails(
+        &run(&["update", "--control", &st, "--set", "10.0.0.4=9", "--key-format", "hex", "--deltas", &dl]),
+        2,
+        "--key-format hex conflicts with the table's key format ipv4 (recorded when it was built); \
+         drop --key-format or pass --key-format ipv4",
+    );
+}
+
+#[test]
+fn concury_blobs_are_inspectable() {
+    use keyplane::Wire;
+    use keyplane::lb::{Backend, Control, Params, Vip};
+    use std::net::Ipv4Addr;
+    let d = dir("concury");
+    let mut ctl = Control::new(Params { max_vips: 8, ..Params::default() }).unwrap();
+    let pool: Vec<(Backend, u32)> = (0..3).map(|i| (Backend::new(Ipv4Addr::new(198, 18, 1, i), 80), 1)).collect();
+    ctl.add_vip(Vip::new(Ipv4Addr::new(198, 18, 0, 1), 80, 6), &pool).unwrap();
+    let blob = p(&d, "lb.kpl");
+    std::fs::write(&blob, ctl.export().to_bytes()).unwrap();
+    let ins = ok(&run(&["inspect", &blob]));
+    assert!(ins.contains("structure:        concury"), "{ins}");
+    assert!(ins.contains("VIPs in use:      1"), "{ins}");
+    assert!(ins.contains("3 backend(s)"), "{ins}");
+    assert!(ins.contains(&format!("table id:         {}", ctl.table_id())), "{ins}");
 }

@@ -198,7 +198,11 @@ fn bad_routes_and_queries_give_the_documented_exit_codes() {
     // --lpm on a table that is not an LPM table.
     let o_blob = d.join("o.kpl");
     ok(&run_stdin(&["build", "-i", "-", "--out", o_blob.to_str().unwrap()], "a\t1\n"));
-    fails(&run_stdin(&["query", "--lpm", o_blob.to_str().unwrap()], "10.0.0.1\n"), 2, "or an IP prefix table (build -s lpm), this is othello");
+    fails(
+        &run_stdin(&["query", "--lpm", o_blob.to_str().unwrap()], "10.0.0.1\n"),
+        2,
+        "or an IP prefix table (build -s lpm), this is othello",
+    );
     // A corrupted LPM blob.
     let mut b = std::fs::read(f).unwrap();
     let n = b.len();

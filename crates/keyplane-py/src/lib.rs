@@ -387,9 +387,36 @@ impl Lookup {
         self.inner.rejects_aliens()
     }
 
-    /// Structure parameters (as strings).
+    /// The table id (hex): deltas of any other table are refused with
+    /// `DeltaMismatchError`.
+    #[getter]
+    fn table_id(&self) -> String {
+        self.inner.table_id().to_string()
+    }
+
+    /// The key format recorded when the table was built (`"ipv4"`, ...), or `None`.
+    #[getter]
+    fn key_format(&self) -> Option<&'static str> {
+        self.inner.key_format().map(|f| f.name())
+    }
+
+    /// Sequence number of the last delta applied.
+    #[getter]
+    fn seq(&self) -> u64 {
+        self.inner.seq()
+    }
+
+    /// Structure parameters (as strings): value bits, sequence number, how
+    /// absent keys are detected, then the structure's own parameters.
     fn describe(&self) -> Vec<(&'static str, String)> {
-        self.inner.describe()
+        let mut d = vec![
+            ("value_bits", self.inner.value_bits().map_or_else(String::new, |v| v.to_string())),
+            ("seq", self.inner.seq().to_string()),
+            ("table_id", self.inner.table_id().to_string()),
+            ("absent_keys", self.inner.absent_keys().to_string()),
+        ];
+        d.extend(self.inner.describe());
+        d
     }
 
     fn __getitem__(&self, key: &Bound<'_, PyAny>) -> PyResult<u64> {

@@ -153,6 +153,23 @@ def test_structures_and_describe():
     assert "othello" in repr(lk)
 
 
+def test_foreign_deltas_are_refused_by_every_structure():
+    keys = [b"k%d" % i for i in range(500)]
+    vals = [i % 200 for i in range(500)]
+    for name, _summary, _opts in keyplane.structures():
+        a = Table.build(keys, vals, value_bits=8, structure=name)
+        b = Table.build(keys, vals, value_bits=8, structure=name)
+        la, lb = a.export(), b.export()
+        assert la.table_id != lb.table_id
+        d = a.insert(b"k7", 91)
+        before = lb.get(b"k7")
+        with pytest.raises(keyplane.DeltaMismatchError, match="belongs to table"):
+            lb.apply(d)
+        assert lb.get(b"k7") == before, name
+        la.apply(d)
+        assert la.get(b"k7") == 91 or name in ("bfw", "cuckoo-partial"), name
+
+
 def test_concurrent_readers_during_apply():
     keys = [b"k%d" % i for i in range(2000)]
     t = Table.build(keys, [i % 256 for i in range(2000)], value_bits=8)

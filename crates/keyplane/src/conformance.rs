@@ -454,6 +454,12 @@ macro_rules! configured_table {
             fn memory_bytes(&self) -> usize {
                 $crate::ControlTable::memory_bytes(&self.0)
             }
+            fn lineage(&self) -> $crate::lineage::Lineage {
+                $crate::ControlTable::lineage(&self.0)
+            }
+            fn set_lineage(&mut self, l: $crate::lineage::Lineage) {
+                $crate::ControlTable::set_lineage(&mut self.0, l)
+            }
         }
     };
 }

@@ -136,6 +136,124 @@ pub fn name_key(name: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// How a table's keys are written as text, stored in every blob so that front
+/// ends read keys the way the table was built ([`crate::lineage::Lineage`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum KeyFormat {
+    /// The UTF-8 bytes of the field.
+    #[default]
+    Text,
+    /// Hex digits (optional `0x`): arbitrary bytes.
+    Hex,
+    /// An unsigned integer, stored as 8 little-endian bytes ([`u64_key`]).
+    U64,
+    /// Dotted IPv4, stored as 4 network-order bytes ([`ipv4`]).
+    Ipv4,
+    /// IPv6, stored as 16 network-order bytes ([`ipv6`]).
+    Ipv6,
+    /// `aa:bb:cc:dd:ee:ff`, stored as 6 bytes ([`mac`]).
+    Mac,
+    /// A hierarchical or domain name ([`name_key`]).
+    Name,
+    /// `proto,src,sport,dst,dport` (e.g. `6,10.0.0.1,1234,10.0.0.2,80`),
+    /// stored as [`FiveTuple::key`].
+    FiveTuple,
+}
+
+impl KeyFormat {
+    /// All formats with their names.
+    pub const ALL: [(&'static str, KeyFormat); 8] = [
+        ("text", KeyFormat::Text),
+        ("hex", KeyFormat::Hex),
+        ("u64", KeyFormat::U64),
+        ("ipv4", KeyFormat::Ipv4),
+        ("ipv6", KeyFormat::Ipv6),
+        ("mac", KeyFormat::Mac),
+        ("name", KeyFormat::Name),
+        ("fivetuple", KeyFormat::FiveTuple),
+    ];
+
+    /// Parses a format name.
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.iter().find(|(n, _)| *n == s).map(|(_, f)| *f)
+    }
+
+    /// The format's name.
+    pub fn name(self) -> &'static str {
+        Self::ALL[self.code() as usize - 1].0
+    }
+
+    /// Wire code (1..=8; 0 is "not recorded").
+    pub fn code(self) -> u8 {
+        match self {
+            KeyFormat::Text => 1,
+            KeyFormat::Hex => 2,
+            KeyFormat::U64 => 3,
+            KeyFormat::Ipv4 => 4,
+            KeyFormat::Ipv6 => 5,
+            KeyFormat::Mac => 6,
+            KeyFormat::Name => 7,
+            KeyFormat::FiveTuple => 8,
+        }
+    }
+
+    /// The format of a wire code (`None` for 0 or an unknown code).
+    pub fn from_code(c: u8) -> Option<Self> {
+        Self::ALL.get((c as usize).wrapping_sub(1)).map(|(_, f)| *f)
+    }
+
+    /// Encodes a key written in this format.
+    ///
+    /// ```
+    /// use keyplane::key::KeyFormat;
+    /// assert_eq!(KeyFormat::Ipv4.parse("10.0.0.1").unwrap(), vec![10, 0, 0, 1]);
+    /// assert!(KeyFormat::Ipv4.parse("10.0.0").is_err());
+    /// ```
+    pub fn parse(self, s: &str) -> Result<Vec<u8>, String> {
+        match self {
+            KeyFormat::Text => Ok(s.as_bytes().to_vec()),
+            KeyFormat::Hex => {
+                let s = s.strip_prefix("0x").unwrap_or(s);
+                if s.len() % 2 != 0 || !s.is_ascii() {
+                    return Err(format!("hex key {s:?} has an odd number of digits or non-hex characters"));
+                }
+                (0..s.len())
+                    .step_by(2)
+                    .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| format!("bad hex key {s:?}")))
+                    .collect()
+            }
+            KeyFormat::U64 => {
+                let v = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+                    Some(h) => u64::from_str_radix(h, 16).ok(),
+                    None => s.parse().ok(),
+                };
+                v.map(|x| u64_key(x).to_vec()).ok_or_else(|| format!("bad u64 key {s:?}"))
+            }
+            KeyFormat::Ipv4 => {
+                s.parse::<Ipv4Addr>().map(|a| ipv4(a).to_vec()).map_err(|_| format!("bad IPv4 address {s:?}"))
+            }
+            KeyFormat::Ipv6 => {
+                s.parse::<Ipv6Addr>().map(|a| ipv6(a).to_vec()).map_err(|_| format!("bad IPv6 address {s:?}"))
+            }
+            KeyFormat::Mac => parse_mac(s).map(|m| m.to_vec()).ok_or_else(|| format!("bad MAC address {s:?}")),
+            KeyFormat::Name => name_key(s).ok_or_else(|| format!("name {s:?} has a component over 255 bytes")),
+            KeyFormat::FiveTuple => {
+                let bad = || format!("bad 5-tuple {s:?}: expected proto,src,sport,dst,dport");
+                let f: Vec<&str> = s.split(',').map(str::trim).collect();
+                let [proto, src, sport, dst, dport] = f[..] else { return Err(bad()) };
+                let t = FiveTuple {
+                    proto: proto.parse().map_err(|_| bad())?,
+                    src: src.parse().map_err(|_| bad())?,
+                    src_port: sport.parse().map_err(|_| bad())?,
+                    dst: dst.parse().map_err(|_| bad())?,
+                    dst_port: dport.parse().map_err(|_| bad())?,
+                };
+                Ok(t.key().as_ref().to_vec())
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,5 +277,15 @@ mod tests {
         assert_eq!(name_key("www.Example.com"), name_key("/com/example/www"));
         assert_eq!(name_key("/com/example/www").unwrap(), b"/com/example/www".to_vec());
         assert_eq!(name_key("").unwrap(), Vec::<u8>::new());
+        for (n, f) in KeyFormat::ALL {
+            assert_eq!(KeyFormat::from_name(n), Some(f));
+            assert_eq!(f.name(), n);
+            assert_eq!(KeyFormat::from_code(f.code()), Some(f));
+        }
+        assert_eq!(KeyFormat::from_code(0), None);
+        assert_eq!(KeyFormat::from_code(9), None);
+        assert_eq!(KeyFormat::FiveTuple.parse("6,10.0.0.1,1234,10.0.0.2,80").unwrap(), t.key().as_ref());
+        assert!(KeyFormat::FiveTuple.parse("6,10.0.0.1,1234,10.0.0.2").is_err());
+        assert!(KeyFormat::Hex.parse("zé").is_err());
     }
 }

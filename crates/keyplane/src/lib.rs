@@ -32,12 +32,14 @@ pub mod bits;
 pub mod cfw;
 pub mod conformance;
 pub mod cuckoo;
+pub mod describe;
 mod error;
 pub mod fht;
 pub mod fpt;
 pub mod hash;
 pub mod key;
 pub mod lb;
+pub mod lineage;
 pub mod lpm;
 pub mod ludo;
 pub mod mem;
@@ -49,6 +51,7 @@ pub mod sync;
 pub mod wire;
 
 pub use error::{Error, Result, check_value, check_value_bits, mask};
+pub use lineage::TableId;
 pub use wire::Wire;
 
 /// The control plane of a table: full state, construction, updates, deltas.
@@ -60,6 +63,41 @@ pub trait ControlTable: Sized {
 
     /// Empty table with default options.
     fn with_value_bits(value_bits: u32) -> Result<Self>;
+
+    /// The table lineage of this control form: a random 128-bit id drawn at
+    /// creation and the key format, carried by every delta and exported
+    /// lookup form (see [`lineage`]). Lookup forms refuse deltas of any
+    /// other lineage.
+    fn lineage(&self) -> lineage::Lineage;
+
+    /// Sets the lineage, to restore a saved one or for reproducible builds.
+    /// Call it before exporting or emitting deltas: lookup forms exported
+    /// earlier keep the old lineage and refuse the new deltas.
+    fn set_lineage(&mut self, lineage: lineage::Lineage);
+
+    /// The table id ([`ControlTable::lineage`]).
+    fn table_id(&self) -> TableId {
+        self.lineage().id
+    }
+
+    /// Sets the table id, e.g. [`TableId::from_seed`] for reproducible builds
+    /// (see [`ControlTable::set_lineage`]).
+    fn set_table_id(&mut self, id: TableId) {
+        let l = self.lineage();
+        self.set_lineage(lineage::Lineage { id, ..l });
+    }
+
+    /// The key format recorded for this table, if any.
+    fn key_format(&self) -> Option<key::KeyFormat> {
+        self.lineage().key_format
+    }
+
+    /// Records how the keys are written (stored in every blob; front ends
+    /// read keys this way by default). Call it before exporting.
+    fn set_key_format(&mut self, f: Option<key::KeyFormat>) {
+        let l = self.lineage();
+        self.set_lineage(lineage::Lineage { key_format: f, ..l });
+    }
 
     /// Bulk construction. A repeated key: the last value wins.
     fn from_items<I, K>(items: I, value_bits: u32) -> Result<Self>

@@ -19,7 +19,7 @@ pub fn advise_hugepages<T>(v: &[T]) {
             // SAFETY: madvise only changes paging advice for pages that lie
             // entirely inside this live allocation; it never touches contents.
             unsafe {
-                madvise(aligned as *mut core::ffi::c_void, end - aligned, MADV_HUGEPAGE);
+                libc::madvise(aligned as *mut libc::c_void, end - aligned, libc::MADV_HUGEPAGE);
             }
         }
     }
@@ -39,14 +39,6 @@ pub(crate) fn advised_vec<T: Clone>(n: usize, fill: T) -> Vec<T> {
     advise_hugepages(spare);
     v.resize(n, fill);
     v
-}
-
-#[cfg(target_os = "linux")]
-const MADV_HUGEPAGE: i32 = 14;
-
-#[cfg(target_os = "linux")]
-unsafe extern "C" {
-    fn madvise(addr: *mut core::ffi::c_void, len: usize, advice: i32) -> i32;
 }
 
 /// Prefetches the cache line at `p` into all cache levels. A no-op on

@@ -6,7 +6,7 @@
 //! ```text
 //! offset  size  field
 //! 0       4     magic  b"KPLN"
-//! 4       2     format version (currently 1)
+//! 4       2     format version (currently 2; 2 added the lineage prologue, see [`crate::lineage`])
 //! 6       2     kind (see [`Kind`]): which structure, blob or delta
 //! 8       8     payload length in bytes
 //! 16      len   payload (structure-specific: parameters, seeds, arrays)
@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 /// Magic bytes at the start of every keyplane blob and delta.
 pub const MAGIC: [u8; 4] = *b"KPLN";
 /// Format version written by this build.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
 /// Size of the frame header.
 pub const HEADER_LEN: usize = 16;
 /// Size of the trailing checksum.

@@ -133,6 +133,12 @@ fn concurrent_readers_never_see_wrong_values() {
         fn with_value_bits(b: u32) -> keyplane::Result<Self> {
             Control::with_options(b, opts(32)).map(Wide)
         }
+        fn lineage(&self) -> keyplane::lineage::Lineage {
+            self.0.lineage()
+        }
+        fn set_lineage(&mut self, l: keyplane::lineage::Lineage) {
+            self.0.set_lineage(l)
+        }
         fn from_items<I, K>(items: I, b: u32) -> keyplane::Result<Self>
         where
             I: IntoIterator<Item = (K, u64)>,

@@ -114,7 +114,8 @@ fn distributed_check_bits_recognise_unstored_names_at_the_designed_rate() {
         let want = 0.5f64.powi(c as i32);
         assert!((pass - want).abs() < want * 0.2 + 0.001, "c={c}: {pass} of R − R_S pass vs designed {want}");
         // Check bits cost memory per leaf only, the trie is unchanged.
-        let plain = Control::from_items(r.iter().step_by(4).map(|k| (k, 3)), 8).unwrap();
+        let plain = Control::from_items_with(r.iter().step_by(4).map(|k| (k, 3)), 8, Options { check_bits: 0, ..opts })
+            .unwrap();
         assert_eq!(plain.avg_leaf_depth(), ctl.avg_leaf_depth());
     }
 }
@@ -186,7 +187,7 @@ fn malformed_tries_and_node_writes_are_refused() {
     use keyplane::wire::Writer;
     let blob = |nodes: &[u64]| {
         let mut w = Writer::new(Kind::FptLookup);
-        w.u64(0).u64(1).u8(4).u8(0).u8(8).u64s(nodes);
+        w.u64(0).u64(0).u64(0).u64(1).u8(4).u8(0).u8(8).u64s(nodes); // table id, seq, seed, ...
         w.finish()
     };
     let leaf = 1u64 << 63;
@@ -209,10 +210,11 @@ fn malformed_tries_and_node_writes_are_refused() {
     let ctl = Control::from_items([(b"a", 1), (b"b", 2)], 8).unwrap();
     let t = ctl.export();
     let cap = ctl.node_capacity() as u32;
-    let seed = Options::default().seed;
+    let seed = ctl.options().seed;
+    let id = ctl.table_id().as_u128();
     let delta = |writes: &[(u64, u64)]| {
         let mut w = Writer::new(Kind::FptDelta);
-        w.u64(1).u8(1).u64(seed).u32(cap).varint(writes.len() as u64);
+        w.u64(id as u64).u64((id >> 64) as u64).u64(1).u8(1).u64(seed).u32(cap).varint(writes.len() as u64);
         for &(i, x) in writes {
             w.varint(i).varint(x);
         }
@@ -231,7 +233,7 @@ fn malformed_tries_and_node_writes_are_refused() {
     t.apply(&delta(&[(0, leaf | 7)])).unwrap();
     assert_eq!(t.get(b"anything"), Some(7));
     let mut w = Writer::new(Kind::FptDelta);
-    w.u64(2).u8(1).u64(seed).u32(cap).varint(1).varint(cap as u64).varint(0);
+    w.u64(id as u64).u64((id >> 64) as u64).u64(2).u8(1).u64(seed).u32(cap).varint(1).varint(cap as u64).varint(0);
     assert!(Delta::from_bytes(&w.finish()).is_err(), "index beyond the node count");
 }
 

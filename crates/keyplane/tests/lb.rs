@@ -663,7 +663,10 @@ fn wire_round_trips() {
     for i in 0..200u64 {
         assert_eq!(back.lookup(0, &key(i)), dp.lookup(0, &key(i)));
     }
-    let replica = Control::new(Params { dcode_bits: 6, max_vips: 4, seed: 3 }).unwrap().export();
+    // An empty plane of the same lineage replays every delta.
+    let mut empty = Control::new(Params { dcode_bits: 6, max_vips: 4, seed: 3 }).unwrap();
+    empty.set_table_id(ctl.table_id());
+    let replica = empty.export();
     for d in &ds {
         let b = d.to_bytes();
         let d2 = Delta::from_bytes(&b).unwrap();
@@ -854,8 +857,8 @@ fn planes_of_the_untagged_whitened_layout_are_refused() {
     let blob = ctl.export().to_bytes();
     let mut r = keyplane::wire::Frame::open(&blob, Kind::LbDataPlane).unwrap();
     let payload = r.raw(r.remaining()).unwrap().to_vec();
-    // seq u64, dbits u8, array size u32, VIP count u32, VIP index u32, then the tag.
-    assert_eq!(payload[21], 0xC2, "layout tag where the plane starts");
+    // table id 16 bytes, seq u64, dbits u8, array size u32, VIP count u32, VIP index u32, then the tag.
+    assert_eq!(payload[37], 0xC2, "layout tag where the plane starts");
     let reframe = |p: &[u8]| {
         let mut w = keyplane::wire::Writer::new(Kind::LbDataPlane);
         w.raw(p);
@@ -863,9 +866,9 @@ fn planes_of_the_untagged_whitened_layout_are_refused() {
     };
     assert!(DataPlane::from_bytes(&reframe(&payload)).is_ok());
     let mut untagged = payload.clone();
-    untagged.remove(21);
+    untagged.remove(37);
     let mut other = payload.clone();
-    other[21] = 0;
+    other[37] = 0;
     for bad in [untagged, other] {
         match DataPlane::from_bytes(&reframe(&bad)) {
             Err(Error::Corrupt(m)) => assert!(m.contains("layout"), "{m}"),

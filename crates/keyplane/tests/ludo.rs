@@ -247,6 +247,12 @@ impl ControlTable for Counting {
     fn with_value_bits(b: u32) -> keyplane::Result<Self> {
         Control::with_options(b, Options::filtered(FP_BITS.load(Ordering::Relaxed) as u32)).map(Counting)
     }
+    fn lineage(&self) -> keyplane::lineage::Lineage {
+        self.0.lineage()
+    }
+    fn set_lineage(&mut self, l: keyplane::lineage::Lineage) {
+        self.0.set_lineage(l)
+    }
     fn from_items<I, K>(items: I, b: u32) -> keyplane::Result<Self>
     where
         I: IntoIterator<Item = (K, u64)>,
@@ -368,12 +374,16 @@ fn decoded_garbage_deltas_never_panic_when_applied() {
             let i = rng.below(payload.len() as u64) as usize;
             payload[i] ^= 1 << rng.below(8);
         }
-        // Keep the sequence number applicable.
-        payload[..8].copy_from_slice(&1u64.to_le_bytes());
+        // Keep the table id and the sequence number applicable.
+        let id = keyplane::TableId::from_seed(1).as_u128();
+        payload[..16].copy_from_slice(&id.to_le_bytes());
+        payload[16..24].copy_from_slice(&1u64.to_le_bytes());
         let mut w = keyplane::wire::Writer::new(Kind::LudoDelta);
         w.raw(&payload);
         if let Ok(d) = Delta::from_bytes(&w.finish()) {
-            let t = Control::from_items((0..64u64).map(|i| (i.to_le_bytes(), i & 0xff)), 8).unwrap().export();
+            let mut c = Control::from_items((0..64u64).map(|i| (i.to_le_bytes(), i & 0xff)), 8).unwrap();
+            c.set_table_id(keyplane::TableId::from_seed(1));
+            let t = c.export();
             let _ = t.apply(&d);
             let _ = t.get(b"x");
             let mut out = [None; 3];

@@ -71,6 +71,7 @@ pub struct Control {
     ports: hashbrown::HashMap<u32, Port>,
     /// Per key id: index in its port's key list.
     pos: Vec<u32>,
+    table: crate::lineage::Lineage,
     seq: u64,
     filter_rebuilds: u64,
 }
@@ -99,8 +100,16 @@ impl Control {
             }
             store.insert(k.as_ref(), v);
         }
-        let mut c =
-            Control { opts, p, store, ports: hashbrown::HashMap::new(), pos: Vec::new(), seq: 0, filter_rebuilds: 0 };
+        let mut c = Control {
+            opts,
+            p,
+            store,
+            ports: hashbrown::HashMap::new(),
+            pos: Vec::new(),
+            table: crate::lineage::Lineage::random(),
+            seq: 0,
+            filter_rebuilds: 0,
+        };
         c.pos = vec![0; c.store.id_bound()];
         let mut groups: hashbrown::HashMap<u32, Vec<u32>> = hashbrown::HashMap::new();
         for (id, _, v) in c.store.iter() {
@@ -158,8 +167,8 @@ impl Control {
     }
 
     fn delta(&mut self, ops: Vec<Op>) -> Delta {
-        self.seq += 1;
-        Delta { seq: self.seq, body: Body::Ops { seed: self.p.seed, ops } }
+        crate::lineage::bump(&mut self.seq);
+        Delta { table: self.table, seq: self.seq, body: Body::Ops { seed: self.p.seed, ops } }
     }
 
     /// Adds key `id` (hash `h`) to `port`.
@@ -228,6 +237,14 @@ impl ControlTable for Control {
     type Delta = Delta;
     type Lookup = Lookup;
 
+    fn lineage(&self) -> crate::lineage::Lineage {
+        self.table
+    }
+
+    fn set_lineage(&mut self, l: crate::lineage::Lineage) {
+        self.table = l;
+    }
+
     /// Empty table; `value_bits` must be 1..=16 (one filter per port).
     fn with_value_bits(value_bits: u32) -> Result<Self> {
         Self::with_options(value_bits, Options::default())
@@ -285,7 +302,7 @@ impl ControlTable for Control {
     }
 
     fn export(&self) -> Lookup {
-        Lookup::from_image(&self.image(), self.seq)
+        Lookup::from_image(&self.image(), self.table, self.seq)
     }
 
     fn memory_bytes(&self) -> usize {

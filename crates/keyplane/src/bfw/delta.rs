@@ -20,6 +20,7 @@ pub(crate) enum Op {
 /// disappears. Deltas are numbered; a lookup form applies `s + 1` only after `s`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delta {
+    pub(crate) table: crate::lineage::Lineage,
     pub(crate) seq: u64,
     pub(crate) body: Body,
 }
@@ -80,6 +81,11 @@ impl Delta {
     pub fn seq(&self) -> u64 {
         self.seq
     }
+
+    /// The table this delta belongs to (see [`crate::lineage`]).
+    pub fn table_id(&self) -> crate::TableId {
+        self.table.id
+    }
     /// Bit positions set or cleared in place.
     pub fn bits_touched(&self) -> usize {
         match &self.body {
@@ -115,7 +121,7 @@ const OP_FILTER: u8 = 3;
 impl Wire for Delta {
     fn to_bytes(&self) -> Vec<u8> {
         let mut w = Writer::new(Kind::BfwDelta);
-        w.u64(self.seq);
+        crate::lineage::write_prologue(&mut w, self.table, self.seq);
         match &self.body {
             Body::Ops { seed, ops } => {
                 w.u8(TAG_OPS).u64(*seed).varint(ops.len() as u64);
@@ -144,7 +150,7 @@ impl Wire for Delta {
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, Kind::BfwDelta)?;
-        let seq = r.u64()?;
+        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let body = match r.u8()? {
             TAG_OPS => {
                 let seed = r.u64()?;
@@ -173,6 +179,6 @@ impl Wire for Delta {
             t => return Err(Error::Corrupt(format!("unknown bfw delta tag {t}"))),
         };
         r.finish()?;
-        Ok(Delta { seq, body })
+        Ok(Delta { table, seq, body })
     }
 }

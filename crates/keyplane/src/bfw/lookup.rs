@@ -104,6 +104,7 @@ pub struct Rates {
 /// [module docs](super) — valid keys may read another port's value.
 #[derive(Debug)]
 pub struct Lookup {
+    table: crate::lineage::Lineage,
     cur: Published<Inner>,
     lock: StripedSeqLock,
     seq: AtomicU64,
@@ -111,8 +112,19 @@ pub struct Lookup {
 }
 
 impl Lookup {
-    pub(crate) fn from_image(img: &Image, seq: u64) -> Self {
+    /// The table lineage this lookup form belongs to (see [`crate::lineage`]).
+    pub fn table_id(&self) -> crate::TableId {
+        self.table.id
+    }
+
+    /// Table id and key format (see [`crate::lineage`]).
+    pub fn lineage(&self) -> crate::lineage::Lineage {
+        self.table
+    }
+
+    pub(crate) fn from_image(img: &Image, table: crate::lineage::Lineage, seq: u64) -> Self {
         Self {
+            table,
             cur: Published::new(Inner::from_image(img)),
             lock: StripedSeqLock::new(1),
             seq: AtomicU64::new(seq),
@@ -294,13 +306,7 @@ impl LookupTable for Lookup {
     fn apply(&self, delta: &Delta) -> Result<()> {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let have = self.seq.load(Relaxed);
-        if delta.seq != have.wrapping_add(1) {
-            return Err(Error::DeltaMismatch(format!(
-                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
-                have.wrapping_add(1),
-                delta.seq
-            )));
-        }
+        crate::lineage::check_next(self.table, have, delta.table, delta.seq)?;
         match &delta.body {
             Body::Ops { seed, ops } => self.apply_ops(*seed, ops)?,
             Body::Replace(img) => {
@@ -333,7 +339,7 @@ impl Wire for Lookup {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let c = self.cur.load();
         let mut w = Writer::new(Kind::BfwLookup);
-        w.u64(self.seq.load(Ordering::Acquire));
+        crate::lineage::write_prologue(&mut w, self.table, self.seq.load(Ordering::Acquire));
         let img =
             Image { p: c.p, filters: c.ports.iter().zip(&c.filters).map(|(&p, f)| (p, f.m, f.to_words())).collect() };
         img.encode(&mut w);
@@ -342,9 +348,9 @@ impl Wire for Lookup {
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, Kind::BfwLookup)?;
-        let seq = r.u64()?;
+        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let img = Image::decode(&mut r)?;
         r.finish()?;
-        Ok(Self::from_image(&img, seq))
+        Ok(Self::from_image(&img, table, seq))
     }
 }

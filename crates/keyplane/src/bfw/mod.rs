@@ -73,7 +73,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Self { hashes: DEFAULT_HASHES, seed: 0xbf_0000_5eed }
+        Self { hashes: DEFAULT_HASHES, seed: crate::lineage::random_seed() }
     }
 }
 

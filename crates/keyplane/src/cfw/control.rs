@@ -73,6 +73,7 @@ pub struct Control {
     owner: Vec<u32>,
     l1_count: usize,
     l2_count: usize,
+    table: crate::lineage::Lineage,
     seq: u64,
     stats: Stats,
     // BFS scratch.
@@ -118,6 +119,7 @@ impl Control {
             owner: Vec::new(),
             l1_count: 0,
             l2_count: 0,
+            table: crate::lineage::Lineage::random(),
             seq: 0,
             stats: Stats::default(),
             nodes: Vec::new(),
@@ -183,7 +185,7 @@ impl Control {
             check_value(v, self.p.vbits)?;
             vals[id as usize] = v;
         }
-        Ok(Lookup::from_image(self.image(|id| vals[id as usize]), self.seq))
+        Ok(Lookup::from_image(self.image(|id| vals[id as usize]), self.table, self.seq))
     }
 
     fn image(&self, value: impl Fn(u32) -> u64) -> Image {
@@ -418,14 +420,14 @@ impl Control {
     }
 
     fn replace_delta(&mut self) -> Delta {
-        self.seq += 1;
+        crate::lineage::bump(&mut self.seq);
         let img = self.image(|id| self.store.value(id));
-        Delta { seq: self.seq, body: Body::Replace(Box::new(img)) }
+        Delta { table: self.table, seq: self.seq, body: Body::Replace(Box::new(img)) }
     }
 
     fn ops_delta(&mut self, ops: Vec<Op>) -> Delta {
-        self.seq += 1;
-        Delta { seq: self.seq, body: Body::Ops { seed: self.p.seed, nb: self.p.nb, ops } }
+        crate::lineage::bump(&mut self.seq);
+        Delta { table: self.table, seq: self.seq, body: Body::Ops { seed: self.p.seed, nb: self.p.nb, ops } }
     }
 
     fn grow(&mut self) -> Result<Delta> {
@@ -543,6 +545,14 @@ impl ControlTable for Control {
     type Delta = Delta;
     type Lookup = Lookup;
 
+    fn lineage(&self) -> crate::lineage::Lineage {
+        self.table
+    }
+
+    fn set_lineage(&mut self, l: crate::lineage::Lineage) {
+        self.table = l;
+    }
+
     /// Empty table; fingerprints of `min(12, 64 − value_bits)` bits.
     /// `value_bits` must be 1..=63 (a slot holds fingerprint and value in
     /// one 64-bit element).
@@ -611,7 +621,7 @@ impl ControlTable for Control {
     }
 
     fn export(&self) -> Lookup {
-        Lookup::from_image(self.image(|id| self.store.value(id)), self.seq)
+        Lookup::from_image(self.image(|id| self.store.value(id)), self.table, self.seq)
     }
 
     fn memory_bytes(&self) -> usize {

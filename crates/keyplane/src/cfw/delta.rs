@@ -27,6 +27,7 @@ pub(crate) enum Op {
 /// lookup form applies delta `s + 1` only after `s`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delta {
+    pub(crate) table: crate::lineage::Lineage,
     pub(crate) seq: u64,
     pub(crate) body: Body,
 }
@@ -82,6 +83,11 @@ impl Delta {
         self.seq
     }
 
+    /// The table this delta belongs to (see [`crate::lineage`]).
+    pub fn table_id(&self) -> crate::TableId {
+        self.table.id
+    }
+
     /// Level-1 slots this delta writes (a cuckoo path has several).
     pub fn level1_slots(&self) -> usize {
         match &self.body {
@@ -113,7 +119,7 @@ const OP_DEL: u8 = 3;
 impl Wire for Delta {
     fn to_bytes(&self) -> Vec<u8> {
         let mut w = Writer::new(Kind::CfwDelta);
-        w.u64(self.seq);
+        crate::lineage::write_prologue(&mut w, self.table, self.seq);
         match &self.body {
             Body::Ops { seed, nb, ops } => {
                 w.u8(TAG_OPS).u64(*seed).u64(*nb).varint(ops.len() as u64);
@@ -135,7 +141,7 @@ impl Wire for Delta {
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, Kind::CfwDelta)?;
-        let seq = r.u64()?;
+        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let body = match r.u8()? {
             TAG_OPS => {
                 let seed = r.u64()?;
@@ -156,6 +162,6 @@ impl Wire for Delta {
             t => return Err(Error::Corrupt(format!("unknown cfw delta tag {t}"))),
         };
         r.finish()?;
-        Ok(Delta { seq, body })
+        Ok(Delta { table, seq, body })
     }
 }

@@ -87,15 +87,26 @@ impl Inner {
 /// (level 2). See the [module docs](super).
 #[derive(Debug)]
 pub struct Lookup {
+    table: crate::lineage::Lineage,
     cur: Published<Inner>,
     writer: Mutex<()>,
 }
 
 impl Lookup {
-    pub(crate) fn from_image(img: Image, seq: u64) -> Self {
+    /// The table lineage this lookup form belongs to (see [`crate::lineage`]).
+    pub fn table_id(&self) -> crate::TableId {
+        self.table.id
+    }
+
+    /// Table id and key format (see [`crate::lineage`]).
+    pub fn lineage(&self) -> crate::lineage::Lineage {
+        self.table
+    }
+
+    pub(crate) fn from_image(img: Image, table: crate::lineage::Lineage, seq: u64) -> Self {
         // Images built by the control form never hold duplicate level-2 keys.
         let inner = Inner::new(img, seq).expect("control-form image is consistent");
-        Self { cur: Published::new(inner), writer: Mutex::new(()) }
+        Self { table, cur: Published::new(inner), writer: Mutex::new(()) }
     }
 
     /// Value bits.
@@ -229,13 +240,7 @@ impl LookupTable for Lookup {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let c = self.cur.load_full();
         let have = c.seq.load(Ordering::Relaxed);
-        if delta.seq != have.wrapping_add(1) {
-            return Err(Error::DeltaMismatch(format!(
-                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
-                have.wrapping_add(1),
-                delta.seq
-            )));
-        }
+        crate::lineage::check_next(self.table, have, delta.table, delta.seq)?;
         match &delta.body {
             Body::Ops { seed, nb, ops } => {
                 self.apply_ops(&c, *seed, *nb, ops)?;
@@ -269,17 +274,17 @@ impl Wire for Lookup {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let c = self.cur.load();
         let mut w = Writer::with_capacity(Kind::CfwLookup, c.l1.memory_bytes() + 64);
-        w.u64(c.seq.load(Ordering::Acquire));
+        crate::lineage::write_prologue(&mut w, self.table, c.seq.load(Ordering::Acquire));
         c.image().encode(&mut w);
         w.finish()
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, Kind::CfwLookup)?;
-        let seq = r.u64()?;
+        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let img = Image::decode(&mut r)?;
         r.finish()?;
         let inner = Inner::new(img, seq)?;
-        Ok(Self { cur: Published::new(inner), writer: Mutex::new(()) })
+        Ok(Self { table, cur: Published::new(inner), writer: Mutex::new(()) })
     }
 }

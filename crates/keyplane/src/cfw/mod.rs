@@ -83,7 +83,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Self { fingerprint_bits: DEFAULT_FINGERPRINT_BITS, seed: 0xcf_0000_5eed }
+        Self { fingerprint_bits: DEFAULT_FINGERPRINT_BITS, seed: crate::lineage::random_seed() }
     }
 }
 

@@ -87,6 +87,7 @@ pub struct Control {
     shared: Arc<Shared>,
     /// The writer's own reference to the published table.
     cur: Arc<Table>,
+    table: crate::lineage::Lineage,
     seq: u64,
     sink: Sink,
     st: WriteStats,
@@ -111,6 +112,7 @@ impl Control {
         Ok(Control {
             cur: shared.load_full(),
             shared,
+            table: crate::lineage::Lineage::random(),
             seq: 0,
             sink: Sink::default(),
             st: WriteStats::default(),
@@ -240,9 +242,9 @@ impl Control {
     }
 
     fn delta(&mut self) -> Delta {
-        self.seq += 1;
+        crate::lineage::bump(&mut self.seq);
         let ops = std::mem::take(&mut self.sink.ops);
-        Delta { seq: self.seq, seed: self.seed(), ops }
+        Delta { table: self.table, seq: self.seq, seed: self.seed(), ops }
     }
 }
 
@@ -256,6 +258,14 @@ fn check_key(key: &[u8]) -> Result<()> {
 impl ControlTable for Control {
     type Delta = Delta;
     type Lookup = Lookup;
+
+    fn lineage(&self) -> crate::lineage::Lineage {
+        self.table
+    }
+
+    fn set_lineage(&mut self, l: crate::lineage::Lineage) {
+        self.table = l;
+    }
 
     fn with_value_bits(value_bits: u32) -> Result<Self> {
         Self::with_options(value_bits, Options::default())
@@ -311,7 +321,7 @@ impl ControlTable for Control {
     }
 
     fn export(&self) -> Lookup {
-        Lookup::from_table(self.cur.clone_table(), self.seq)
+        Lookup::from_table(self.cur.clone_table(), self.table, self.seq)
     }
 
     fn memory_bytes(&self) -> usize {

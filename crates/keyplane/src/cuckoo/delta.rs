@@ -20,6 +20,7 @@ pub(crate) const MAX_REBUILDS: usize = 4;
 /// another seed is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delta {
+    pub(crate) table: crate::lineage::Lineage,
     pub(crate) seq: u64,
     pub(crate) seed: u64,
     pub(crate) ops: Vec<Op>,
@@ -29,6 +30,11 @@ impl Delta {
     /// Sequence number of this delta (the lookup form's after applying it).
     pub fn seq(&self) -> u64 {
         self.seq
+    }
+
+    /// The table this delta belongs to (see [`crate::lineage`]).
+    pub fn table_id(&self) -> crate::TableId {
+        self.table.id
     }
     /// Slot writes this delta carries.
     pub fn slots_touched(&self) -> usize {
@@ -51,7 +57,8 @@ const TAG_REBUILD: u8 = 3;
 impl Wire for Delta {
     fn to_bytes(&self) -> Vec<u8> {
         let mut w = Writer::new(Kind::CuckooDelta);
-        w.u64(self.seq).u64(self.seed).varint(self.ops.len() as u64);
+        crate::lineage::write_prologue(&mut w, self.table, self.seq);
+        w.u64(self.seed).varint(self.ops.len() as u64);
         for op in &self.ops {
             match op {
                 Op::Arena { off, words } => {
@@ -76,7 +83,7 @@ impl Wire for Delta {
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, Kind::CuckooDelta)?;
-        let seq = r.u64()?;
+        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let seed = r.u64()?;
         let n = r.varint_count(2)?;
         let mut ops = Vec::with_capacity(n);
@@ -124,6 +131,6 @@ impl Wire for Delta {
             ops.push(op);
         }
         r.finish()?;
-        Ok(Delta { seq, seed, ops })
+        Ok(Delta { table, seq, seed, ops })
     }
 }

@@ -17,14 +17,25 @@ const POISONED: u64 = u64::MAX;
 /// Lookups are exact. See the [module docs](super).
 #[derive(Debug)]
 pub struct Lookup {
+    table: crate::lineage::Lineage,
     cur: Arc<Shared>,
     seq: AtomicU64,
     writer: Mutex<()>,
 }
 
 impl Lookup {
-    pub(crate) fn from_table(t: Table, seq: u64) -> Self {
-        Self { cur: Arc::new(Shared::new(t)), seq: AtomicU64::new(seq), writer: Mutex::new(()) }
+    /// The table lineage this lookup form belongs to (see [`crate::lineage`]).
+    pub fn table_id(&self) -> crate::TableId {
+        self.table.id
+    }
+
+    /// Table id and key format (see [`crate::lineage`]).
+    pub fn lineage(&self) -> crate::lineage::Lineage {
+        self.table
+    }
+
+    pub(crate) fn from_table(t: Table, table: crate::lineage::Lineage, seq: u64) -> Self {
+        Self { table, cur: Arc::new(Shared::new(t)), seq: AtomicU64::new(seq), writer: Mutex::new(()) }
     }
 
     /// Sequence number of the last delta applied (or of the export).
@@ -109,13 +120,7 @@ impl LookupTable for Lookup {
         if have == POISONED {
             return Err(Error::DeltaMismatch("an earlier delta failed half-way; reload a fresh blob".into()));
         }
-        if delta.seq != have.wrapping_add(1) {
-            return Err(Error::DeltaMismatch(format!(
-                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
-                have.wrapping_add(1),
-                delta.seq
-            )));
-        }
+        crate::lineage::check_next(self.table, have, delta.table, delta.seq)?;
         let seed = self.cur.load().p.seed;
         if delta.seed != seed {
             return Err(Error::DeltaMismatch(format!("delta is for seed {:#x}, table has {seed:#x}", delta.seed)));
@@ -142,19 +147,19 @@ impl Wire for Lookup {
     fn to_bytes(&self) -> Vec<u8> {
         let t = self.cur.load();
         let mut w = Writer::with_capacity(Kind::CuckooLookup, t.memory_bytes() + 64);
-        w.u64(self.seq());
+        crate::lineage::write_prologue(&mut w, self.table, self.seq());
         t.encode(&mut w);
         w.finish()
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, Kind::CuckooLookup)?;
-        let seq = r.u64()?;
+        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         if seq == POISONED {
             return Err(Error::Corrupt("blob of a poisoned replica".into()));
         }
         let t = Table::decode(&mut r)?;
         r.finish()?;
-        Ok(Self::from_table(t, seq))
+        Ok(Self::from_table(t, table, seq))
     }
 }

@@ -119,7 +119,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Self { values: ValueLayout::Auto, seed: 0xc0c0_0005_17c4 }
+        Self { values: ValueLayout::Auto, seed: crate::lineage::random_seed() }
     }
 }
 

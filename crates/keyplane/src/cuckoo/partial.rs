@@ -58,7 +58,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Self { fingerprint_bits: 16, seed: 0x9a27_1a1c_c0c0 }
+        Self { fingerprint_bits: 16, seed: crate::lineage::random_seed() }
     }
 }
 
@@ -158,6 +158,7 @@ type Step = Vec<(u64, u64)>;
 /// An update message for [`Lookup`], numbered like every keyplane delta.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delta {
+    table: crate::lineage::Lineage,
     seq: u64,
     body: Body,
 }
@@ -174,6 +175,11 @@ impl Delta {
     /// Sequence number.
     pub fn seq(&self) -> u64 {
         self.seq
+    }
+
+    /// The table this delta belongs to (see [`crate::lineage`]).
+    pub fn table_id(&self) -> crate::TableId {
+        self.table.id
     }
     /// Slot writes carried (a whole table for a rebuild).
     pub fn slots_touched(&self) -> usize {
@@ -203,7 +209,7 @@ fn decode_image(r: &mut WireReader<'_>) -> Result<(Params, PackedArray)> {
 impl Wire for Delta {
     fn to_bytes(&self) -> Vec<u8> {
         let mut w = Writer::new(Kind::PartialCuckooDelta);
-        w.u64(self.seq);
+        crate::lineage::write_prologue(&mut w, self.table, self.seq);
         match &self.body {
             Body::Steps { seed, nb, steps } => {
                 w.u8(1).u64(*seed).u32(*nb).varint(steps.len() as u64);
@@ -224,7 +230,7 @@ impl Wire for Delta {
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, Kind::PartialCuckooDelta)?;
-        let seq = r.u64()?;
+        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let body = match r.u8()? {
             1 => {
                 let seed = r.u64()?;
@@ -245,7 +251,7 @@ impl Wire for Delta {
             t => return Err(Error::Corrupt(format!("unknown partial-key cuckoo delta tag {t}"))),
         };
         r.finish()?;
-        Ok(Delta { seq, body })
+        Ok(Delta { table, seq, body })
     }
 }
 
@@ -253,18 +259,33 @@ impl Wire for Delta {
 /// return a wrong value for a valid key (see the [module docs](self)).
 #[derive(Debug)]
 pub struct Lookup {
+    table: crate::lineage::Lineage,
     cur: Published<Inner>,
     seq: AtomicU64,
     writer: Mutex<()>,
 }
 
 impl Lookup {
-    fn new(p: Params, a: PackedArray, seq: u64) -> Self {
-        Self { cur: Published::new(Inner::new(p, a)), seq: AtomicU64::new(seq), writer: Mutex::new(()) }
+    /// The table lineage this lookup form belongs to (see [`crate::lineage`]).
+    pub fn table_id(&self) -> crate::TableId {
+        self.table.id
+    }
+
+    /// Table id and key format (see [`crate::lineage`]).
+    pub fn lineage(&self) -> crate::lineage::Lineage {
+        self.table
+    }
+
+    fn new(p: Params, a: PackedArray, table: crate::lineage::Lineage, seq: u64) -> Self {
+        Self { table, cur: Published::new(Inner::new(p, a)), seq: AtomicU64::new(seq), writer: Mutex::new(()) }
     }
     /// Fingerprint bits.
     pub fn fingerprint_bits(&self) -> u32 {
         self.cur.load().p.fbits
+    }
+    /// Value bits.
+    pub fn value_bits(&self) -> u32 {
+        self.cur.load().p.vbits
     }
     /// Number of buckets.
     pub fn buckets(&self) -> usize {
@@ -310,13 +331,7 @@ impl LookupTable for Lookup {
     fn apply(&self, delta: &Delta) -> Result<()> {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let have = self.seq.load(Ordering::Relaxed);
-        if delta.seq != have.wrapping_add(1) {
-            return Err(Error::DeltaMismatch(format!(
-                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
-                have.wrapping_add(1),
-                delta.seq
-            )));
-        }
+        crate::lineage::check_next(self.table, have, delta.table, delta.seq)?;
         let c = self.cur.load_full();
         match &delta.body {
             Body::Steps { seed, nb, steps } => {
@@ -364,17 +379,17 @@ impl Wire for Lookup {
     fn to_bytes(&self) -> Vec<u8> {
         let c = self.cur.load();
         let mut w = Writer::with_capacity(Kind::PartialCuckooLookup, c.a.memory_bytes() + 32);
-        w.u64(self.seq());
+        crate::lineage::write_prologue(&mut w, self.table, self.seq());
         encode_image(&c.p, &c.a, &mut w);
         w.finish()
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, Kind::PartialCuckooLookup)?;
-        let seq = r.u64()?;
+        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let (p, a) = decode_image(&mut r)?;
         r.finish()?;
-        Ok(Self::new(p, a, seq))
+        Ok(Self::new(p, a, table, seq))
     }
 }
 
@@ -390,6 +405,7 @@ pub struct Control {
     /// Slot of each key id.
     pos: Vec<u32>,
     a: PackedArray,
+    table: crate::lineage::Lineage,
     seq: u64,
     steps: Vec<Step>,
     grows: u64,
@@ -426,6 +442,7 @@ impl Control {
             owner: Vec::new(),
             pos: Vec::new(),
             a: PackedArray::new(1, 1),
+            table: crate::lineage::Lineage::random(),
             seq: 0,
             steps: Vec::new(),
             grows: 0,
@@ -589,13 +606,14 @@ impl Control {
         self.rebuild(nb)?;
         self.grows += 1;
         self.steps.clear();
-        self.seq += 1;
-        Ok(Delta { seq: self.seq, body: Body::Replace(Box::new((self.p, self.a.clone()))) })
+        crate::lineage::bump(&mut self.seq);
+        Ok(Delta { table: self.table, seq: self.seq, body: Body::Replace(Box::new((self.p, self.a.clone()))) })
     }
 
     fn steps_delta(&mut self) -> Delta {
-        self.seq += 1;
+        crate::lineage::bump(&mut self.seq);
         Delta {
+            table: self.table,
             seq: self.seq,
             body: Body::Steps { seed: self.p.seed, nb: self.p.nb, steps: std::mem::take(&mut self.steps) },
         }
@@ -605,6 +623,14 @@ impl Control {
 impl ControlTable for Control {
     type Delta = Delta;
     type Lookup = Lookup;
+
+    fn lineage(&self) -> crate::lineage::Lineage {
+        self.table
+    }
+
+    fn set_lineage(&mut self, l: crate::lineage::Lineage) {
+        self.table = l;
+    }
 
     fn with_value_bits(value_bits: u32) -> Result<Self> {
         Self::with_options(value_bits, Options::default())
@@ -666,7 +692,7 @@ impl ControlTable for Control {
     }
 
     fn export(&self) -> Lookup {
-        Lookup::new(self.p, self.a.clone(), self.seq)
+        Lookup::new(self.p, self.a.clone(), self.table, self.seq)
     }
 
     fn memory_bytes(&self) -> usize {

@@ -43,6 +43,7 @@ pub struct Control {
     markers: HashMap<u64, Vec<u32>>,
     ct: Ct,
     main_used: usize,
+    tid: crate::lineage::Lineage,
     seq: u64,
     stats: Stats,
 }
@@ -120,6 +121,7 @@ impl Control {
             markers: HashMap::new(),
             ct: Ct::new(p.seed),
             main_used: 0,
+            tid: crate::lineage::Lineage::random(),
             seq: 0,
             stats: Stats::default(),
         };
@@ -275,13 +277,17 @@ impl Control {
     }
 
     fn ops_delta(&mut self, puts: CtList, slots: Vec<(u64, u64)>, dels: Vec<Vec<u8>>) -> Delta {
-        self.seq += 1;
-        Delta { seq: self.seq, body: Body::Ops { seed: self.p.seed, buckets: self.p.b, puts, slots, dels } }
+        crate::lineage::bump(&mut self.seq);
+        Delta {
+            table: self.tid,
+            seq: self.seq,
+            body: Body::Ops { seed: self.p.seed, buckets: self.p.b, puts, slots, dels },
+        }
     }
 
     fn replace_delta(&mut self) -> Delta {
-        self.seq += 1;
-        Delta { seq: self.seq, body: Body::Replace(Box::new(self.image())) }
+        crate::lineage::bump(&mut self.seq);
+        Delta { table: self.tid, seq: self.seq, body: Body::Replace(Box::new(self.image())) }
     }
 
     fn image(&self) -> Image {
@@ -447,6 +453,14 @@ impl ControlTable for Control {
     type Delta = Delta;
     type Lookup = Lookup;
 
+    fn lineage(&self) -> crate::lineage::Lineage {
+        self.tid
+    }
+
+    fn set_lineage(&mut self, l: crate::lineage::Lineage) {
+        self.tid = l;
+    }
+
     fn with_value_bits(value_bits: u32) -> Result<Self> {
         Self::with_options(value_bits, Options::default())
     }
@@ -520,7 +534,7 @@ impl ControlTable for Control {
     }
 
     fn export(&self) -> Lookup {
-        Lookup::from_image(self.image(), self.seq)
+        Lookup::from_image(self.image(), self.tid, self.seq)
     }
 
     fn memory_bytes(&self) -> usize {

@@ -14,6 +14,7 @@ use crate::wire::{Frame, Kind, Reader, Wire, Writer};
 /// new lookup form.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delta {
+    pub(crate) table: crate::lineage::Lineage,
     pub(crate) seq: u64,
     pub(crate) body: Body,
 }
@@ -75,6 +76,11 @@ impl Delta {
     pub fn seq(&self) -> u64 {
         self.seq
     }
+
+    /// The table this delta belongs to (see [`crate::lineage`]).
+    pub fn table_id(&self) -> crate::TableId {
+        self.table.id
+    }
     /// True if this delta replaces the whole lookup form (growth).
     pub fn is_rebuild(&self) -> bool {
         matches!(self.body, Body::Replace(_))
@@ -101,7 +107,7 @@ const TAG_REPLACE: u8 = 2;
 impl Wire for Delta {
     fn to_bytes(&self) -> Vec<u8> {
         let mut w = Writer::new(Kind::FhtDelta);
-        w.u64(self.seq);
+        crate::lineage::write_prologue(&mut w, self.table, self.seq);
         match &self.body {
             Body::Ops { seed, buckets, puts, slots, dels } => {
                 w.u8(TAG_OPS).u64(*seed).u32(*buckets).varint(puts.len() as u64);
@@ -128,7 +134,7 @@ impl Wire for Delta {
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, Kind::FhtDelta)?;
-        let seq = r.u64()?;
+        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let body = match r.u8()? {
             TAG_OPS => {
                 let seed = r.u64()?;
@@ -155,6 +161,6 @@ impl Wire for Delta {
             t => return Err(Error::Corrupt(format!("unknown fht delta tag {t}"))),
         };
         r.finish()?;
-        Ok(Delta { seq, body })
+        Ok(Delta { table, seq, body })
     }
 }

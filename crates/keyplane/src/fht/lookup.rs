@@ -493,13 +493,24 @@ impl crate::ReadHandle for Reader<'_> {
 /// FHT lookup form. See the [module docs](super).
 #[derive(Debug)]
 pub struct Lookup {
+    table: crate::lineage::Lineage,
     cur: Published<Inner>,
     writer: Mutex<()>,
 }
 
 impl Lookup {
-    pub(crate) fn from_image(img: Image, seq: u64) -> Self {
-        Self { cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(()) }
+    /// The table lineage this lookup form belongs to (see [`crate::lineage`]).
+    pub fn table_id(&self) -> crate::TableId {
+        self.table.id
+    }
+
+    /// Table id and key format (see [`crate::lineage`]).
+    pub fn lineage(&self) -> crate::lineage::Lineage {
+        self.table
+    }
+
+    pub(crate) fn from_image(img: Image, table: crate::lineage::Lineage, seq: u64) -> Self {
+        Self { table, cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(()) }
     }
 
     /// Sequence number of the last delta applied (or of the export).
@@ -623,13 +634,7 @@ impl LookupTable for Lookup {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let c = self.cur.load_full();
         let have = c.seq.load(Ordering::Relaxed);
-        if delta.seq != have + 1 {
-            return Err(Error::DeltaMismatch(format!(
-                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
-                have + 1,
-                delta.seq
-            )));
-        }
+        crate::lineage::check_next(self.table, have, delta.table, delta.seq)?;
         match &delta.body {
             Body::Ops { seed, buckets, puts, slots, dels } => {
                 if *seed != c.p.seed || *buckets != c.p.b {
@@ -665,17 +670,17 @@ impl Wire for Lookup {
     fn to_bytes(&self) -> Vec<u8> {
         let c = self.cur.load();
         let mut w = Writer::with_capacity(Kind::FhtLookup, c.table.memory_bytes() + 64);
-        w.u64(c.seq.load(Ordering::Acquire));
+        crate::lineage::write_prologue(&mut w, self.table, c.seq.load(Ordering::Acquire));
         c.image().encode(&mut w);
         w.finish()
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, Kind::FhtLookup)?;
-        let seq = r.u64()?;
+        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let img = Image::decode(&mut r)?;
         r.finish()?;
-        Ok(Self::from_image(img, seq))
+        Ok(Self::from_image(img, table, seq))
     }
 }
 

@@ -116,7 +116,7 @@ impl Default for Options {
             max_load: 0.93,
             order: LookupOrder::CollisionTableFirst,
             capacity: 0,
-            seed: 0xf147_0000_5eed,
+            seed: crate::lineage::random_seed(),
         }
     }
 }

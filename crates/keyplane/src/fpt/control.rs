@@ -22,6 +22,7 @@ pub struct Control {
     leaf_of: Vec<u32>,
     free: Vec<u32>,
     next: usize,
+    table: crate::lineage::Lineage,
     seq: u64,
     rebuilds: u64,
 }
@@ -42,6 +43,7 @@ impl Control {
             leaf_of: Vec::new(),
             free: Vec::new(),
             next: 2,
+            table: crate::lineage::Lineage::random(),
             seq: 0,
             rebuilds: 0,
         })
@@ -247,8 +249,12 @@ impl Control {
     }
 
     fn writes_delta(&mut self, writes: Vec<(u32, u64)>) -> Delta {
-        self.seq += 1;
-        Delta { seq: self.seq, body: Body::Writes { seed: self.p.seed, nodes: self.nodes.len() as u32, writes } }
+        crate::lineage::bump(&mut self.seq);
+        Delta {
+            table: self.table,
+            seq: self.seq,
+            body: Body::Writes { seed: self.p.seed, nodes: self.nodes.len() as u32, writes },
+        }
     }
 
     fn image(&self) -> Image {
@@ -259,6 +265,14 @@ impl Control {
 impl ControlTable for Control {
     type Delta = Delta;
     type Lookup = Lookup;
+
+    fn lineage(&self) -> crate::lineage::Lineage {
+        self.table
+    }
+
+    fn set_lineage(&mut self, l: crate::lineage::Lineage) {
+        self.table = l;
+    }
 
     fn with_value_bits(value_bits: u32) -> Result<Self> {
         Self::with_options(value_bits, Options::default())
@@ -277,8 +291,8 @@ impl ControlTable for Control {
             Some(w) => Ok(self.writes_delta(w)),
             None => {
                 self.rebuilds += 1;
-                self.seq += 1;
-                Ok(Delta { seq: self.seq, body: Body::Replace(Box::new(self.image())) })
+                crate::lineage::bump(&mut self.seq);
+                Ok(Delta { table: self.table, seq: self.seq, body: Body::Replace(Box::new(self.image())) })
             }
         }
     }
@@ -319,7 +333,7 @@ impl ControlTable for Control {
     }
 
     fn export(&self) -> Lookup {
-        Lookup::from_image(self.image(), self.seq)
+        Lookup::from_image(self.image(), self.table, self.seq)
     }
 
     fn memory_bytes(&self) -> usize {

@@ -8,6 +8,7 @@ use crate::wire::{Frame, Kind, Reader, Wire, Writer};
 /// in order, atomically for readers) or a whole new node array (growth).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delta {
+    pub(crate) table: crate::lineage::Lineage,
     pub(crate) seq: u64,
     pub(crate) body: Body,
 }
@@ -44,6 +45,11 @@ impl Delta {
     pub fn seq(&self) -> u64 {
         self.seq
     }
+
+    /// The table this delta belongs to (see [`crate::lineage`]).
+    pub fn table_id(&self) -> crate::TableId {
+        self.table.id
+    }
     /// True if this delta replaces the whole lookup form (node array growth).
     pub fn is_rebuild(&self) -> bool {
         matches!(self.body, Body::Replace(_))
@@ -63,7 +69,7 @@ const TAG_REPLACE: u8 = 2;
 impl Wire for Delta {
     fn to_bytes(&self) -> Vec<u8> {
         let mut w = Writer::new(Kind::FptDelta);
-        w.u64(self.seq);
+        crate::lineage::write_prologue(&mut w, self.table, self.seq);
         match &self.body {
             Body::Writes { seed, nodes, writes } => {
                 w.u8(TAG_WRITES).u64(*seed).u32(*nodes).varint(writes.len() as u64);
@@ -81,7 +87,7 @@ impl Wire for Delta {
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, Kind::FptDelta)?;
-        let seq = r.u64()?;
+        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let body = match r.u8()? {
             TAG_WRITES => {
                 let seed = r.u64()?;
@@ -99,6 +105,6 @@ impl Wire for Delta {
             t => return Err(Error::Corrupt(format!("unknown fpt delta tag {t}"))),
         };
         r.finish()?;
-        Ok(Delta { seq, body })
+        Ok(Delta { table, seq, body })
     }
 }

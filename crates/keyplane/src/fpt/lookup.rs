@@ -74,13 +74,24 @@ impl Inner {
 /// FPT lookup form. See the [module docs](super).
 #[derive(Debug)]
 pub struct Lookup {
+    table: crate::lineage::Lineage,
     cur: Published<Inner>,
     writer: Mutex<()>,
 }
 
 impl Lookup {
-    pub(crate) fn from_image(img: Image, seq: u64) -> Self {
-        Self { cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(()) }
+    /// The table lineage this lookup form belongs to (see [`crate::lineage`]).
+    pub fn table_id(&self) -> crate::TableId {
+        self.table.id
+    }
+
+    /// Table id and key format (see [`crate::lineage`]).
+    pub fn lineage(&self) -> crate::lineage::Lineage {
+        self.table
+    }
+
+    pub(crate) fn from_image(img: Image, table: crate::lineage::Lineage, seq: u64) -> Self {
+        Self { table, cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(()) }
     }
 
     /// Sequence number of the last delta applied (or of the export).
@@ -90,6 +101,10 @@ impl Lookup {
     /// Fingerprint bits prepended to names.
     pub fn fingerprint_bits(&self) -> u32 {
         self.cur.load().p.fbits
+    }
+    /// Value bits.
+    pub fn value_bits(&self) -> u32 {
+        self.cur.load().p.vbits
     }
     /// Check bits per leaf.
     pub fn check_bits(&self) -> u32 {
@@ -142,13 +157,7 @@ impl LookupTable for Lookup {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let c = self.cur.load_full();
         let have = c.seq.load(Ordering::Relaxed);
-        if delta.seq != have + 1 {
-            return Err(Error::DeltaMismatch(format!(
-                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
-                have + 1,
-                delta.seq
-            )));
-        }
+        crate::lineage::check_next(self.table, have, delta.table, delta.seq)?;
         match &delta.body {
             Body::Writes { seed, nodes, writes } => {
                 if *seed != c.p.seed || *nodes as usize != c.nodes.len() {
@@ -200,16 +209,16 @@ impl Wire for Lookup {
     fn to_bytes(&self) -> Vec<u8> {
         let c = self.cur.load();
         let mut w = Writer::with_capacity(Kind::FptLookup, c.nodes.len() * 8 + 64);
-        w.u64(c.seq.load(Ordering::Acquire));
+        crate::lineage::write_prologue(&mut w, self.table, c.seq.load(Ordering::Acquire));
         c.image().encode(&mut w);
         w.finish()
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, Kind::FptLookup)?;
-        let seq = r.u64()?;
+        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let img = Image::decode(&mut r)?;
         r.finish()?;
-        Ok(Self::from_image(img, seq))
+        Ok(Self::from_image(img, table, seq))
     }
 }

@@ -78,7 +78,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Self { fingerprint_bits: 20, check_bits: 0, seed: 0xf977_0000_5eed }
+        Self { fingerprint_bits: 20, check_bits: 0, seed: crate::lineage::random_seed() }
     }
 }
 

@@ -262,7 +262,7 @@ fn narrow(l: &othello::Lookup, bits: u32) -> othello::Lookup {
     for i in 0..p.mb as usize {
         b.set(i, s.b.get(i) & m);
     }
-    othello::Lookup::from_image(othello::Image { p, a, b }, 0)
+    othello::Lookup::from_image(othello::Image { p, a, b }, crate::lineage::Lineage::EMBEDDED, 0)
 }
 
 /// A pool member.
@@ -320,6 +320,7 @@ pub struct Control {
     p: Params,
     vips: Vec<Option<VipCtl>>,
     by_addr: HashMap<Vip, VipId>,
+    table: crate::lineage::Lineage,
     seq: u64,
     stats: Stats,
 }
@@ -328,7 +329,14 @@ impl Control {
     /// An empty control plane (no VIPs).
     pub fn new(p: Params) -> Result<Self> {
         p.validate()?;
-        Ok(Self { p, vips: vec![None; p.max_vips as usize], by_addr: HashMap::new(), seq: 0, stats: Stats::default() })
+        Ok(Self {
+            p,
+            vips: vec![None; p.max_vips as usize],
+            by_addr: HashMap::new(),
+            table: crate::lineage::Lineage::random(),
+            seq: 0,
+            stats: Stats::default(),
+        })
     }
 
     /// Parameters in force.
@@ -342,6 +350,14 @@ impl Control {
     /// Sequence number of the last delta emitted.
     pub fn seq(&self) -> u64 {
         self.seq
+    }
+    /// The table lineage (random at creation; see [`crate::lineage`]).
+    pub fn table_id(&self) -> crate::TableId {
+        self.table.id
+    }
+    /// Sets the lineage id (reproducible builds); call it before exporting.
+    pub fn set_table_id(&mut self, id: crate::TableId) {
+        self.table.id = id;
     }
 
     /// Index of a VIP.
@@ -364,8 +380,8 @@ impl Control {
     }
 
     fn delta(&mut self, ops: Vec<Op>) -> Delta {
-        self.seq += 1;
-        Delta { seq: self.seq, dbits: self.p.dcode_bits, ops }
+        crate::lineage::bump(&mut self.seq);
+        Delta { table: self.table, seq: self.seq, dbits: self.p.dcode_bits, ops }
     }
 
     /// Adds a VIP with an initial pool at the lowest free index (§5.5 "VIP
@@ -624,7 +640,7 @@ impl Control {
     /// A data plane holding exactly the planes of the deltas emitted so far.
     pub fn export(&self) -> DataPlane {
         let vips = self.vips.iter().map(|v| v.as_ref().map(|v| v.plane.clone())).collect();
-        DataPlane::from_parts(self.seq, self.p.dcode_bits, vips)
+        DataPlane::from_parts(self.table, self.seq, self.p.dcode_bits, vips)
             .unwrap_or_else(|_| unreachable!("the control plane never holds a VIP twice"))
     }
 

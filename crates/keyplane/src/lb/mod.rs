@@ -142,6 +142,18 @@
 //! version), both with measurable false hits.
 
 pub mod baselines;
+/// Maglev (Eisenbud et al., NSDI'16) with per-VIP digest connection tracking,
+/// behind the [`Balancer`](maglev::Balancer) interface: the load balancer's
+/// Maglev mode. Same type as `lb::baselines::Maglev` (kept for old paths).
+pub mod maglev {
+    pub use super::baselines::{Balancer, Maglev, Packet};
+}
+/// SilkRoad-style multi-level digest tables (Miao et al., SIGCOMM'17),
+/// behind the [`Balancer`](silkroad::Balancer) interface. Same type as
+/// `lb::baselines::SilkRoad`.
+pub mod silkroad {
+    pub use super::baselines::{Balancer, Packet, SilkRoad};
+}
 mod control;
 mod plane;
 mod weights;

@@ -230,7 +230,7 @@ impl VipPlane {
         }
         let (a, b) = (image_array(&self.a, self.p.ma, self.dbits), image_array(&self.b, self.p.mb, self.dbits));
         let img = othello::Image { p: self.p, a, b };
-        w.bytes(&othello::Lookup::from_image(img, 0).to_bytes());
+        w.bytes(&othello::Lookup::from_image(img, crate::lineage::Lineage::EMBEDDED, 0).to_bytes());
     }
 
     pub fn decode(r: &mut Reader<'_>) -> Result<Self> {
@@ -298,6 +298,7 @@ impl DipRow {
 /// The whole data plane at one point in time: the VIP array.
 #[derive(Debug)]
 struct PlaneSet {
+    table: crate::lineage::Lineage,
     seq: u64,
     dbits: u32,
     vips: Box<[Option<Arc<VipPlane>>]>,
@@ -445,10 +446,15 @@ fn batch_row<T: Copy + Into<u16>>(p: &VipPlane, row: &[T], keys: &[&[u8]], out: 
 }
 
 impl DataPlane {
-    pub(crate) fn from_parts(seq: u64, dbits: u32, vips: Vec<Option<Arc<VipPlane>>>) -> Result<Self> {
+    pub(crate) fn from_parts(
+        table: crate::lineage::Lineage,
+        seq: u64,
+        dbits: u32,
+        vips: Vec<Option<Arc<VipPlane>>>,
+    ) -> Result<Self> {
         let by_addr = PlaneSet::index(&vips)?;
         Ok(Self {
-            cur: ArcSwap::from_pointee(PlaneSet { seq, dbits, vips: vips.into(), by_addr }),
+            cur: ArcSwap::from_pointee(PlaneSet { table, seq, dbits, vips: vips.into(), by_addr }),
             writer: Mutex::new(()),
         })
     }
@@ -543,6 +549,11 @@ impl DataPlane {
         self.cur.load().seq
     }
 
+    /// The table lineage of this data plane (see [`crate::lineage`]).
+    pub fn table_id(&self) -> crate::TableId {
+        self.cur.load().table.id
+    }
+
     /// Every heap byte: VIP array, BASes, DIP arrays, backend lists.
     pub fn memory_bytes(&self) -> usize {
         let g = self.cur.load();
@@ -560,13 +571,7 @@ impl DataPlane {
     pub fn apply(&self, delta: &Delta) -> Result<()> {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let c = self.cur.load_full();
-        if delta.seq != c.seq + 1 {
-            return Err(Error::DeltaMismatch(format!(
-                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
-                c.seq + 1,
-                delta.seq
-            )));
-        }
+        crate::lineage::check_next(c.table, c.seq, delta.table, delta.seq)?;
         if delta.dbits != c.dbits {
             return Err(Error::DeltaMismatch(format!("delta has {}-bit Dcodes, table {}", delta.dbits, c.dbits)));
         }
@@ -582,7 +587,13 @@ impl DataPlane {
             *slot = new;
         }
         let by_addr = PlaneSet::index(&vips).map_err(|e| Error::DeltaMismatch(e.to_string()))?;
-        self.cur.store(Arc::new(PlaneSet { seq: delta.seq, dbits: c.dbits, vips: vips.into(), by_addr }));
+        self.cur.store(Arc::new(PlaneSet {
+            table: c.table,
+            seq: delta.seq,
+            dbits: c.dbits,
+            vips: vips.into(),
+            by_addr,
+        }));
         Ok(())
     }
 }
@@ -591,7 +602,8 @@ impl Wire for DataPlane {
     fn to_bytes(&self) -> Vec<u8> {
         let g = self.cur.load();
         let mut w = Writer::new(Kind::LbDataPlane);
-        w.u64(g.seq).u8(g.dbits as u8).u32(g.vips.len() as u32);
+        crate::lineage::write_prologue(&mut w, g.table, g.seq);
+        w.u8(g.dbits as u8).u32(g.vips.len() as u32);
         let used: Vec<(usize, &Arc<VipPlane>)> =
             g.vips.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (i, p))).collect();
         w.u32(used.len() as u32);
@@ -604,7 +616,7 @@ impl Wire for DataPlane {
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, Kind::LbDataPlane)?;
-        let seq = r.u64()?;
+        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let dbits = r.u8()? as u32;
         crate::check_value_bits(dbits, MIN_DCODE_BITS, MAX_DCODE_BITS).map_err(|e| Error::Corrupt(e.to_string()))?;
         let max = r.u32()?;
@@ -621,7 +633,7 @@ impl Wire for DataPlane {
             vips[i] = Some(Arc::new(p));
         }
         r.finish()?;
-        Self::from_parts(seq, dbits, vips)
+        Self::from_parts(table, seq, dbits, vips)
     }
 }
 
@@ -639,6 +651,7 @@ pub(crate) enum Op {
 /// array needs to be updated"). Numbered like every keyplane delta.
 #[derive(Debug, Clone)]
 pub struct Delta {
+    pub(crate) table: crate::lineage::Lineage,
     pub(crate) seq: u64,
     pub(crate) dbits: u32,
     pub(crate) ops: Vec<Op>,
@@ -648,6 +661,10 @@ impl Delta {
     /// Sequence number (the data plane's after applying it).
     pub fn seq(&self) -> u64 {
         self.seq
+    }
+    /// The table this delta belongs to (see [`crate::lineage`]).
+    pub fn table_id(&self) -> crate::TableId {
+        self.table.id
     }
     /// VIPs this delta replaces or removes.
     pub fn vips(&self) -> Vec<VipId> {
@@ -676,7 +693,8 @@ const TAG_REMOVE: u8 = 2;
 impl Wire for Delta {
     fn to_bytes(&self) -> Vec<u8> {
         let mut w = Writer::new(Kind::LbDelta);
-        w.u64(self.seq).u8(self.dbits as u8).u32(self.ops.len() as u32);
+        crate::lineage::write_prologue(&mut w, self.table, self.seq);
+        w.u8(self.dbits as u8).u32(self.ops.len() as u32);
         for op in &self.ops {
             match op {
                 Op::Set(i, p) => {
@@ -693,7 +711,7 @@ impl Wire for Delta {
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, Kind::LbDelta)?;
-        let seq = r.u64()?;
+        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let dbits = r.u8()? as u32;
         crate::check_value_bits(dbits, MIN_DCODE_BITS, MAX_DCODE_BITS).map_err(|e| Error::Corrupt(e.to_string()))?;
         let n = r.u32()? as usize;
@@ -712,7 +730,7 @@ impl Wire for Delta {
             }
         }
         r.finish()?;
-        Ok(Delta { seq, dbits, ops })
+        Ok(Delta { table, seq, dbits, ops })
     }
 }
 

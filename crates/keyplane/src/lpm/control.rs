@@ -458,6 +458,17 @@ impl ControlTable for Control {
         Self::from_prefixes(items?, value_bits)
     }
 
+    /// LPM tables carry their own 64-bit table id in blobs and deltas (see
+    /// docs/structures/lpm.md); the lineage reports it, and setting a
+    /// lineage keeps the low 64 bits of its id. The key format is `prefix`.
+    fn lineage(&self) -> crate::lineage::Lineage {
+        crate::lineage::Lineage { id: crate::TableId::from_u128(self.id as u128), key_format: None }
+    }
+
+    fn set_lineage(&mut self, l: crate::lineage::Lineage) {
+        self.id = l.id.as_u128() as u64;
+    }
+
     fn insert(&mut self, key: &[u8], value: u64) -> Result<Delta> {
         self.insert_prefix(Prefix::from_key(key)?, value)
     }

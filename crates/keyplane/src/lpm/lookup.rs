@@ -15,6 +15,11 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+/// Lineage of the per-length Othello indexes inside an LPM lookup form: internal
+/// parts, patched only by this table's own (id-checked) deltas.
+const INDEX_LINEAGE: crate::lineage::Lineage =
+    crate::lineage::Lineage { id: crate::TableId::from_u128(0), key_format: None };
+
 const BATCH: usize = 16;
 /// Candidate lengths probed in parallel by one lookup.
 const GROUP: usize = 8;
@@ -60,7 +65,7 @@ impl Level {
 
     fn from_image(fam: Family, img: LevelImage) -> Self {
         let slots = Arc::new(Slots::from_entries(&img.slots, fam == Family::V6));
-        Self::new(fam, img.len, othello::Lookup::from_image(img.index, img.oseq), slots)
+        Self::new(fam, img.len, othello::Lookup::from_image(img.index, INDEX_LINEAGE, img.oseq), slots)
     }
 
     fn image(&self) -> LevelImage {
@@ -513,7 +518,7 @@ impl Lookup {
                 let lv = t.fams[fam.index()].level(*len).ok_or_else(|| Error::DeltaMismatch("no level".into()))?;
                 match &delta.body {
                     othello::Body::Replace(img) => {
-                        let index = othello::Lookup::from_image((**img).clone(), delta.seq);
+                        let index = othello::Lookup::from_image((**img).clone(), INDEX_LINEAGE, delta.seq);
                         let nl = Level::new(*fam, *len, index, lv.slots.clone());
                         self.publish(|t| t.fams[fam.index()].put_level(nl));
                     }

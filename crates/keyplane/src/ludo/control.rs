@@ -68,6 +68,7 @@ pub struct Control {
     /// Fallback table (§4.4.6): full key → id.
     fallback: hashbrown::HashMap<Box<[u8]>, u32>,
     cap: usize,
+    table: crate::lineage::Lineage,
     seq: u64,
     stats: Stats,
     poisoned: bool,
@@ -164,6 +165,7 @@ impl Control {
         let mut seeds = SeedSeq::new(opts.seed);
         let p = Params { seed: seeds.next(), nb: 2, vbits: value_bits, fbits: opts.fingerprint_bits };
         let nb = buckets_for(keys.len(), opts.max_load_permille);
+        let table = crate::lineage::Lineage::random();
         let mut c = Control {
             opts,
             p,
@@ -172,9 +174,10 @@ impl Control {
             cells: Vec::new(),
             bseed: Vec::new(),
             img: Table::new(p, 8),
-            loc: Locator::build(&[], &p, 0, 4, 0)?,
+            loc: Locator::build(&[], &p, 0, 4, 0, table)?,
             fallback: hashbrown::HashMap::new(),
             cap: 0,
+            table,
             seq: 0,
             stats: Stats::default(),
             poisoned: false,
@@ -582,7 +585,7 @@ impl Control {
             // it fail for every seed: re-seed the hash.
             let cap = nb * 4 * self.opts.max_load_permille as usize / 1000;
             let lseed = self.seeds.next();
-            self.loc = match Locator::build(&self.cells, &p, self.keys.id_bound(), cap, lseed) {
+            self.loc = match Locator::build(&self.cells, &p, self.keys.id_bound(), cap, lseed, self.table) {
                 Ok(l) => l,
                 Err(Error::BuildFailed(_)) => {
                     self.stats.reseed_rebuilds += 1;
@@ -609,8 +612,8 @@ impl Control {
     }
 
     fn delta(&mut self, body: Body) -> Delta {
-        self.seq += 1;
-        Delta { seq: self.seq, body }
+        crate::lineage::bump(&mut self.seq);
+        Delta { table: self.table, seq: self.seq, body }
     }
 
     /// Rebuild (`kind`: 0 grow, 1 re-seed, 2 overflow) and the Replace delta.
@@ -798,6 +801,15 @@ impl ControlTable for Control {
     type Delta = Delta;
     type Lookup = Lookup;
 
+    fn lineage(&self) -> crate::lineage::Lineage {
+        self.table
+    }
+
+    fn set_lineage(&mut self, l: crate::lineage::Lineage) {
+        self.table = l;
+        self.loc.set_lineage(l);
+    }
+
     fn with_value_bits(value_bits: u32) -> Result<Self> {
         Self::with_options(value_bits, Options::default())
     }
@@ -854,7 +866,7 @@ impl ControlTable for Control {
                         let ov = self.img.ov_cap();
                         let r = self.rebuild(nb, ov, true);
                         // Replicas must reload a blob rather than apply later deltas.
-                        self.seq += 1;
+                        crate::lineage::bump(&mut self.seq);
                         r?;
                         Err(e)
                     }
@@ -895,7 +907,7 @@ impl ControlTable for Control {
     }
 
     fn export(&self) -> Lookup {
-        Lookup::from_image(self.image(), self.seq)
+        Lookup::from_image(self.image(), self.table, self.seq)
     }
 
     fn memory_bytes(&self) -> usize {

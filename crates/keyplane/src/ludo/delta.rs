@@ -14,6 +14,7 @@ use crate::wire::{Frame, Kind, Reader, Wire, Writer};
 /// path's free end first).
 #[derive(Debug)]
 pub struct Delta {
+    pub(crate) table: crate::lineage::Lineage,
     pub(crate) seq: u64,
     pub(crate) body: Body,
 }
@@ -111,6 +112,11 @@ impl Delta {
         self.seq
     }
 
+    /// The table this delta belongs to (see [`crate::lineage`]).
+    pub fn table_id(&self) -> crate::TableId {
+        self.table.id
+    }
+
     /// True if this delta replaces the whole lookup form (growth or re-seed).
     pub fn is_rebuild(&self) -> bool {
         matches!(self.body, Body::Replace(_))
@@ -148,7 +154,7 @@ fn pack_order(o: &[u8; 4]) -> u16 {
 impl Wire for Delta {
     fn to_bytes(&self) -> Vec<u8> {
         let mut w = Writer::new(Kind::LudoDelta);
-        w.u64(self.seq);
+        crate::lineage::write_prologue(&mut w, self.table, self.seq);
         match &self.body {
             Body::Nop => {
                 w.u8(TAG_NOP);
@@ -190,7 +196,7 @@ impl Wire for Delta {
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, Kind::LudoDelta)?;
-        let seq = r.u64()?;
+        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let u32_of = |v: u64| -> Result<u32> {
             u32::try_from(v).map_err(|_| Error::Corrupt(format!("bucket index {v} exceeds 32 bits")))
         };
@@ -248,6 +254,6 @@ impl Wire for Delta {
             t => return Err(Error::Corrupt(format!("unknown ludo delta tag {t}"))),
         };
         r.finish()?;
-        Ok(Delta { seq, body })
+        Ok(Delta { table, seq, body })
     }
 }

@@ -47,6 +47,7 @@ pub(crate) struct Locator {
     head_a: Vec<u32>,
     head_b: Vec<u32>,
     len: usize,
+    table: crate::lineage::Lineage,
     seq: u64,
     stats: othello::Stats,
     q: [Vec<(u32, u32)>; 2],
@@ -55,7 +56,14 @@ pub(crate) struct Locator {
 impl Locator {
     /// Builds the locator of every key in `cells` (bit = key sits in its
     /// bucket h1), sized for `cap` keys with compact Othello sizing.
-    pub fn build(cells: &[Cell], lp: &LParams, id_bound: usize, cap: usize, seed: u64) -> Result<Self> {
+    pub fn build(
+        cells: &[Cell],
+        lp: &LParams,
+        id_bound: usize,
+        cap: usize,
+        seed: u64,
+        table: crate::lineage::Lineage,
+    ) -> Result<Self> {
         let mut l = Locator {
             p: othello::Params { seed: 0, ma: 1, mb: 1, vbits: 1, fbits: 0, empt: false },
             cap: 0,
@@ -66,12 +74,18 @@ impl Locator {
             head_a: Vec::new(),
             head_b: Vec::new(),
             len: 0,
+            table,
             seq: 0,
             stats: othello::Stats::default(),
             q: [Vec::new(), Vec::new()],
         };
         l.rebuild(cells, lp, id_bound, cap)?;
         Ok(l)
+    }
+
+    /// Re-labels the lineage of the deltas this locator emits (Ludo's id).
+    pub fn set_lineage(&mut self, l: crate::lineage::Lineage) {
+        self.table = l;
     }
 
     pub fn stats(&self) -> othello::Stats {
@@ -101,7 +115,7 @@ impl Locator {
 
     /// The lookup form of the current arrays.
     pub fn export(&self) -> othello::Lookup {
-        othello::Lookup::from_image(self.image(), self.seq)
+        othello::Lookup::from_image(self.image(), self.table, self.seq)
     }
 
     /// Rebuilds for capacity `cap` with a fresh seed (Othello's re-seed).
@@ -167,13 +181,13 @@ impl Locator {
     }
 
     fn replace_delta(&mut self) -> othello::Delta {
-        self.seq += 1;
-        othello::Delta { seq: self.seq, body: Body::Replace(Box::new(self.image())) }
+        crate::lineage::bump(&mut self.seq);
+        othello::Delta { table: self.table, seq: self.seq, body: Body::Replace(Box::new(self.image())) }
     }
 
     fn slots_delta(&mut self, xor: u64, xors: Vec<u64>, sets: Vec<(u64, u64)>) -> othello::Delta {
-        self.seq += 1;
-        othello::Delta { seq: self.seq, body: Body::Slots { seed: self.p.seed, xor, xors, sets } }
+        crate::lineage::bump(&mut self.seq);
+        othello::Delta { table: self.table, seq: self.seq, body: Body::Slots { seed: self.p.seed, xor, xors, sets } }
     }
 
     /// See [`graph::walk`].

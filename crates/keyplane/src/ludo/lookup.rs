@@ -195,7 +195,7 @@ impl Inner {
     fn with_locator(&self, img: othello::Image, oseq: u64, seq: u64) -> Self {
         let mut fb: Vec<(Vec<u8>, u64)> = self.fb.load().iter().map(|(k, v)| (k.to_vec(), *v)).collect();
         fb.sort_unstable();
-        let oth = othello::Lookup::from_image(img, oseq);
+        let oth = othello::Lookup::from_image(img, self.oth.lineage(), oseq);
         Inner::new(Image { table: self.t.clone(), oth, fallback: fb }, seq)
     }
 
@@ -216,13 +216,24 @@ impl Inner {
 /// counter with one plain load instead.
 #[derive(Debug)]
 pub struct Lookup {
+    table: crate::lineage::Lineage,
     cur: Published<Inner>,
     writer: Mutex<()>,
 }
 
 impl Lookup {
-    pub(crate) fn from_image(img: Image, seq: u64) -> Self {
-        Self { cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(()) }
+    /// The table lineage this lookup form belongs to (see [`crate::lineage`]).
+    pub fn table_id(&self) -> crate::TableId {
+        self.table.id
+    }
+
+    /// Table id and key format (see [`crate::lineage`]).
+    pub fn lineage(&self) -> crate::lineage::Lineage {
+        self.table
+    }
+
+    pub(crate) fn from_image(img: Image, table: crate::lineage::Lineage, seq: u64) -> Self {
+        Self { table, cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(()) }
     }
 
     /// Value bits.
@@ -299,10 +310,9 @@ impl Lookup {
                 return Err(Error::DeltaMismatch(format!("bucket index outside the table of {nb}")));
             }
             if let Some(d) = &n.oth {
-                oseq += 1;
-                if d.seq() != oseq {
-                    return Err(Error::DeltaMismatch("bucket-locator deltas out of sequence".into()));
-                }
+                crate::lineage::check_seq(oseq, d.seq())
+                    .map_err(|e| Error::DeltaMismatch(format!("bucket-locator delta: {e}")))?;
+                oseq = d.seq();
                 if let othello::Body::Replace(img) = &d.body {
                     if img.p.vbits != 1 || img.p.fbits != 0 || img.p.empt {
                         return Err(Error::DeltaMismatch("bucket-locator rebuild with a different slot layout".into()));
@@ -367,13 +377,7 @@ impl LookupTable for Lookup {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let c = self.cur.load_full();
         let have = c.seq.load(Ordering::Relaxed);
-        if delta.seq != have.wrapping_add(1) {
-            return Err(Error::DeltaMismatch(format!(
-                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
-                have.wrapping_add(1),
-                delta.seq
-            )));
-        }
+        crate::lineage::check_next(self.table, have, delta.table, delta.seq)?;
         let wmask = crate::mask(c.p.sw());
         let mut c = c;
         match &delta.body {
@@ -443,7 +447,7 @@ impl Wire for Lookup {
         let c = self.cur.load();
         let (oth, fb) = c.image();
         let mut w = Writer::with_capacity(Kind::LudoLookup, c.t.memory_bytes() + oth.len() + 64);
-        w.u64(c.seq.load(Ordering::Acquire));
+        crate::lineage::write_prologue(&mut w, self.table, c.seq.load(Ordering::Acquire));
         c.t.encode(&mut w);
         w.bytes(&oth);
         w.u64(fb.len() as u64);
@@ -455,9 +459,9 @@ impl Wire for Lookup {
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, Kind::LudoLookup)?;
-        let seq = r.u64()?;
+        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let img = Image::decode(&mut r)?;
         r.finish()?;
-        Ok(Self::from_image(img, seq))
+        Ok(Self::from_image(img, table, seq))
     }
 }

@@ -140,7 +140,7 @@ impl Default for Options {
     fn default() -> Self {
         Self {
             fingerprint_bits: 0,
-            seed: 0x1ad0_0000_5eed,
+            seed: crate::lineage::random_seed(),
             max_load_permille: 950,
             max_cuckoo_path: 8,
             max_seed: MAX_SEED,

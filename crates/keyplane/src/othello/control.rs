@@ -45,6 +45,7 @@ pub struct Control {
     edges: Vec<Edge>,
     head_a: Vec<u32>,
     head_b: Vec<u32>,
+    table: crate::lineage::Lineage,
     seq: u64,
     stats: Stats,
     // Traversal scratch.
@@ -98,6 +99,7 @@ impl Control {
             edges: Vec::new(),
             head_a: Vec::new(),
             head_b: Vec::new(),
+            table: crate::lineage::Lineage::random(),
             seq: 0,
             stats: Stats::default(),
             q: [Vec::new(), Vec::new()],
@@ -193,7 +195,7 @@ impl Control {
                 }
             }
         }
-        Ok(Lookup::from_image(Image { p: self.p, a, b }, self.seq))
+        Ok(Lookup::from_image(Image { p: self.p, a, b }, self.table, self.seq))
     }
 
     #[inline]
@@ -253,8 +255,9 @@ impl Control {
     }
 
     fn replace_delta(&mut self) -> Delta {
-        self.seq += 1;
+        crate::lineage::bump(&mut self.seq);
         Delta {
+            table: self.table,
             seq: self.seq,
             body: Body::Replace(Box::new(Image { p: self.p, a: self.a.clone(), b: self.b.clone() })),
         }
@@ -309,8 +312,8 @@ impl Control {
     }
 
     fn slots_delta(&mut self, xor: u64, xors: Vec<SlotRef>, sets: Vec<(SlotRef, u64)>) -> Delta {
-        self.seq += 1;
-        Delta { seq: self.seq, body: Body::Slots { seed: self.p.seed, xor, xors, sets } }
+        crate::lineage::bump(&mut self.seq);
+        Delta { table: self.table, seq: self.seq, body: Body::Slots { seed: self.p.seed, xor, xors, sets } }
     }
 
     fn ensure_edge_arrays(&mut self) {
@@ -501,6 +504,14 @@ impl ControlTable for Control {
     type Delta = Delta;
     type Lookup = Lookup;
 
+    fn lineage(&self) -> crate::lineage::Lineage {
+        self.table
+    }
+
+    fn set_lineage(&mut self, l: crate::lineage::Lineage) {
+        self.table = l;
+    }
+
     fn with_value_bits(value_bits: u32) -> Result<Self> {
         Self::with_options(value_bits, Options::default())
     }
@@ -574,7 +585,7 @@ impl ControlTable for Control {
     }
 
     fn export(&self) -> Lookup {
-        Lookup::from_image(Image { p: self.p, a: self.a.clone(), b: self.b.clone() }, self.seq)
+        Lookup::from_image(Image { p: self.p, a: self.a.clone(), b: self.b.clone() }, self.table, self.seq)
     }
 
     fn memory_bytes(&self) -> usize {

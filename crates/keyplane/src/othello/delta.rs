@@ -15,6 +15,7 @@ pub(crate) type SlotRef = u64;
 /// corrupting the table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delta {
+    pub(crate) table: crate::lineage::Lineage,
     pub(crate) seq: u64,
     pub(crate) body: Body,
 }
@@ -60,6 +61,11 @@ impl Delta {
         self.seq
     }
 
+    /// The table this delta belongs to (see [`crate::lineage`]).
+    pub fn table_id(&self) -> crate::TableId {
+        self.table.id
+    }
+
     /// Number of slots this delta writes (a whole table for a rebuild).
     pub fn slots_touched(&self) -> usize {
         match &self.body {
@@ -80,7 +86,7 @@ const TAG_REPLACE: u8 = 2;
 impl Wire for Delta {
     fn to_bytes(&self) -> Vec<u8> {
         let mut w = Writer::new(Kind::OthelloDelta);
-        w.u64(self.seq);
+        crate::lineage::write_prologue(&mut w, self.table, self.seq);
         match &self.body {
             Body::Slots { seed, xor, xors, sets } => {
                 w.u8(TAG_SLOTS).u64(*seed).varint(*xor).varint(xors.len() as u64);
@@ -102,7 +108,7 @@ impl Wire for Delta {
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, Kind::OthelloDelta)?;
-        let seq = r.u64()?;
+        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let body = match r.u8()? {
             TAG_SLOTS => {
                 let seed = r.u64()?;
@@ -123,6 +129,6 @@ impl Wire for Delta {
             t => return Err(Error::Corrupt(format!("unknown othello delta tag {t}"))),
         };
         r.finish()?;
-        Ok(Delta { seq, body })
+        Ok(Delta { table, seq, body })
     }
 }

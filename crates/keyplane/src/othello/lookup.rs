@@ -90,14 +90,25 @@ crate::sync::cached_reader!(Inner);
 /// Othello lookup form: two packed arrays, no keys. See the [module docs](super).
 #[derive(Debug)]
 pub struct Lookup {
+    table: crate::lineage::Lineage,
     cur: Published<Inner>,
     /// The writer lock, holding the writer's reusable stripe scratch.
     writer: Mutex<StripeSet>,
 }
 
 impl Lookup {
-    pub(crate) fn from_image(img: Image, seq: u64) -> Self {
-        Self { cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(StripeSet::new()) }
+    /// The table lineage this lookup form belongs to (see [`crate::lineage`]).
+    pub fn table_id(&self) -> crate::TableId {
+        self.table.id
+    }
+
+    /// Table id and key format (see [`crate::lineage`]).
+    pub fn lineage(&self) -> crate::lineage::Lineage {
+        self.table
+    }
+
+    pub(crate) fn from_image(img: Image, table: crate::lineage::Lineage, seq: u64) -> Self {
+        Self { table, cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(StripeSet::new()) }
     }
 
     /// The current arrays, for structures (lb) that embed a lookup form which
@@ -146,7 +157,7 @@ impl Lookup {
     /// arrays and sequence number).
     pub(crate) fn duplicate(&self) -> Lookup {
         let c = self.cur.load();
-        Lookup::from_image(Image { p: c.p, a: c.a.clone(), b: c.b.clone() }, c.seq.load(Ordering::Acquire))
+        Lookup::from_image(Image { p: c.p, a: c.a.clone(), b: c.b.clone() }, self.table, c.seq.load(Ordering::Acquire))
     }
 
     fn apply_slots(
@@ -210,13 +221,7 @@ impl LookupTable for Lookup {
         let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let c = self.cur.load();
         let have = c.seq.load(Ordering::Relaxed);
-        if delta.seq != have + 1 {
-            return Err(Error::DeltaMismatch(format!(
-                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
-                have + 1,
-                delta.seq
-            )));
-        }
+        crate::lineage::check_next(self.table, have, delta.table, delta.seq)?;
         match &delta.body {
             Body::Slots { seed, xor, xors, sets } => {
                 Self::apply_slots(&c, &mut w, *seed, *xor, xors, sets)?;
@@ -246,16 +251,16 @@ impl Wire for Lookup {
     fn to_bytes(&self) -> Vec<u8> {
         let c = self.cur.load();
         let mut w = Writer::with_capacity(Kind::OthelloLookup, c.a.memory_bytes() + c.b.memory_bytes() + 64);
-        w.u64(c.seq.load(Ordering::Acquire));
+        crate::lineage::write_prologue(&mut w, self.table, c.seq.load(Ordering::Acquire));
         Image { p: c.p, a: c.a.clone(), b: c.b.clone() }.encode(&mut w);
         w.finish()
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, Kind::OthelloLookup)?;
-        let seq = r.u64()?;
+        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let img = Image::decode(&mut r)?;
         r.finish()?;
-        Ok(Self::from_image(img, seq))
+        Ok(Self::from_image(img, table, seq))
     }
 }

@@ -86,7 +86,7 @@ impl Default for Options {
             sizing: Sizing::Compact,
             fingerprint_bits: 0,
             emptiness: false,
-            seed: 0x0e11_0000_5eed,
+            seed: crate::lineage::random_seed(),
             headroom_percent: 1,
         }
     }

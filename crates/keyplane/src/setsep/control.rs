@@ -73,6 +73,7 @@ pub struct Control {
     /// `groups · l` record elements.
     rec: Vec<u64>,
     fallback: BTreeSet<u32>,
+    table: crate::lineage::Lineage,
     seq: u64,
     stats: Stats,
     ctr: u64,
@@ -132,6 +133,7 @@ impl Control {
             groups: Vec::new(),
             rec: Vec::new(),
             fallback: BTreeSet::new(),
+            table: crate::lineage::Lineage::random(),
             seq: 0,
             stats: Stats::default(),
             ctr: 0,
@@ -430,7 +432,7 @@ impl Control {
     }
 
     fn make_delta(&mut self, ch: Changes) -> Delta {
-        self.seq += 1;
+        crate::lineage::bump(&mut self.seq);
         let l = self.p.vbits as usize;
         let choices = ch
             .blocks
@@ -457,7 +459,11 @@ impl Control {
                 GroupUpdate { g, body }
             })
             .collect();
-        Delta { seq: self.seq, body: Body::Update { seed: self.p.seed, blocks: self.p.blocks, choices, groups } }
+        Delta {
+            table: self.table,
+            seq: self.seq,
+            body: Body::Update { seed: self.p.seed, blocks: self.p.blocks, choices, groups },
+        }
     }
 
     fn image(&self) -> Image {
@@ -478,8 +484,8 @@ impl Control {
     }
 
     fn replace_delta(&mut self) -> Delta {
-        self.seq += 1;
-        Delta { seq: self.seq, body: Body::Replace(Box::new(self.image())) }
+        crate::lineage::bump(&mut self.seq);
+        Delta { table: self.table, seq: self.seq, body: Body::Replace(Box::new(self.image())) }
     }
 
     fn insert_new(&mut self, id: u32) -> Result<Delta> {
@@ -550,6 +556,14 @@ fn build_block(
 impl ControlTable for Control {
     type Delta = Delta;
     type Lookup = Lookup;
+
+    fn lineage(&self) -> crate::lineage::Lineage {
+        self.table
+    }
+
+    fn set_lineage(&mut self, l: crate::lineage::Lineage) {
+        self.table = l;
+    }
 
     fn with_value_bits(value_bits: u32) -> Result<Self> {
         Self::with_options(value_bits, Options::default())
@@ -623,7 +637,7 @@ impl ControlTable for Control {
     }
 
     fn export(&self) -> Lookup {
-        Lookup::from_image(self.image(), self.seq)
+        Lookup::from_image(self.image(), self.table, self.seq)
     }
 
     fn memory_bytes(&self) -> usize {

@@ -44,6 +44,7 @@ pub(crate) enum Body {
 /// form applies delta `s + 1` only after delta `s`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delta {
+    pub(crate) table: crate::lineage::Lineage,
     pub(crate) seq: u64,
     pub(crate) body: Body,
 }
@@ -52,6 +53,11 @@ impl Delta {
     /// Sequence number of this delta (the lookup form's after applying it).
     pub fn seq(&self) -> u64 {
         self.seq
+    }
+
+    /// The table this delta belongs to (see [`crate::lineage`]).
+    pub fn table_id(&self) -> crate::TableId {
+        self.table.id
     }
     /// True if this delta replaces the whole lookup form (growth or shrink).
     pub fn is_rebuild(&self) -> bool {
@@ -156,7 +162,7 @@ const TAG_REPLACE: u8 = 2;
 impl Wire for Delta {
     fn to_bytes(&self) -> Vec<u8> {
         let mut w = Writer::new(Kind::SetSepDelta);
-        w.u64(self.seq);
+        crate::lineage::write_prologue(&mut w, self.table, self.seq);
         match &self.body {
             Body::Update { seed, blocks, choices, groups } => {
                 w.u8(TAG_UPDATE).u64(*seed).u32(*blocks).varint(choices.len() as u64);
@@ -190,7 +196,7 @@ impl Wire for Delta {
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, Kind::SetSepDelta)?;
-        let seq = r.u64()?;
+        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let body = match r.u8()? {
             TAG_UPDATE => {
                 let seed = r.u64()?;
@@ -227,6 +233,6 @@ impl Wire for Delta {
             t => return Err(Error::Corrupt(format!("unknown setsep delta tag {t}"))),
         };
         r.finish()?;
-        Ok(Delta { seq, body })
+        Ok(Delta { table, seq, body })
     }
 }

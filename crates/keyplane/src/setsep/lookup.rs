@@ -103,13 +103,24 @@ impl Inner {
 /// [module docs](super).
 #[derive(Debug)]
 pub struct Lookup {
+    table: crate::lineage::Lineage,
     cur: Published<Inner>,
     writer: Mutex<()>,
 }
 
 impl Lookup {
-    pub(crate) fn from_image(img: Image, seq: u64) -> Self {
-        Self { cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(()) }
+    /// The table lineage this lookup form belongs to (see [`crate::lineage`]).
+    pub fn table_id(&self) -> crate::TableId {
+        self.table.id
+    }
+
+    /// Table id and key format (see [`crate::lineage`]).
+    pub fn lineage(&self) -> crate::lineage::Lineage {
+        self.table
+    }
+
+    pub(crate) fn from_image(img: Image, table: crate::lineage::Lineage, seq: u64) -> Self {
+        Self { table, cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(()) }
     }
 
     /// Value bits.
@@ -348,13 +359,7 @@ impl LookupTable for Lookup {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let c = self.cur.load_full();
         let have = c.seq.load(Ordering::Relaxed);
-        if delta.seq != have.wrapping_add(1) {
-            return Err(Error::DeltaMismatch(format!(
-                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
-                have.wrapping_add(1),
-                delta.seq
-            )));
-        }
+        crate::lineage::check_next(self.table, have, delta.table, delta.seq)?;
         match &delta.body {
             Body::Update { seed, blocks, choices, groups } => {
                 Self::check_update(&c.p, *seed, *blocks, choices, groups)?;
@@ -390,16 +395,16 @@ impl Wire for Lookup {
     fn to_bytes(&self) -> Vec<u8> {
         let (img, seq) = self.image();
         let mut w = Writer::with_capacity(Kind::SetSepLookup, img.choices.memory_bytes() + img.rec.memory_bytes() + 64);
-        w.u64(seq);
+        crate::lineage::write_prologue(&mut w, self.table, seq);
         img.encode(&mut w);
         w.finish()
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, Kind::SetSepLookup)?;
-        let seq = r.u64()?;
+        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let img = Image::decode(&mut r)?;
         r.finish()?;
-        Ok(Self::from_image(img, seq))
+        Ok(Self::from_image(img, table, seq))
     }
 }

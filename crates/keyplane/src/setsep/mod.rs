@@ -98,7 +98,14 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Self { index_bits: 16, array_bits: 8, threads: 1, balance_runs: 8, group_limit: 20, seed: 0x5e75_e900_5eed }
+        Self {
+            index_bits: 16,
+            array_bits: 8,
+            threads: 1,
+            balance_runs: 8,
+            group_limit: 20,
+            seed: crate::lineage::random_seed(),
+        }
     }
 }
 
