@@ -398,7 +398,7 @@ fn garbage_deltas_never_panic_and_never_break_valid_keys_silently() {
         let t = ctl.export();
         let mut w = keyplane::wire::Writer::new(Kind::CuckooDelta);
         let id = ctl.table_id().as_u128();
-        w.u64(id as u64).u64((id >> 64) as u64).u64(1).u64(ctl.seed()).varint(1);
+        w.u64(id as u64).u64((id >> 64) as u64).u64(1).u8(0).u64(ctl.seed()).varint(1);
         match rng.below(3) {
             0 => {
                 w.u8(2).varint(1).varint(rng.below(300)).u64(rng.next_u64()).u64(rng.next_u64() | 1 << 63).varint(0);

@@ -187,7 +187,7 @@ fn malformed_tries_and_node_writes_are_refused() {
     use keyplane::wire::Writer;
     let blob = |nodes: &[u64]| {
         let mut w = Writer::new(Kind::FptLookup);
-        w.u64(0).u64(0).u64(0).u64(1).u8(4).u8(0).u8(8).u64s(nodes); // table id, seq, seed, ...
+        w.u64(0).u64(0).u64(0).u8(0).u64(1).u8(4).u8(0).u8(8).u64s(nodes); // table id, seq, key format, seed, ...
         w.finish()
     };
     let leaf = 1u64 << 63;
@@ -214,7 +214,7 @@ fn malformed_tries_and_node_writes_are_refused() {
     let id = ctl.table_id().as_u128();
     let delta = |writes: &[(u64, u64)]| {
         let mut w = Writer::new(Kind::FptDelta);
-        w.u64(id as u64).u64((id >> 64) as u64).u64(1).u8(1).u64(seed).u32(cap).varint(writes.len() as u64);
+        w.u64(id as u64).u64((id >> 64) as u64).u64(1).u8(0).u8(1).u64(seed).u32(cap).varint(writes.len() as u64);
         for &(i, x) in writes {
             w.varint(i).varint(x);
         }
@@ -233,7 +233,16 @@ fn malformed_tries_and_node_writes_are_refused() {
     t.apply(&delta(&[(0, leaf | 7)])).unwrap();
     assert_eq!(t.get(b"anything"), Some(7));
     let mut w = Writer::new(Kind::FptDelta);
-    w.u64(id as u64).u64((id >> 64) as u64).u64(2).u8(1).u64(seed).u32(cap).varint(1).varint(cap as u64).varint(0);
+    w.u64(id as u64)
+        .u64((id >> 64) as u64)
+        .u64(2)
+        .u8(0)
+        .u8(1)
+        .u64(seed)
+        .u32(cap)
+        .varint(1)
+        .varint(cap as u64)
+        .varint(0);
     assert!(Delta::from_bytes(&w.finish()).is_err(), "index beyond the node count");
 }
 

@@ -857,8 +857,8 @@ fn planes_of_the_untagged_whitened_layout_are_refused() {
     let blob = ctl.export().to_bytes();
     let mut r = keyplane::wire::Frame::open(&blob, Kind::LbDataPlane).unwrap();
     let payload = r.raw(r.remaining()).unwrap().to_vec();
-    // table id 16 bytes, seq u64, dbits u8, array size u32, VIP count u32, VIP index u32, then the tag.
-    assert_eq!(payload[37], 0xC2, "layout tag where the plane starts");
+    // table id 16 bytes, seq u64, key format u8, dbits u8, array size u32, VIP count u32, VIP index u32, then the tag.
+    assert_eq!(payload[38], 0xC2, "layout tag where the plane starts");
     let reframe = |p: &[u8]| {
         let mut w = keyplane::wire::Writer::new(Kind::LbDataPlane);
         w.raw(p);
@@ -866,9 +866,9 @@ fn planes_of_the_untagged_whitened_layout_are_refused() {
     };
     assert!(DataPlane::from_bytes(&reframe(&payload)).is_ok());
     let mut untagged = payload.clone();
-    untagged.remove(37);
+    untagged.remove(38);
     let mut other = payload.clone();
-    other[37] = 0;
+    other[38] = 0;
     for bad in [untagged, other] {
         match DataPlane::from_bytes(&reframe(&bad)) {
             Err(Error::Corrupt(m)) => assert!(m.contains("layout"), "{m}"),
