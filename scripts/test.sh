@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The keyplane test suite: everything a change must pass. Installs what it needs.
-#   1. Rust: unit, integration (incl. the CLI end-to-end tests) and doc tests
+#   0. Packages: protoc (keyplane-control), a venv with grpcio + grpcio-tools
+#   1. Rust: unit, integration (incl. the CLI and control-plane end-to-end tests) and doc tests
 #   2. C: the C library's test program and the packet-loop example (cc)
 #   3. Python: the keyplane package built with maturin into target/pyenv, pytest
 #   4. Fuzz targets compile (own workspace; run one: cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run <target>)
@@ -10,9 +11,6 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo not found: install Rust from https://rustup.rs first" >&2
   exit 1
 fi
-cargo test --workspace --all-targets
-cargo test --workspace --doc
-
 apt_install() {  # apt_install PACKAGE...: only when apt-get exists and we may use it
   if command -v apt-get >/dev/null 2>&1; then
     local sudo=""
@@ -21,11 +19,11 @@ apt_install() {  # apt_install PACKAGE...: only when apt-get exists and we may u
   fi
 }
 
-echo "== C library"
-if ! command -v cc >/dev/null 2>&1; then apt_install gcc libc6-dev; fi
-KEYPLANE_PROFILE_DIR=debug ./crates/keyplane-capi/tests/run.sh
-
-echo "== Python package"
+# keyplane-control: protoc builds the gRPC code; the Python client test
+# generates its stubs with grpcio-tools.
+if ! command -v protoc >/dev/null 2>&1; then
+  apt_install protobuf-compiler
+fi
 PY=${PYTHON:-python3}
 if ! command -v "$PY" >/dev/null 2>&1 || ! "$PY" -c 'import venv, ensurepip' >/dev/null 2>&1; then
   apt_install python3 python3-venv python3-dev
@@ -34,6 +32,17 @@ VENV=target/pyenv
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check grpcio grpcio-tools
+export KEYPLANE_PYTHON="$PWD/$VENV/bin/python" KEYPLANE_REQUIRE_PYTHON_GRPC=1
+
+cargo test --workspace --all-targets
+cargo test --workspace --doc
+
+echo "== C library"
+if ! command -v cc >/dev/null 2>&1; then apt_install gcc libc6-dev; fi
+KEYPLANE_PROFILE_DIR=debug ./crates/keyplane-capi/tests/run.sh
+
+echo "== Python package"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check maturin numpy pytest
 (
   cd crates/keyplane-py
