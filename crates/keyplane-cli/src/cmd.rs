@@ -29,6 +29,12 @@ pub enum Command {
     Structures,
     /// End-to-end demo through build, query, update, apply and query again, verifying every key.
     Demo(DemoArgs),
+    /// Run the control-plane service (gRPC; tables in an embedded store).
+    Serve(crate::control::ServeArgs),
+    /// Client of a running service: create, write, read, describe, list, drop.
+    Ctl(crate::control::CtlArgs),
+    /// Follow a table from a service and keep a blob file current.
+    Follow(crate::control::FollowArgs),
 }
 
 /// How text and binary key files are read.
@@ -218,6 +224,9 @@ pub fn run(cmd: Command) -> Result<u8, CliError> {
             Ok(0)
         }
         Command::Demo(a) => demo(&a),
+        Command::Serve(a) => crate::control::serve(&a),
+        Command::Ctl(a) => crate::control::ctl(&a),
+        Command::Follow(a) => crate::control::follow(&a),
     }
 }
 

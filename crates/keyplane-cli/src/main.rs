@@ -19,6 +19,7 @@
 #![deny(missing_docs)]
 
 mod cmd;
+mod control;
 mod input;
 mod report;
 mod state;

@@ -655,6 +655,8 @@ async fn subscription(
     };
     let mut guard: Option<SubGuard> = None;
     loop {
+        // A guard replaced under the lock is dropped after it (its Drop locks).
+        let mut stale: Option<SubGuard> = None;
         let found = 'lock: {
             let mut st = sh.lock();
             let Some(t) = st.tables.get_mut(&r.table) else { break 'lock None };
@@ -662,6 +664,7 @@ async fn subscription(
                 if guard.is_some() {
                     // Dropped and recreated under the same name: follow the new table.
                     epoch = 0;
+                    stale = guard.take();
                 }
                 t.subscribers += 1;
                 publish_gauges(&sh.metrics, t);
@@ -702,6 +705,7 @@ async fn subscription(
             epoch = t.epoch;
             Some((msgs, head))
         };
+        drop(stale);
         let Some((msgs, head)) = found else {
             let _ = tx.send(Err(no_table(&r.table))).await;
             return;
