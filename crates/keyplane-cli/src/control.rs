@@ -396,11 +396,12 @@ pub fn follow(a: &FollowArgs) -> Result<u8, CliError> {
                     }
                 }
             }
-            if let (Some(u), Some(w)) = (a.until_sequence, written) {
-                if w >= u && !dirty {
-                    println!("keyplane follow: {} at sequence {w}", a.out);
-                    return Ok(0);
-                }
+            if let (Some(u), Some(w)) = (a.until_sequence, written)
+                && w >= u
+                && !dirty
+            {
+                println!("keyplane follow: {} at sequence {w}", a.out);
+                return Ok(0);
             }
         }
     })

@@ -108,7 +108,7 @@ impl Service {
         let jobs = self.jobs.clone();
         let job = JobBox(make(tx));
         // The queue is bounded: a full queue blocks this task, not the runtime.
-        tokio::task::spawn_blocking(move || jobs.send(job))
+        tokio::task::spawn_blocking(move || jobs.send(job).map_err(|_| ()))
             .await
             .map_err(|_| Status::internal("writer queue task failed"))?
             .map_err(|_| Status::unavailable("the writer has stopped"))?;

@@ -50,6 +50,9 @@ pub struct TableRecord {
     pub down_links: Vec<String>,
 }
 
+/// A table's entries, sorted by key.
+pub type Entries = Vec<(Vec<u8>, u64)>;
+
 /// One change to the store, part of a group commit.
 #[derive(Debug)]
 pub enum Op {
@@ -100,7 +103,7 @@ impl Store {
     }
 
     /// Every table record with its entries (sorted by key).
-    pub fn load(&self) -> Result<Vec<(TableRecord, Vec<(Vec<u8>, u64)>)>> {
+    pub fn load(&self) -> Result<Vec<(TableRecord, Entries)>> {
         let tx = self.db.begin_read()?;
         let recs = tx.open_table(RECORDS)?;
         let mut out = Vec::new();
