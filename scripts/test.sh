@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The keyplane test suite: everything a change must pass. Installs what it needs.
-#   1. Rust: unit, integration (incl. the CLI end-to-end tests) and doc tests
+#   0. Packages: protoc (keyplane-control), a venv with grpcio + grpcio-tools
+#   1. Rust: unit, integration (incl. the CLI and control-plane end-to-end tests) and doc tests
 #   2. C: the C library's test program and the packet-loop example (cc)
 #   3. Python: the keyplane package built with maturin into target/pyenv, pytest
 #   4. Fuzz targets compile (own workspace; run one: cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run <target>)
@@ -26,14 +27,12 @@ if ! command -v nginx >/dev/null 2>&1 || ! command -v clang >/dev/null 2>&1 || !
   || ! [ -e /usr/include/bpf/bpf_helpers.h ] || ! command -v ethtool >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1; then
   apt_install nginx-light clang llvm libbpf-dev nftables ethtool curl
 fi
-cargo test --workspace --all-targets
-cargo test --workspace --doc
-
-echo "== C library"
-if ! command -v cc >/dev/null 2>&1; then apt_install gcc libc6-dev; fi
-KEYPLANE_PROFILE_DIR=debug ./crates/keyplane-capi/tests/run.sh
-
-echo "== Python package"
+echo "== packages for the control-plane tests"
+# keyplane-control: protoc builds the gRPC code; the Python client test
+# generates its stubs with grpcio-tools.
+if ! command -v protoc >/dev/null 2>&1; then
+  apt_install protobuf-compiler
+fi
 PY=${PYTHON:-python3}
 if ! command -v "$PY" >/dev/null 2>&1 || ! "$PY" -c 'import venv, ensurepip' >/dev/null 2>&1; then
   apt_install python3 python3-venv python3-dev
@@ -42,6 +41,17 @@ VENV=target/pyenv
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check grpcio grpcio-tools
+export KEYPLANE_PYTHON="$PWD/$VENV/bin/python" KEYPLANE_REQUIRE_PYTHON_GRPC=1
+
+cargo test --workspace --all-targets
+cargo test --workspace --doc
+
+echo "== C library"
+if ! command -v cc >/dev/null 2>&1; then apt_install gcc libc6-dev; fi
+KEYPLANE_PROFILE_DIR=debug ./crates/keyplane-capi/tests/run.sh
+
+echo "== Python package"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check maturin numpy pytest
 (
   cd crates/keyplane-py

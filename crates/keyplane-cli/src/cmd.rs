@@ -35,6 +35,12 @@ pub enum Command {
     Lb(crate::lb::LbArgs),
     /// Run an L2 / L3 software switch whose FIB is a keyplane lookup form (see docs/switch.md).
     Switch(crate::switch::SwitchArgs),
+    /// Run the control-plane service (gRPC; tables in an embedded store).
+    Serve(crate::control::ServeArgs),
+    /// Client of a running service: create, write, read, describe, list, drop.
+    Ctl(crate::control::CtlArgs),
+    /// Follow a table from a service and keep a blob file current.
+    Follow(crate::control::FollowArgs),
 }
 
 /// How text and binary key files are read.
@@ -247,6 +253,9 @@ pub fn run(cmd: Command) -> Result<u8, CliError> {
         Command::Demo(a) => demo(&a),
         Command::Lb(a) => crate::lb::run(&a),
         Command::Switch(a) => crate::switch::run(&a),
+        Command::Serve(a) => crate::control::serve(&a),
+        Command::Ctl(a) => crate::control::ctl(&a),
+        Command::Follow(a) => crate::control::follow(&a),
     }
 }
 

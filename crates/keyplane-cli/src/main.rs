@@ -21,6 +21,7 @@
 mod approx;
 mod checks;
 mod cmd;
+mod control;
 mod export;
 mod input;
 mod lb;

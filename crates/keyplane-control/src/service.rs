@@ -1,0 +1,740 @@
+//! The gRPC service: one writer thread applies batches and group-commits
+//! them to the store; RPC handlers validate, read and stream.
+
+use crate::error::Result;
+use crate::metrics::{ServiceMetrics, SubLabel, TableLabel};
+use crate::pb::{self, update::Type};
+use crate::store::{Op, Store, TableRecord};
+use crate::table::{Retain, Table};
+use crate::{keys, topology};
+use std::collections::{BTreeMap, HashMap};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, mpsc};
+use std::time::Instant;
+use tokio::sync::oneshot;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+/// Most write batches one group commit takes.
+const MAX_GROUP: usize = 1024;
+/// Entries per Read chunk.
+const READ_CHUNK: usize = 1024;
+/// Messages a subscription takes from the log per lock.
+const SUB_CHUNK: usize = 1024;
+/// Longest table name.
+const MAX_NAME: usize = 128;
+
+/// Tables by name, under one lock (the writer holds it across a group commit).
+#[derive(Debug, Default)]
+pub struct State {
+    /// The tables.
+    pub tables: BTreeMap<String, Table>,
+}
+
+/// What handlers and the writer share.
+#[derive(Debug)]
+pub struct Shared {
+    state: Mutex<State>,
+    store: Arc<Store>,
+    metrics: Arc<ServiceMetrics>,
+    retain: Retain,
+    next_table_id: AtomicU64,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave a half-applied batch
+        // visible (deltas are published after commit), so keep serving.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+type Reply<T> = oneshot::Sender<Result<T, Status>>;
+
+enum Job {
+    Create(pb::CreateTableRequest, Reply<pb::TableInfo>),
+    Drop(String, Reply<()>),
+    Write(pb::WriteRequest, Reply<u64>),
+    SetLink(pb::SetLinkRequest, Reply<u64>),
+}
+
+/// The service handle: implements the generated `Control` trait.
+#[derive(Debug, Clone)]
+pub struct Service {
+    shared: Arc<Shared>,
+    jobs: mpsc::SyncSender<JobBox>,
+}
+
+struct JobBox(Job);
+
+impl std::fmt::Debug for JobBox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Job")
+    }
+}
+
+impl Service {
+    /// Opens the store, rebuilds every table from it (a new epoch each) and
+    /// starts the writer thread.
+    pub fn open(store: Store, metrics: Arc<ServiceMetrics>, retain: Retain) -> Result<Self> {
+        let store = Arc::new(store);
+        let mut state = State::default();
+        for (rec, entries) in store.load()? {
+            let name = rec.name.clone();
+            let mut t = Table::build(rec, entries)
+                .map_err(|e| crate::ControlError::Store(format!("table {name:?} does not rebuild: {e}")))?;
+            t.rebuilds = 1;
+            metrics.table_rebuilds.get_or_create(&TableLabel { table: name.clone() }).inc();
+            state.tables.insert(name, t);
+        }
+        let shared =
+            Arc::new(Shared { state: Mutex::new(state), store, metrics, retain, next_table_id: AtomicU64::new(1) });
+        {
+            let mut st = shared.lock();
+            for t in st.tables.values_mut() {
+                t.id = shared.next_table_id.fetch_add(1, Ordering::Relaxed);
+                publish_gauges(&shared.metrics, t);
+            }
+        }
+        let (tx, rx) = mpsc::sync_channel::<JobBox>(4096);
+        let sh = shared.clone();
+        std::thread::Builder::new().name("keyplane-writer".into()).spawn(move || writer(sh, rx))?;
+        Ok(Self { shared, jobs: tx })
+    }
+
+    async fn submit<T>(&self, make: impl FnOnce(Reply<T>) -> Job) -> Result<T, Status> {
+        let (tx, rx) = oneshot::channel();
+        let jobs = self.jobs.clone();
+        let job = JobBox(make(tx));
+        // The queue is bounded: a full queue blocks this task, not the runtime.
+        tokio::task::spawn_blocking(move || jobs.send(job).map_err(|_| ()))
+            .await
+            .map_err(|_| Status::internal("writer queue task failed"))?
+            .map_err(|_| Status::unavailable("the writer has stopped"))?;
+        rx.await.map_err(|_| Status::internal("the writer dropped the request"))?
+    }
+}
+
+fn invalid(i: usize, m: impl std::fmt::Display) -> Status {
+    Status::invalid_argument(format!("update {i}: {m}"))
+}
+
+fn check_name(name: &str) -> Result<(), Status> {
+    if name.is_empty()
+        || name.len() > MAX_NAME
+        || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        return Err(Status::invalid_argument(format!(
+            "table name {name:?}: use 1..{MAX_NAME} characters of A-Z a-z 0-9 . _ -"
+        )));
+    }
+    Ok(())
+}
+
+fn no_table(name: &str) -> Status {
+    Status::not_found(format!("no table {name:?} (keyplane ctl list shows the tables)"))
+}
+
+fn publish_gauges(m: &ServiceMetrics, t: &mut Table) {
+    let l = TableLabel { table: t.rec.name.clone() };
+    m.table_keys.get_or_create(&l).set(t.control.len() as i64);
+    m.table_sequence.get_or_create(&l).set(t.rec.sequence as i64);
+    m.table_log_length.get_or_create(&l).set(t.log.len() as i64);
+    m.table_subscribers.get_or_create(&l).set(t.subscribers as i64);
+}
+
+fn forget_gauges(m: &ServiceMetrics, name: &str) {
+    let l = TableLabel { table: name.to_string() };
+    m.table_keys.remove(&l);
+    m.table_sequence.remove(&l);
+    m.table_log_length.remove(&l);
+    m.table_subscribers.remove(&l);
+    m.table_memory_bytes.remove(&l);
+}
+
+/// What a job did in memory, published once the store has committed.
+enum Effect {
+    Created(Reply<pb::TableInfo>, String),
+    Dropped(Reply<()>),
+    Wrote { reply: Reply<u64>, table: String, epoch: u64, base: u64, deltas: Vec<Vec<u8>>, net: Option<NetChange> },
+}
+
+struct NetChange {
+    skeleton: bool,
+    keys: Vec<(Vec<u8>, Option<u64>)>,
+    old_nh: Option<Vec<Vec<u16>>>,
+}
+
+fn writer(sh: Arc<Shared>, rx: mpsc::Receiver<JobBox>) {
+    while let Ok(JobBox(first)) = rx.recv() {
+        let mut jobs = vec![first];
+        while jobs.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(JobBox(j)) => jobs.push(j),
+                Err(_) => break,
+            }
+        }
+        let mut st = sh.lock();
+        let mut ops: Vec<Op> = Vec::new();
+        let mut effects: Vec<Effect> = Vec::new();
+        let mut poisoned: Vec<String> = Vec::new();
+        let ngroup = jobs.len();
+        for job in jobs {
+            match job {
+                Job::Create(req, reply) => match create(&sh, &mut st, req, &mut ops) {
+                    Ok(name) => effects.push(Effect::Created(reply, name)),
+                    Err(s) => {
+                        let _ = reply.send(Err(s));
+                    }
+                },
+                Job::Drop(name, reply) => {
+                    if st.tables.remove(&name).is_some() {
+                        forget_gauges(&sh.metrics, &name);
+                        ops.push(Op::Drop(name));
+                        effects.push(Effect::Dropped(reply));
+                    } else {
+                        let _ = reply.send(Err(no_table(&name)));
+                    }
+                }
+                Job::Write(req, reply) => {
+                    let mark = ops.len();
+                    match write(&mut st, &req, &mut ops) {
+                        Ok((epoch, base, deltas, net)) => {
+                            effects.push(Effect::Wrote { reply, table: req.table, epoch, base, deltas, net })
+                        }
+                        Err((s, poison)) => {
+                            ops.truncate(mark);
+                            sh.metrics.write_errors.inc();
+                            if poison {
+                                poisoned.push(req.table.clone());
+                            }
+                            let _ = reply.send(Err(s));
+                        }
+                    }
+                }
+                Job::SetLink(req, reply) => match set_link(&mut st, &req, &mut ops) {
+                    Ok((epoch, base, old_nh)) => effects.push(Effect::Wrote {
+                        reply,
+                        table: req.table,
+                        epoch,
+                        base,
+                        deltas: Vec::new(),
+                        net: Some(NetChange { skeleton: false, keys: Vec::new(), old_nh: Some(old_nh) }),
+                    }),
+                    Err(s) => {
+                        let _ = reply.send(Err(s));
+                    }
+                },
+            }
+        }
+        let t0 = Instant::now();
+        let res = if ops.is_empty() { Ok(()) } else { sh.store.commit(&ops) };
+        sh.metrics.store_commit_seconds.observe(t0.elapsed().as_secs_f64());
+        sh.metrics.group_size.observe(ngroup as f64);
+        match res {
+            Ok(()) => {
+                for name in poisoned {
+                    rebuild(&sh, &mut st, &name);
+                }
+                for e in effects {
+                    publish(&sh, &mut st, e);
+                }
+            }
+            Err(err) => {
+                // Nothing of this group is durable: reload every table from
+                // the store (new epochs) and refuse every batch of the group.
+                reload_all(&sh, &mut st);
+                for e in effects {
+                    let s = Status::internal(format!("store commit failed, batch not applied: {err}"));
+                    sh.metrics.write_errors.inc();
+                    match e {
+                        Effect::Created(r, _) => drop(r.send(Err(s))),
+                        Effect::Dropped(r) => drop(r.send(Err(s))),
+                        Effect::Wrote { reply, .. } => drop(reply.send(Err(s))),
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn publish(sh: &Shared, st: &mut State, e: Effect) {
+    match e {
+        Effect::Created(reply, name) => {
+            let info = st.tables.get_mut(&name).map(|t| {
+                publish_gauges(&sh.metrics, t);
+                t.info()
+            });
+            let _ = reply.send(info.ok_or_else(|| no_table(&name)));
+        }
+        Effect::Dropped(reply) => {
+            let _ = reply.send(Ok(()));
+        }
+        Effect::Wrote { reply, table, epoch, base, deltas, net } => {
+            let Some(t) = st.tables.get_mut(&table) else {
+                let _ = reply.send(Err(no_table(&table)));
+                return;
+            };
+            let n = if net.is_some() { (t.rec.sequence - base) as usize } else { deltas.len() };
+            sh.metrics.updates.inc_by(n as u64);
+            sh.metrics.batches.inc();
+            sh.metrics.batch_size.observe(n as f64);
+            // A later failure in the group may have rebuilt the table: its
+            // new epoch starts after this batch, so the deltas are moot.
+            if t.epoch == epoch {
+                if let Some(nc) = net {
+                    t.refresh_views(nc.skeleton, &nc.keys, nc.old_nh.as_deref(), sh.retain);
+                } else {
+                    for (i, d) in deltas.into_iter().enumerate() {
+                        let seq = base + 1 + i as u64;
+                        let size = d.len() + 32;
+                        let msg = pb::SubscribeResponse {
+                            update: Some(pb::subscribe_response::Update::Delta(pb::Delta {
+                                sequence: seq,
+                                epoch,
+                                delta: d,
+                            })),
+                        };
+                        t.log.push(seq - 1, seq, msg, size, sh.retain);
+                    }
+                }
+            }
+            t.tx.send_replace(t.rec.sequence);
+            publish_gauges(&sh.metrics, t);
+            let _ = reply.send(Ok(t.rec.sequence));
+        }
+    }
+}
+
+fn rebuild(sh: &Shared, st: &mut State, name: &str) {
+    let loaded = sh.store.load().map(|all| all.into_iter().find(|(r, _)| r.name == name));
+    match loaded {
+        Ok(Some((rec, entries))) => match Table::build(rec, entries) {
+            Ok(mut t) => {
+                if let Some(old) = st.tables.remove(name) {
+                    t.id = old.id;
+                    t.subscribers = old.subscribers;
+                    t.rebuilds = old.rebuilds + 1;
+                    t.tx = old.tx;
+                }
+                sh.metrics.table_rebuilds.get_or_create(&TableLabel { table: name.to_string() }).inc();
+                t.tx.send_replace(t.rec.sequence);
+                st.tables.insert(name.to_string(), t);
+            }
+            Err(e) => {
+                eprintln!(
+                    "keyplane serve: table {name:?} does not rebuild from the store: {e}; dropping it from memory"
+                );
+                st.tables.remove(name);
+            }
+        },
+        Ok(None) => {
+            st.tables.remove(name);
+        }
+        Err(e) => eprintln!("keyplane serve: cannot read table {name:?} from the store: {e}"),
+    }
+}
+
+fn reload_all(sh: &Shared, st: &mut State) {
+    let names: Vec<String> = st.tables.keys().cloned().collect();
+    let stored: Vec<String> = match sh.store.load() {
+        Ok(all) => all.into_iter().map(|(r, _)| r.name).collect(),
+        Err(_) => Vec::new(),
+    };
+    for n in names.iter().chain(stored.iter()) {
+        rebuild(sh, st, n);
+    }
+}
+
+fn create(sh: &Shared, st: &mut State, req: pb::CreateTableRequest, ops: &mut Vec<Op>) -> Result<String, Status> {
+    check_name(&req.name)?;
+    if st.tables.contains_key(&req.name) {
+        return Err(Status::already_exists(format!("table {:?} exists (drop it first to recreate)", req.name)));
+    }
+    let kf = keys::from_pb(req.key_format)
+        .ok_or_else(|| Status::invalid_argument(format!("unknown key format {}", req.key_format)))?;
+    let mut entries = Vec::new();
+    if !req.topology.is_empty() {
+        let topo = topology::Topology::parse(&req.topology).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        for (k, v) in &topo.hosts {
+            let raw = keys::resolve(kf, Some(&keys::text_key(k)))
+                .map_err(|m| Status::invalid_argument(format!("topology host {k:?}: {m}")))?;
+            entries.push((raw, *v));
+        }
+    }
+    let rec = TableRecord {
+        name: req.name.clone(),
+        structure: req.structure.clone(),
+        value_bits: req.value_bits,
+        options: req.options.into_iter().collect(),
+        key_format: req.key_format,
+        sequence: 0,
+        topology: req.topology,
+        down_links: Vec::new(),
+    };
+    let mut t = Table::build(rec.clone(), entries.clone()).map_err(Status::invalid_argument)?;
+    t.id = sh.next_table_id.fetch_add(1, Ordering::Relaxed);
+    ops.push(Op::Record(rec));
+    for (k, v) in entries {
+        ops.push(Op::Entry { table: req.name.clone(), key: k, value: Some(v) });
+    }
+    st.tables.insert(req.name.clone(), t);
+    Ok(req.name)
+}
+
+type Wrote = (u64, u64, Vec<Vec<u8>>, Option<NetChange>);
+
+/// Validates the whole batch, then applies it to the control form. The
+/// bool of an error is true when the control form may be half-changed.
+fn write(st: &mut State, req: &pb::WriteRequest, ops: &mut Vec<Op>) -> Result<Wrote, (Status, bool)> {
+    let t = st.tables.get_mut(&req.table).ok_or_else(|| (no_table(&req.table), false))?;
+    let vb = t.rec.value_bits;
+    let nswitches = t.net.as_ref().map(|n| n.topo.switches.len());
+    let mut overlay: HashMap<Vec<u8>, Option<u64>> = HashMap::new();
+    let mut resolved: Vec<(Vec<u8>, Type, u64)> = Vec::with_capacity(req.updates.len());
+    for (i, u) in req.updates.iter().enumerate() {
+        let e = (|| {
+            let ty = Type::try_from(u.r#type).ok().filter(|t| *t != Type::Unspecified).ok_or_else(|| {
+                invalid(i, format!("update type {} is not INSERT (1), MODIFY (2) or DELETE (3)", u.r#type))
+            })?;
+            let entry = u.entry.as_ref().ok_or_else(|| invalid(i, "update has no entry"))?;
+            let key = keys::resolve(t.kf, entry.key.as_ref()).map_err(|m| invalid(i, m))?;
+            let value = entry.value;
+            if ty != Type::Delete {
+                keyplane::check_value(value, vb).map_err(|e| invalid(i, e))?;
+                if let Some(n) = nswitches {
+                    let (s, p) = topology::detach(value);
+                    if s >= n || p == 0 {
+                        return Err(invalid(
+                            i,
+                            format!(
+                                "attachment {value:#x} is not switch_index << 16 | port (port ≥ 1) of the {n} switches"
+                            ),
+                        ));
+                    }
+                }
+            }
+            let present = match overlay.get(&key) {
+                Some(v) => v.is_some(),
+                None => t.control.get(&key).is_some(),
+            };
+            match (ty, present) {
+                (Type::Insert, true) => {
+                    return Err(Status::already_exists(format!(
+                        "update {i}: INSERT of a key that is present (use MODIFY)"
+                    )));
+                }
+                (Type::Modify | Type::Delete, false) => {
+                    return Err(Status::not_found(format!("update {i}: {} of a key that is absent", ty.as_str_name())));
+                }
+                _ => {}
+            }
+            overlay.insert(key.clone(), (ty != Type::Delete).then_some(value));
+            Ok((key, ty, value))
+        })();
+        resolved.push(e.map_err(|s| (s, false))?);
+    }
+    let base = t.rec.sequence;
+    let net = t.net.is_some();
+    let mut deltas = Vec::with_capacity(if net { 0 } else { resolved.len() });
+    let mut nc = NetChange { skeleton: false, keys: Vec::new(), old_nh: None };
+    let n = resolved.len() as u64;
+    for (i, (key, ty, value)) in resolved.into_iter().enumerate() {
+        let old = if net { t.control.get(&key) } else { None };
+        let d = match ty {
+            Type::Delete => t
+                .control
+                .remove(&key)
+                .and_then(|d| d.ok_or_else(|| keyplane::Error::InvalidParameter("validated key vanished".into()))),
+            _ => t.control.insert(&key, value),
+        };
+        let d = d.map_err(|e| (Status::resource_exhausted(format!("update {i}: the table refused it: {e}")), true))?;
+        if net {
+            nc.skeleton |= ty != Type::Modify;
+            nc.keys.push((key.clone(), old));
+        } else {
+            deltas.push(d);
+        }
+        ops.push(Op::Entry { table: req.table.clone(), key, value: (ty != Type::Delete).then_some(value) });
+    }
+    t.rec.sequence += n;
+    t.snapshot = None;
+    if n > 0 {
+        ops.push(Op::Record(t.rec.clone()));
+    }
+    Ok((t.epoch, base, deltas, net.then_some(nc)))
+}
+
+fn set_link(st: &mut State, req: &pb::SetLinkRequest, ops: &mut Vec<Op>) -> Result<(u64, u64, Vec<Vec<u16>>), Status> {
+    let t = st.tables.get_mut(&req.table).ok_or_else(|| no_table(&req.table))?;
+    let net = t.net.as_mut().ok_or_else(|| {
+        Status::failed_precondition(format!("table {:?} is not network-wide (create it with a topology)", req.table))
+    })?;
+    let a = net.topo.endpoint(&req.a).map_err(Status::invalid_argument)?;
+    let b = net.topo.endpoint(&req.b).map_err(Status::invalid_argument)?;
+    let li = net
+        .topo
+        .link_index(a, b)
+        .ok_or_else(|| Status::not_found(format!("no link {} {} in the topology", req.a, req.b)))?;
+    if req.up {
+        net.down.remove(&li);
+    } else {
+        net.down.insert(li);
+    }
+    let old_nh = std::mem::replace(&mut net.nh, net.topo.next_hops(&net.down));
+    let sw = &net.topo.switches;
+    t.rec.down_links = net
+        .down
+        .iter()
+        .map(|&i| {
+            let ((sa, pa), (sb, pb)) = net.topo.links[i];
+            format!("{}:{pa} {}:{pb}", sw[sa], sw[sb])
+        })
+        .collect();
+    let base = t.rec.sequence;
+    t.rec.sequence += 1;
+    ops.push(Op::Record(t.rec.clone()));
+    Ok((t.epoch, base, old_nh))
+}
+
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl pb::control_server::Control for Service {
+    async fn create_table(&self, req: Request<pb::CreateTableRequest>) -> Result<Response<pb::TableInfo>, Status> {
+        let r = req.into_inner();
+        self.submit(|tx| Job::Create(r, tx)).await.map(Response::new)
+    }
+
+    async fn list_tables(&self, _: Request<pb::ListTablesRequest>) -> Result<Response<pb::ListTablesResponse>, Status> {
+        let mut st = self.shared.lock();
+        let tables = st.tables.values_mut().map(|t| t.info()).collect();
+        Ok(Response::new(pb::ListTablesResponse { tables }))
+    }
+
+    async fn describe_table(&self, req: Request<pb::DescribeTableRequest>) -> Result<Response<pb::TableInfo>, Status> {
+        let name = req.into_inner().name;
+        let mut st = self.shared.lock();
+        let t = st.tables.get_mut(&name).ok_or_else(|| no_table(&name))?;
+        let info = t.info();
+        self.shared.metrics.table_memory_bytes.get_or_create(&TableLabel { table: name }).set(info.memory_bytes as i64);
+        Ok(Response::new(info))
+    }
+
+    async fn drop_table(&self, req: Request<pb::DropTableRequest>) -> Result<Response<pb::DropTableResponse>, Status> {
+        let name = req.into_inner().name;
+        self.submit(|tx| Job::Drop(name, tx)).await.map(|()| Response::new(pb::DropTableResponse {}))
+    }
+
+    async fn write(&self, req: Request<pb::WriteRequest>) -> Result<Response<pb::WriteResponse>, Status> {
+        let r = req.into_inner();
+        self.submit(|tx| Job::Write(r, tx)).await.map(|sequence| Response::new(pb::WriteResponse { sequence }))
+    }
+
+    async fn set_link(&self, req: Request<pb::SetLinkRequest>) -> Result<Response<pb::WriteResponse>, Status> {
+        let r = req.into_inner();
+        self.submit(|tx| Job::SetLink(r, tx)).await.map(|sequence| Response::new(pb::WriteResponse { sequence }))
+    }
+
+    type ReadStream = BoxStream<pb::ReadResponse>;
+
+    async fn read(&self, req: Request<pb::ReadRequest>) -> Result<Response<Self::ReadStream>, Status> {
+        let r = req.into_inner();
+        let kf = {
+            let st = self.shared.lock();
+            st.tables.get(&r.table).ok_or_else(|| no_table(&r.table))?.kf
+        };
+        let keys = if r.keys.is_empty() {
+            None
+        } else {
+            let mut ks = Vec::with_capacity(r.keys.len());
+            for (i, k) in r.keys.iter().enumerate() {
+                ks.push(keys::resolve(kf, Some(k)).map_err(|m| Status::invalid_argument(format!("key {i}: {m}")))?);
+            }
+            Some(ks)
+        };
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<pb::ReadResponse, Status>>(4);
+        let store = self.shared.store.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut chunk: Vec<pb::Entry> = Vec::new();
+            let mut seq = 0;
+            let res = store.scan(&r.table, keys.as_deref(), |s, k, v| {
+                seq = s;
+                chunk.push(pb::Entry { key: Some(keys::raw_key(k.to_vec())), value: v });
+                if chunk.len() == READ_CHUNK {
+                    let entries = std::mem::take(&mut chunk);
+                    return tx.blocking_send(Ok(pb::ReadResponse { entries, sequence: s })).is_ok();
+                }
+                true
+            });
+            let last = match res {
+                Ok(Some(s)) => Ok(pb::ReadResponse { entries: chunk, sequence: s.max(seq) }),
+                Ok(None) => Err(no_table(&r.table)),
+                Err(e) => Err(Status::internal(e.to_string())),
+            };
+            let _ = tx.blocking_send(last);
+        });
+        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
+    }
+
+    type SubscribeStream = BoxStream<pb::SubscribeResponse>;
+
+    async fn subscribe(&self, req: Request<pb::SubscribeRequest>) -> Result<Response<Self::SubscribeStream>, Status> {
+        let peer = req.remote_addr().map_or_else(|| "unknown".to_string(), |a| a.to_string());
+        let r = req.into_inner();
+        let view = {
+            let st = self.shared.lock();
+            let t = st.tables.get(&r.table).ok_or_else(|| no_table(&r.table))?;
+            match (&t.net, r.view.is_empty()) {
+                (None, true) => None,
+                (None, false) => {
+                    return Err(Status::failed_precondition(format!(
+                        "table {:?} has no views (not network-wide)",
+                        r.table
+                    )));
+                }
+                (Some(_), true) => {
+                    return Err(Status::failed_precondition(format!(
+                        "table {:?} is network-wide: subscribe to a switch's view (views: {})",
+                        r.table,
+                        t.net.as_ref().map_or(String::new(), |n| n.topo.switches.join(", "))
+                    )));
+                }
+                (Some(n), false) => Some(n.topo.switches.iter().position(|s| *s == r.view).ok_or_else(|| {
+                    Status::not_found(format!(
+                        "table {:?} has no view {:?} (views: {})",
+                        r.table,
+                        r.view,
+                        n.topo.switches.join(", ")
+                    ))
+                })?),
+            }
+        };
+        let (tx, rx) = tokio::sync::mpsc::channel(64);
+        let sub = if r.subscriber.is_empty() { peer } else { r.subscriber.clone() };
+        tokio::spawn(subscription(self.shared.clone(), r, view, sub, tx));
+        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
+    }
+}
+
+/// Decrements the subscriber count when a subscription ends.
+struct SubGuard {
+    shared: Arc<Shared>,
+    table: String,
+    id: u64,
+    label: SubLabel,
+}
+
+impl Drop for SubGuard {
+    fn drop(&mut self) {
+        let mut st = self.shared.lock();
+        if let Some(t) = st.tables.get_mut(&self.table) {
+            if t.id == self.id {
+                t.subscribers = t.subscribers.saturating_sub(1);
+                publish_gauges(&self.shared.metrics, t);
+            }
+        }
+        self.shared.metrics.subscriber_lag.remove(&self.label);
+    }
+}
+
+async fn subscription(
+    sh: Arc<Shared>,
+    r: pb::SubscribeRequest,
+    view: Option<usize>,
+    sub: String,
+    tx: tokio::sync::mpsc::Sender<Result<pb::SubscribeResponse, Status>>,
+) {
+    let mut pos = r.from_sequence;
+    let mut epoch = r.epoch;
+    let mut rx: Option<tokio::sync::watch::Receiver<u64>> = None;
+    let label = SubLabel {
+        table: if r.view.is_empty() { r.table.clone() } else { format!("{}/{}", r.table, r.view) },
+        subscriber: sub,
+    };
+    let mut guard: Option<SubGuard> = None;
+    loop {
+        // A guard replaced under the lock is dropped after it (its Drop locks).
+        let mut stale: Option<SubGuard> = None;
+        let found = 'lock: {
+            let mut st = sh.lock();
+            let Some(t) = st.tables.get_mut(&r.table) else { break 'lock None };
+            if guard.as_ref().is_none_or(|g| g.id != t.id) {
+                if guard.is_some() {
+                    // Dropped and recreated under the same name: follow the new table.
+                    epoch = 0;
+                    stale = guard.take();
+                }
+                t.subscribers += 1;
+                publish_gauges(&sh.metrics, t);
+                guard = Some(SubGuard { shared: sh.clone(), table: r.table.clone(), id: t.id, label: label.clone() });
+            }
+            if rx.is_none() {
+                rx = Some(t.tx.subscribe());
+            }
+            let head;
+            let logged = match view {
+                None => {
+                    head = t.rec.sequence;
+                    (epoch == t.epoch).then(|| t.log.since(pos, head, SUB_CHUNK)).flatten()
+                }
+                Some(v) => {
+                    let vw = &t.net.as_ref().expect("views exist on network-wide tables").views[v];
+                    head = vw.seq;
+                    (epoch == t.epoch).then(|| vw.log.since(pos, head, SUB_CHUNK)).flatten()
+                }
+            };
+            let msgs = match logged {
+                Some(m) => m,
+                None => {
+                    let (seq, blob) = match view {
+                        None => t.snapshot(),
+                        Some(v) => {
+                            let vw = &t.net.as_ref().expect("views exist on network-wide tables").views[v];
+                            (vw.seq, vw.blob.clone())
+                        }
+                    };
+                    sh.metrics.snapshots_sent.inc();
+                    let snap = pb::Snapshot { sequence: seq, epoch: t.epoch, blob: blob.as_ref().clone() };
+                    vec![Arc::new(pb::SubscribeResponse {
+                        update: Some(pb::subscribe_response::Update::Snapshot(snap)),
+                    })]
+                }
+            };
+            epoch = t.epoch;
+            Some((msgs, head))
+        };
+        drop(stale);
+        let Some((msgs, head)) = found else {
+            let _ = tx.send(Err(no_table(&r.table))).await;
+            return;
+        };
+        let more = msgs.len() == SUB_CHUNK;
+        for m in msgs {
+            match &m.update {
+                Some(pb::subscribe_response::Update::Delta(d)) => pos = d.sequence,
+                Some(pb::subscribe_response::Update::Snapshot(s)) => pos = s.sequence,
+                Some(pb::subscribe_response::Update::Patch(p)) => pos = p.sequence,
+                None => {}
+            }
+            if tx.send(Ok(m.as_ref().clone())).await.is_err() {
+                return;
+            }
+        }
+        sh.metrics.subscriber_lag.get_or_create(&label).set(head.saturating_sub(pos) as i64);
+        if more {
+            continue;
+        }
+        let Some(w) = rx.as_mut() else { continue };
+        tokio::select! {
+            changed = w.changed() => {
+                if changed.is_err() {
+                    // The table was dropped (and maybe recreated): look again.
+                    rx = None;
+                }
+            }
+            _ = tx.closed() => return,
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! Shared test helpers: an in-process service on a free 127.0.0.1 port
+//! over a temporary store directory (removed on drop).
+#![allow(dead_code)]
+
+use keyplane_control::server::{Running, ServeConfig, StoreConfig, start};
+use keyplane_control::table::Retain;
+
+pub struct TestServer {
+    pub running: Option<Running>,
+    pub dir: tempfile::TempDir,
+    pub url: String,
+}
+
+impl TestServer {
+    pub async fn start(retain: Retain) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        Self::start_in(dir, retain).await
+    }
+
+    pub async fn start_in(dir: tempfile::TempDir, retain: Retain) -> Self {
+        let cfg = ServeConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            store: StoreConfig::Dir(dir.path().to_path_buf()),
+            metrics: Some("127.0.0.1:0".parse().unwrap()),
+            tls: None,
+            retain,
+        };
+        let running = start(cfg).await.expect("service starts");
+        let url = format!("http://{}", running.addr);
+        Self { running: Some(running), dir, url }
+    }
+
+    /// Stops the service, keeping the store directory.
+    pub async fn stop(mut self) -> tempfile::TempDir {
+        if let Some(r) = self.running.take() {
+            r.stop().await.expect("clean stop");
+        }
+        self.dir
+    }
+}
