@@ -499,6 +499,8 @@ fn foreign_deltas_are_refused_with_exit_5_for_every_structure() {
         ok(&run(&["build", "-s", name, "--generate", "1000", "--out", &a, "--control", &sa]));
         ok(&run(&["build", "-s", name, "--generate", "1000", "--out", &b, "--control", &sb]));
         let da = p(&d, "a.kpd");
+        // `update` never overwrites a delta file (it would write a.2.kpd): start clean.
+        let _ = std::fs::remove_file(&da);
         ok(&run(&["update", "--control", &sa, "--set", "0a00000000000002=91", "--deltas", &da]));
         let before = std::fs::read(&b).unwrap();
         let o = run(&["apply", &b, &da]);
