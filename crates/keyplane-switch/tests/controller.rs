@@ -3,12 +3,13 @@
 //! through the gRPC client (what `keyplane ctl write` sends), and the switch
 //! following it with `--controller` semantics (no local FIB, no learning,
 //! unknown destinations dropped). Writes to the table change forwarding
-//! live: a deleted host becomes unreachable, a re-inserted one reachable.
+//! live: a host whose MAC is moved to another port becomes unreachable
+//! from the others, and reachable again when moved back.
 
 mod common;
 
 use common::*;
-use keyplane_control::client::{self, delete, insert};
+use keyplane_control::client::{self, insert, modify};
 use keyplane_control::keys::raw_key;
 use keyplane_control::pb;
 use keyplane_control::server::{self, ServeConfig, StoreConfig};
@@ -94,22 +95,27 @@ fn l2_fib_follows_a_serve_table() {
         assert!(s == 3 && r > 0, "h{a} -> h{b} through the service's FIB: {r}/{s}");
     }
 
-    // Delete h2 from the table: the switch applies the delta and drops h2's unicast frames.
-    assert_eq!(write(vec![delete(raw_key(host_mac(2).to_vec()))]), 4);
+    // Move h2's MAC to port 0 in the table (an Othello delete leaves the
+    // key's slots, so a move is the deterministic change): frames for h2 now
+    // go out p0, so h1 no longer reaches it and h0's are dropped as
+    // "destination behind the ingress port".
+    assert_eq!(write(vec![modify(raw_key(host_mac(2).to_vec()), 0)]), 4);
     wait_seq(&sw, 4);
-    assert_eq!(sw.fib.load().table().get(&host_mac(2)), None, "h2 deleted from the running FIB");
-    let unknown_before = sw.counters.total().dropped[Reason::Unknown.index()];
+    assert_eq!(sw.fib.load().table().get(&host_mac(2)), Some(0), "h2 moved to port 0 in the running FIB");
+    let filtered_before = sw.counters.total().dropped[Reason::Filtered.index()];
+    let (s, r) = t.ping(1, t.v4(2), 3, "0.05");
+    assert_eq!((s, r), (3, 0), "h1 -> h2 fails once h2's MAC points at port 0");
     let (s, r) = t.ping(0, t.v4(2), 3, "0.05");
-    assert_eq!((s, r), (3, 0), "h2 is unreachable once deleted (unknown -> drop)");
-    assert!(sw.counters.total().dropped[Reason::Unknown.index()] >= unknown_before + 3, "{}", sw.counters.summary());
+    assert_eq!((s, r), (3, 0), "h0 -> h2 fails: the FIB sends it back to its own port");
+    assert!(sw.counters.total().dropped[Reason::Filtered.index()] >= filtered_before + 3, "{}", sw.counters.summary());
     let (s, r) = t.ping(0, t.v4(1), 3, "0.05");
     assert!(s == 3 && r > 0, "h0 -> h1 unaffected: {r}/{s}");
 
-    // Put it back: reachable again, through a live delta (no blob swap after the first).
-    assert_eq!(write(vec![insert(raw_key(host_mac(2).to_vec()), 2)]), 5);
+    // Move it back: reachable again, through a live delta (no blob swap after the first).
+    assert_eq!(write(vec![modify(raw_key(host_mac(2).to_vec()), 2)]), 5);
     wait_seq(&sw, 5);
     let (s, r) = t.ping(1, t.v4(2), 3, "0.05");
-    assert!(s == 3 && r > 0, "h1 -> h2 after re-insert: {r}/{s}");
+    assert!(s == 3 && r > 0, "h1 -> h2 after moving back: {r}/{s}");
     let ev = &sw.counters.events;
     assert_eq!(ev.deltas_applied.load(Ordering::Relaxed), 2, "{}", sw.counters.summary());
     assert_eq!(ev.deltas_refused_lost.load(Ordering::Relaxed), 0);
