@@ -12,8 +12,9 @@ pub struct SwitchArgs {
     #[arg(long = "port", required = true)]
     ports: Vec<String>,
     /// FIB blob: L2 a MAC table (`keyplane build --key-format mac`, value = port index), L3 a prefix table.
-    #[arg(long)]
-    fib: String,
+    /// Optional with --controller (the service's first blob is the FIB).
+    #[arg(long, required_unless_present = "controller")]
+    fib: Option<String>,
     /// l2 (destination MAC → port) or l3 (longest prefix → next hop).
     #[arg(long, default_value = "l2")]
     mode: String,
@@ -29,6 +30,12 @@ pub struct SwitchArgs {
     /// Watch this directory for delta streams (`keyplane update --deltas DIR/NAME`) and blobs; disables learning.
     #[arg(long)]
     deltas: Option<String>,
+    /// Follow a `keyplane serve` table (http://HOST:PORT): its blobs and deltas update the FIB live; disables learning.
+    #[arg(long, requires = "table", conflicts_with = "deltas")]
+    controller: Option<String>,
+    /// The table followed at --controller.
+    #[arg(long, requires = "controller")]
+    table: Option<String>,
     /// Serve Prometheus counters at http://ADDR:PORT/metrics.
     #[arg(long)]
     metrics: Option<String>,
@@ -52,7 +59,9 @@ fn usage(e: SwitchError) -> CliError {
 
 /// Runs the switch until SIGINT / SIGTERM; prints the counters on exit.
 pub fn run(a: &SwitchArgs) -> Result<u8, CliError> {
-    let mut cfg = Config::new(a.ports.clone(), &a.fib);
+    let mut cfg = Config::new(a.ports.clone(), a.fib.as_deref().unwrap_or(""));
+    cfg.controller = a.controller.clone();
+    cfg.table = a.table.clone();
     cfg.mode = a.mode.parse::<Mode>().map_err(usage)?;
     cfg.next_hops = a.next_hops.as_ref().map(Into::into);
     for s in &a.addresses {
@@ -82,7 +91,11 @@ pub fn run(a: &SwitchArgs) -> Result<u8, CliError> {
         a.ports.len(),
         running.io,
         a.mode,
-        a.fib,
+        a.fib.clone().unwrap_or_else(|| format!(
+            "table {} at {}",
+            cfg.table.as_deref().unwrap_or(""),
+            cfg.controller.as_deref().unwrap_or("")
+        )),
         running.fib.load().table().name(),
         if cfg.learning() { ", learning" } else { "" },
         running.metrics_addr().map(|m| format!(", metrics on http://{m}/metrics")).unwrap_or_default()

@@ -59,6 +59,15 @@ pub struct Config {
     pub io: IoKind,
     /// Watched directory of delta streams and blobs.
     pub deltas: Option<PathBuf>,
+    /// A `keyplane serve` service (`http://host:port`) whose table
+    /// [`Config::table`] is the FIB: its blobs replace the FIB, its deltas
+    /// are applied live. With a controller, an empty [`Config::fib`] path
+    /// means "no local blob": start-up waits for the service's first one.
+    pub controller: Option<String>,
+    /// The table followed at [`Config::controller`].
+    pub table: Option<String>,
+    /// How long start-up without a local FIB waits for the service's first blob.
+    pub controller_wait: Duration,
     /// Prometheus endpoint address.
     pub metrics: Option<String>,
     /// L2: what to do with unknown destinations.
@@ -66,7 +75,7 @@ pub struct Config {
     /// Worker threads (each serves every port through its own socket).
     pub workers: usize,
     /// L2 learning through the control side. Default: on in L2 mode unless
-    /// `deltas` names an external source of FIB updates.
+    /// `deltas` or `controller` names an external source of FIB updates.
     pub learn: Option<bool>,
     /// Learned MACs not seen for this long are removed.
     pub age: Duration,
@@ -85,6 +94,9 @@ impl Config {
             addresses: Vec::new(),
             io: IoKind::Auto,
             deltas: None,
+            controller: None,
+            table: None,
+            controller_wait: Duration::from_secs(30),
             metrics: None,
             unknown: Unknown::Flood,
             workers: 1,
@@ -96,7 +108,7 @@ impl Config {
 
     /// Whether learning is on.
     pub fn learning(&self) -> bool {
-        self.mode == Mode::L2 && self.learn.unwrap_or(self.deltas.is_none())
+        self.mode == Mode::L2 && self.learn.unwrap_or(self.deltas.is_none() && self.controller.is_none())
     }
 
     /// Checks the combination of options.
@@ -125,6 +137,24 @@ impl Config {
             return Err(SwitchError::config(
                 "learning and --deltas both write the FIB; the delta directory's controller owns it, so learning is off with --deltas",
             ));
+        }
+        if self.controller.is_some() && self.deltas.is_some() {
+            return Err(SwitchError::config(
+                "--controller and --deltas are two sources of FIB updates; give one of them",
+            ));
+        }
+        match (&self.controller, &self.table) {
+            (Some(_), None) => return Err(SwitchError::config("--controller URL needs --table NAME")),
+            (None, Some(_)) => return Err(SwitchError::config("--table NAME needs --controller URL")),
+            _ => {}
+        }
+        if self.learn == Some(true) && self.controller.is_some() {
+            return Err(SwitchError::config(
+                "learning and --controller both write the FIB; the service owns it, so learning is off with --controller",
+            ));
+        }
+        if self.fib.as_os_str().is_empty() && self.controller.is_none() {
+            return Err(SwitchError::config("give --fib FILE (or --controller URL --table NAME)"));
         }
         Ok(())
     }

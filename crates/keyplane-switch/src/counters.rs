@@ -128,13 +128,17 @@ pub struct Counters {
     pub ports: Vec<PortCounters>,
     /// Control-side events.
     pub events: Events,
+    /// Sequence number (of the update source, e.g. the `keyplane serve`
+    /// table) of the last update applied to the FIB; 0 when the source
+    /// numbers none.
+    pub applied_sequence: AtomicU64,
 }
 
 impl Counters {
     /// Zeroed counters for these ports.
     pub fn new(names: Vec<String>) -> Self {
         let ports = names.iter().map(|_| PortCounters::default()).collect();
-        Self { names, ports, events: Events::default() }
+        Self { names, ports, events: Events::default(), applied_sequence: AtomicU64::new(0) }
     }
 
     /// Per-port snapshot.
@@ -192,6 +196,12 @@ impl Counters {
             let _ = writeln!(o, "# TYPE keyplane_switch_{name}_total counter");
             let _ = writeln!(o, "keyplane_switch_{name}_total {v}");
         }
+        let _ = writeln!(
+            o,
+            "# HELP keyplane_switch_applied_sequence Sequence number of the last update applied (update source's numbering)"
+        );
+        let _ = writeln!(o, "# TYPE keyplane_switch_applied_sequence gauge");
+        let _ = writeln!(o, "keyplane_switch_applied_sequence {}", self.applied_sequence.load(Ordering::Relaxed));
         o
     }
 
@@ -217,6 +227,7 @@ impl Counters {
         for (name, _, v) in self.events.list() {
             let _ = writeln!(o, "{name}: {v}");
         }
+        let _ = writeln!(o, "applied_sequence: {}", self.applied_sequence.load(Ordering::Relaxed));
         o
     }
 }

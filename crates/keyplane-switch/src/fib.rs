@@ -134,7 +134,10 @@ pub fn classify(bytes: &[u8]) -> keyplane::Result<ObjectKind> {
     }
     use keyplane::wire::Kind as K;
     let has_seq = matches!(info.kind, K::OthelloDelta | K::CfwDelta | K::CuckooDelta | K::LudoDelta | K::LpmDelta);
-    let seq = match bytes.get(HEADER_LEN..HEADER_LEN + 8) {
+    // Table deltas start with the lineage prologue (keyplane::lineage):
+    // table id (16 bytes), sequence (8), key format (1); LPM deltas with the sequence.
+    let at = if info.kind == K::LpmDelta { HEADER_LEN } else { HEADER_LEN + 16 };
+    let seq = match bytes.get(at..at + 8) {
         Some(s) if has_seq => {
             let mut b = [0u8; 8];
             b.copy_from_slice(s);

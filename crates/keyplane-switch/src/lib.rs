@@ -11,11 +11,13 @@
 //! * [`learn`]: learning through the control side (reports, control form,
 //!   deltas, aging);
 //! * [`source`]: update sources (watched delta directory, in-memory) and the
-//!   sequence-checked updater;
+//!   sequence-checked updater; [`controller`]: a `keyplane serve` table as
+//!   an update source;
 //! * [`counters`]: per-port / per-reason counters, Prometheus text.
 #![deny(missing_docs)]
 
 pub mod config;
+pub mod controller;
 pub mod counters;
 pub mod decide;
 mod error;

@@ -4,6 +4,7 @@
 //! the optional Prometheus endpoint.
 
 use crate::config::{Config, Mode};
+use crate::controller::ControllerSource;
 use crate::counters::{Counters, Events, Tally};
 use crate::decide::L3Config;
 use crate::error::{Result, SwitchError};
@@ -124,8 +125,19 @@ fn read(path: &std::path::Path) -> Result<Vec<u8>> {
 pub fn start(cfg: &Config, shutdown: &Shutdown) -> Result<Running> {
     cfg.validate()?;
     let counters = Arc::new(Counters::new(cfg.ports.clone()));
-    let blob = read(&cfg.fib)?;
-    let what = cfg.fib.display().to_string();
+    // The controller subscription starts first: without a local FIB its first blob is the FIB.
+    let mut controller = match (&cfg.controller, &cfg.table) {
+        (Some(u), Some(t)) => Some(ControllerSource::new(u, t)?),
+        _ => None,
+    };
+    let (blob, what) = match controller.as_mut() {
+        Some(c) if cfg.fib.as_os_str().is_empty() => {
+            let (seq, b) = c.first_blob(cfg.controller_wait)?;
+            counters.applied_sequence.store(seq, std::sync::atomic::Ordering::Relaxed);
+            (b, c.describe())
+        }
+        _ => (read(&cfg.fib)?, cfg.fib.display().to_string()),
+    };
     let (fib, routes) = match cfg.mode {
         Mode::L2 => (Arc::new(FibCell::new(Fib::from_bytes(&what, &blob)?)), None),
         Mode::L3 => {
@@ -177,9 +189,10 @@ pub fn start(cfg: &Config, shutdown: &Shutdown) -> Result<Running> {
     let (tx, rx) = crate::learn::channel(&lcfg);
     let learner =
         if cfg.learning() { Some(Learner::new(fib.load().empty_control()?, fib.clone(), &lcfg)) } else { None };
-    let source: Option<Box<dyn UpdateSource>> = match &cfg.deltas {
-        Some(d) => Some(Box::new(DirSource::new(d, Some(&cfg.fib))?)),
-        None => None,
+    let source: Option<Box<dyn UpdateSource>> = match (&cfg.deltas, controller) {
+        (_, Some(c)) => Some(Box::new(c)),
+        (Some(d), None) => Some(Box::new(DirSource::new(d, Some(&cfg.fib))?)),
+        (None, None) => None,
     };
     let metrics = match &cfg.metrics {
         Some(addr) => {
@@ -389,12 +402,16 @@ impl Control {
             match self.source.as_mut() {
                 Some(s) => match s.poll(Duration::from_millis(10)) {
                     Ok(list) => {
-                        for e in &list {
-                            match (self.mode, &self.routes) {
-                                (Mode::L3, Some(r)) => r.apply(e, ev),
-                                _ => {
-                                    updater.apply(e, ev);
+                        for (i, e) in list.iter().enumerate() {
+                            let out = match (self.mode, &self.routes) {
+                                (Mode::L3, Some(r)) => {
+                                    r.apply(e, ev);
+                                    None
                                 }
+                                _ => Some(updater.apply(e, ev)),
+                            };
+                            if let Some(seq) = out.and_then(|o| s.feedback(i, o)) {
+                                counters.applied_sequence.store(seq, std::sync::atomic::Ordering::Relaxed);
                             }
                         }
                     }
@@ -406,8 +423,15 @@ impl Control {
         }
     }
 
-    /// SIGHUP: reload the FIB blob and swap it in as a whole.
+    /// SIGHUP: reload the FIB blob and swap it in as a whole (without a
+    /// local blob: ask the update source, i.e. the service, for a fresh one).
     fn reload(&mut self, ev: &Events) {
+        if self.fib_path.as_os_str().is_empty() {
+            if let Some(s) = self.source.as_mut() {
+                let _ = s.resync();
+            }
+            return;
+        }
         let Ok(bytes) = std::fs::read(&self.fib_path) else {
             Events::inc(&ev.fib_refused);
             return;

@@ -8,7 +8,8 @@
 //! deltas, written to a temporary name and renamed, so a file is complete
 //! when it appears) and for whole lookup blobs (`keyplane build --out
 //! DIR/NAME`), which replace the FIB atomically. A control-plane
-//! subscription implements the same trait.
+//! subscription ([`crate::controller::ControllerSource`]) implements the
+//! same trait.
 
 use crate::counters::Events;
 use crate::error::{Result, SwitchError};
@@ -38,6 +39,14 @@ pub trait UpdateSource: Send {
     fn resync(&mut self) -> Result<Option<Vec<u8>>>;
     /// Updates since the last call; waits up to `timeout` when there are none.
     fn poll(&mut self, timeout: Duration) -> Result<Vec<UpdateEvent>>;
+    /// Told what became of event `index` of the last [`UpdateSource::poll`];
+    /// returns the source's sequence number for it when it was applied (a
+    /// source that numbers its events, e.g. a control-plane subscription),
+    /// so the switch can report the applied sequence.
+    fn feedback(&mut self, index: usize, outcome: Outcome) -> Option<u64> {
+        let _ = (index, outcome);
+        None
+    }
 }
 
 /// A watched directory of delta streams and blobs.
