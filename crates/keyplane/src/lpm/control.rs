@@ -59,7 +59,10 @@ impl CtlLevel {
             let (b, n) = level_key(fam, k);
             (b[..n].to_vec(), i as u64)
         });
-        let index = othello::Control::from_items(keys, index_bits(cap))?;
+        let mut index = othello::Control::from_items(keys, index_bits(cap))?;
+        // The index's deltas travel inside this table's (id-checked) deltas and
+        // patch the lookup form's index, built with the same internal lineage.
+        index.set_lineage(super::lookup::INDEX_LINEAGE);
         let mut slots: Vec<Entry> = items.iter().map(|&e| Some(e)).collect();
         slots.resize(cap, None);
         let free = (items.len() as u32..cap as u32).rev().collect();

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 /// Lineage of the per-length Othello indexes inside an LPM lookup form: internal
 /// parts, patched only by this table's own (id-checked) deltas.
-const INDEX_LINEAGE: crate::lineage::Lineage =
+pub(super) const INDEX_LINEAGE: crate::lineage::Lineage =
     crate::lineage::Lineage { id: crate::TableId::from_u128(0), key_format: None };
 
 const BATCH: usize = 16;
