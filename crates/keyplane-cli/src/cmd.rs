@@ -46,7 +46,9 @@ pub enum Command {
 /// How text and binary key files are read.
 #[derive(Args, Debug, Clone)]
 pub struct FormatArgs {
-    /// Text separator: auto (tab, else comma, else whitespace), csv, tsv, ws.
+    /// Text separator: auto (from the first data line: tab, else comma, else whitespace), csv, tsv, ws.
+    /// Whitespace-separated KEY VALUE lines split at the last run of whitespace (text and name keys
+    /// may contain spaces); a query line without tabs is one whole key (`ws`: KEY VALUE lines).
     #[arg(long, default_value = "auto")]
     format: String,
     /// Key encoding in text files: text, hex, u64, ipv4, ipv6, mac, name, fivetuple. Default: the
@@ -150,8 +152,9 @@ pub struct QueryArgs {
     /// Print only the values.
     #[arg(long)]
     values_only: bool,
-    /// Longest-prefix match: by name components on name tables (fht; keys with --key-format name);
-    /// tables built from IP prefixes (`build -s lpm`) always answer longest-prefix.
+    /// Longest-prefix match: by name components on name tables (fht, or fpt with -O check_bits=C;
+    /// keys with --key-format name); tables built from IP prefixes (`build -s lpm`) always answer
+    /// longest-prefix.
     #[arg(long)]
     lpm: bool,
 }

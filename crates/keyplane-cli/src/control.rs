@@ -259,10 +259,12 @@ pub fn ctl(a: &CtlArgs) -> Result<u8, CliError> {
                 let fmt = Format { sep, key: kf, header: false, key_width: None, value_bytes: 8 };
                 let updates = if *del {
                     let mut ks = Vec::new();
-                    input::read_keys(path, &fmt, |_, k| {
+                    let bad = input::read_keys(path, &fmt, |_, k| {
                         ks.push(delete(raw_key(k.to_vec())));
                         Ok(())
                     })?;
+                    // Nothing is deleted when a line did not parse.
+                    crate::warn::bad_lines(&bad)?;
                     ks
                 } else {
                     let items = input::read_items(path, &fmt, info.value_bits)?;

@@ -29,10 +29,13 @@ impl Sep {
             _ => return None,
         })
     }
-    fn resolve(self, line: &str) -> Sep {
+    /// The separator of a file whose first data line is `line`: tab, else
+    /// comma (not for 5-tuple keys, whose commas belong to the key), else
+    /// whitespace.
+    fn resolve(self, line: &str, key: KeyFormat) -> Sep {
         match self {
             Sep::Auto if line.contains('\t') => Sep::Tab,
-            Sep::Auto if line.contains(',') => Sep::Comma,
+            Sep::Auto if line.contains(',') && key != KeyFormat::FiveTuple => Sep::Comma,
             Sep::Auto => Sep::Space,
             s => s,
         }
@@ -45,6 +48,101 @@ impl Sep {
         }
     }
 }
+
+/// Whether keys of this format may contain spaces (text and names); keys of
+/// the other formats never do, so a space always separates fields there.
+pub fn spaced(key: KeyFormat) -> bool {
+    matches!(key, KeyFormat::Text | KeyFormat::Name)
+}
+
+/// One data line of a text file.
+pub struct Line<'a> {
+    /// Line number (1-based).
+    pub no: usize,
+    /// The line without its end-of-line characters.
+    pub text: &'a str,
+    /// Its separator (resolved from the file's first data line).
+    pub sep: Sep,
+    /// The separator was detected (`--format auto`), not given.
+    pub auto: bool,
+}
+
+impl Line<'_> {
+    fn fields(&self) -> Vec<&str> {
+        self.sep.split(self.text)
+    }
+}
+
+/// Splits a `KEY<sep>VALUE` text (a build line, or the rest of a `set` line)
+/// into key and value. Whitespace-separated: the value is the last field and
+/// the key everything before the last run of whitespace, so text and name
+/// keys may contain spaces (`my key 5` → `my key`, 5); for the other key
+/// formats a key with a space is an extra field.
+fn split_kv<'a>(text: &'a str, sep: Sep, key: KeyFormat) -> Result<(&'a str, &'a str), LineErr> {
+    let fields_err = |n: usize| LineErr::from(format!("expected KEY<sep>VALUE, found {n} field(s)"));
+    match sep {
+        Sep::Tab | Sep::Comma => match sep.split(text)[..] {
+            [k, v] => Ok((k, v)),
+            ref f => Err(fields_err(f.len())),
+        },
+        Sep::Space | Sep::Auto => {
+            let t = text.trim();
+            let Some((k, v)) = t.rsplit_once(char::is_whitespace) else {
+                return Err(fields_err(usize::from(!t.is_empty())));
+            };
+            let k = k.trim_end();
+            if !spaced(key) && k.contains(char::is_whitespace) {
+                return Err(fields_err(t.split_whitespace().count()));
+            }
+            Ok((k, v))
+        }
+    }
+}
+
+/// Keys read whole although they contain spaces: reported once per file as
+/// a warning (the first one immediately with `--strict`).
+#[derive(Default)]
+struct SpacedKeys {
+    count: usize,
+    first: Option<(usize, String)>,
+}
+
+impl SpacedKeys {
+    /// Records `key` (already split) if it holds whitespace and the
+    /// separator was detected rather than given.
+    fn note(&mut self, line: &Line<'_>, key: &str, how: &str) -> Result<(), LineErr> {
+        if !line.auto || line.sep != Sep::Space || !key.contains(char::is_whitespace) {
+            return Ok(());
+        }
+        self.count += 1;
+        if self.first.is_none() {
+            self.first = Some((line.no, key.to_string()));
+            if crate::warn::strict() {
+                crate::warn::warn(&format!("key {key:?} contains spaces: {how}"))
+                    .map_err(|e| LineErr(e.code, e.msg))?;
+            }
+        }
+        Ok(())
+    }
+    fn report(&self, path: &str, how: &str) -> Result<(), CliError> {
+        let Some((no, key)) = &self.first else { return Ok(()) };
+        crate::warn::warn(&format!(
+            "{}: {} key(s) contain spaces (first at line {no}: {key:?}): {how}",
+            crate::shown(path),
+            self.count
+        ))
+    }
+}
+
+/// How a whitespace-separated `KEY VALUE` line was read (the warning text).
+const KV_SPACES: &str = "each line was split at its last run of whitespace into KEY and VALUE \
+     (use tabs, or --format ws to say the file is split by spaces)";
+/// How a whitespace-separated operation was read (the warning text).
+const OPS_SPACES: &str = "the key of `set KEY VALUE` is everything between `set` and the last run of whitespace, \
+     of `del KEY` the rest of the line (use tabs, or --format ws to say the file is split by spaces)";
+/// How a whitespace query line was read (the warning text).
+const QUERY_SPACES: &str = "a query line without tabs is one key, so each was looked up whole \
+     (--format ws reads KEY VALUE lines split by spaces; --format tsv reads whole lines without this warning)";
 
 /// How to read an input file.
 #[derive(Debug, Clone)]
@@ -98,13 +196,13 @@ fn file_len(path: &str) -> Option<u64> {
     if path == "-" { None } else { std::fs::metadata(path).ok().map(|m| m.len()) }
 }
 
-/// Reads text lines, skipping blank lines and `#` comments, calling
-/// `f(line_number, fields, raw_line)`.
+/// Reads text lines, skipping blank lines and `#` comments, calling `f`
+/// with each data line.
 fn for_each_line(
     path: &str,
     fmt: &Format,
     what: &str,
-    mut f: impl FnMut(usize, &[&str], &str) -> Result<(), LineErr>,
+    mut f: impl FnMut(&Line<'_>) -> Result<(), LineErr>,
 ) -> Result<(), CliError> {
     let mut rd = open(path)?;
     let pb = Progress::bytes(what, file_len(path));
@@ -143,11 +241,11 @@ fn for_each_line(
             continue;
         }
         if first {
-            sep = sep.resolve(l);
+            sep = sep.resolve(l, fmt.key);
             first = false;
         }
-        let fields = sep.split(l);
-        f(lineno, &fields, l).map_err(|m| m.at_line(path, lineno))?;
+        let line = Line { no: lineno, text: l, sep, auto: fmt.sep == Sep::Auto };
+        f(&line).map_err(|m| m.at_line(path, lineno))?;
     }
     pb.finish();
     Ok(())
@@ -245,16 +343,17 @@ pub fn read_items_at(
             Ok(())
         })?;
     } else {
-        for_each_line(path, fmt, "reading keys", |line, fields, _| {
-            if fields.len() != 2 {
-                return Err(format!("expected KEY<sep>VALUE, found {} field(s)", fields.len()).into());
-            }
-            let k = parse_key(fmt.key, fields[0])?;
-            let v = parse_value(fields[1], value_bits)?;
+        let mut spaces = SpacedKeys::default();
+        for_each_line(path, fmt, "reading keys", |line| {
+            let (k, v) = split_kv(line.text, line.sep, fmt.key)?;
+            spaces.note(line, k, KV_SPACES)?;
+            let k = parse_key(fmt.key, k)?;
+            let v = parse_value(v, value_bits)?;
             items.push((k, v));
-            at.push(line as u64);
+            at.push(line.no as u64);
             Ok(())
         })?;
+        spaces.report(path, KV_SPACES)?;
     }
     Ok(items)
 }
@@ -283,27 +382,49 @@ pub fn read_keys(
         .map_err(|e| err.take().unwrap_or(e))?;
     } else {
         let strict = crate::warn::strict();
-        for_each_line(path, fmt, "querying", |line, fields, _| {
-            let k = match parse_key(fmt.key, fields[0]) {
+        let mut spaces = SpacedKeys::default();
+        for_each_line(path, fmt, "querying", |line| {
+            let field = query_key(line, fmt.key);
+            spaces.note(line, field, QUERY_SPACES)?;
+            let k = match parse_key(fmt.key, field) {
                 Ok(k) => k,
                 Err(m) if !strict => {
                     bad.count += 1;
                     if bad.first.len() < 5 {
-                        bad.first.push(format!("{}:{line}: {m}", crate::shown(path)));
+                        bad.first.push(format!("{}:{}: {m}", crate::shown(path), line.no));
                     }
                     return Ok(());
                 }
                 Err(m) => return Err(m.into()),
             };
-            f(fields[0], &k).map_err(|e| {
+            f(field, &k).map_err(|e| {
                 let m = e.msg.clone();
                 err = Some(e);
                 LineErr(e_code(&err), m)
             })
         })
         .map_err(|e| err.take().unwrap_or(e))?;
+        spaces.report(path, QUERY_SPACES)?;
     }
     Ok(bad)
+}
+
+/// The key of a query line: the first field of a tab- or comma-separated
+/// line; of a whitespace-separated one, the first field for key formats
+/// without spaces, and for text and name keys the whole line (detected
+/// separator: a query line is one key) or everything before the last run of
+/// whitespace (`--format ws`: `KEY VALUE` lines).
+fn query_key<'a>(line: &Line<'a>, key: KeyFormat) -> &'a str {
+    let t = line.text;
+    match line.sep {
+        Sep::Tab | Sep::Comma => line.sep.split(t).into_iter().next().unwrap_or(""),
+        Sep::Space | Sep::Auto if !spaced(key) => t.split_whitespace().next().unwrap_or(""),
+        _ if line.auto => t.trim(),
+        _ => match t.trim().rsplit_once(char::is_whitespace) {
+            Some((k, _)) => k.trim_end(),
+            None => t.trim(),
+        },
+    }
 }
 
 fn e_code(e: &Option<CliError>) -> u8 {
@@ -332,14 +453,39 @@ pub enum Op {
 pub fn read_ops(path: &str, fmt: &Format, value_bits: u32) -> Result<Vec<Op>, CliError> {
     let mut ops = Vec::new();
     let fmt = Format { header: false, key_width: None, ..fmt.clone() };
-    for_each_line(path, &fmt, "reading operations", |_, fields, _| {
-        match fields {
-            ["set" | "insert", k, v] => ops.push(Op::Set(parse_key(fmt.key, k)?, parse_value(v, value_bits)?)),
-            ["del" | "remove", k] => ops.push(Op::Del(parse_key(fmt.key, k)?)),
-            _ => return Err("expected `set KEY VALUE` or `del KEY`".to_string().into()),
+    let mut spaces = SpacedKeys::default();
+    for_each_line(path, &fmt, "reading operations", |line| {
+        let bad = || LineErr::from("expected `set KEY VALUE` or `del KEY`".to_string());
+        let (op, rest) = match line.sep {
+            Sep::Space | Sep::Auto => line.text.trim().split_once(char::is_whitespace).ok_or_else(bad)?,
+            s => line.text.split_once(if s == Sep::Tab { '\t' } else { ',' }).ok_or_else(bad)?,
+        };
+        let op = op.trim();
+        match op {
+            "set" | "insert" => {
+                let (k, v) = split_kv(rest.trim_start_matches([' ', '\t']), line.sep, fmt.key).map_err(|_| bad())?;
+                spaces.note(line, k, OPS_SPACES)?;
+                ops.push(Op::Set(parse_key(fmt.key, k)?, parse_value(v, value_bits)?));
+            }
+            "del" | "remove" => {
+                let k = match line.sep {
+                    Sep::Space | Sep::Auto => rest.trim(),
+                    _ => match line.fields()[1..] {
+                        [k] => k,
+                        _ => return Err(bad()),
+                    },
+                };
+                if line.sep == Sep::Space && !spaced(fmt.key) && k.contains(char::is_whitespace) {
+                    return Err(bad());
+                }
+                spaces.note(line, k, OPS_SPACES)?;
+                ops.push(Op::Del(parse_key(fmt.key, k)?));
+            }
+            _ => return Err(bad()),
         }
         Ok(())
     })?;
+    spaces.report(path, OPS_SPACES)?;
     Ok(ops)
 }
 

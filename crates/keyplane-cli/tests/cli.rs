@@ -3,61 +3,9 @@
 //! messages and exit codes, corrupted blobs and deltas, the demo and the
 //! benchmark report.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod common;
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_keyplane")
-}
-
-/// A fresh directory under target/ for one test.
-fn dir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{name}"));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(bin()).args(args).output().expect("run keyplane")
-}
-
-fn run_stdin(args: &[&str], input: &str) -> Output {
-    let mut c = Command::new(bin())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // A command refused before it reads stdin closes the pipe: ignore EPIPE.
-    let _ = c.stdin.take().unwrap().write_all(input.as_bytes());
-    c.wait_with_output().unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn ok(o: &Output) -> String {
-    assert!(o.status.success(), "failed ({:?}): {}", o.status.code(), stderr(o));
-    stdout(o)
-}
-
-/// Asserts exit code and the exact one-line error message.
-fn fails(o: &Output, code: i32, msg: &str) {
-    assert_eq!(o.status.code(), Some(code), "stderr: {}", stderr(o));
-    assert_eq!(stderr(o).trim_end(), format!("keyplane: {msg}"));
-}
-
-fn p(d: &Path, f: &str) -> String {
-    d.join(f).display().to_string()
-}
+use common::*;
 
 #[test]
 fn build_query_update_apply_query() {

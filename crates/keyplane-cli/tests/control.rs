@@ -2,6 +2,9 @@
 //! the ctl commands, a follower process, crash safety under kill -9, and a
 //! Python client generated from the .proto.
 
+mod common;
+
+use common::{bin, ok, run};
 use keyplane_control::client::{self, insert};
 use keyplane_control::follow::{Follower, Subscriber};
 use keyplane_control::keys::raw_key;
@@ -10,13 +13,9 @@ use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_keyplane")
-}
 
 /// A `keyplane serve` process, killed (SIGKILL) on drop.
 struct Serve {
@@ -54,15 +53,6 @@ impl Drop for Serve {
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(bin()).args(args).output().expect("run keyplane")
-}
-
-fn ok(o: &Output) -> String {
-    assert!(o.status.success(), "exit {:?}: {}", o.status.code(), String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 #[test]

@@ -1,52 +1,12 @@
 //! `keyplane build -s lpm` with IPv4 / IPv6 prefix keys and `keyplane query
 //! --lpm`, against a naive longest-prefix oracle.
 
+mod common;
+
+use common::{dir, fails_with as fails, ok, run, run_stdin};
 use keyplane::lpm::Prefix;
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_keyplane")
-}
-
-fn dir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-lpm-{name}"));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(bin()).args(args).output().expect("run keyplane")
-}
-
-fn run_stdin(args: &[&str], input: &str) -> Output {
-    let mut c = Command::new(bin())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // A command that fails before reading its input closes the pipe early.
-    let _ = c.stdin.take().unwrap().write_all(input.as_bytes());
-    c.wait_with_output().unwrap()
-}
-
-fn ok(o: &Output) -> String {
-    assert!(o.status.success(), "failed ({:?}): {}", o.status.code(), String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn fails(o: &Output, code: i32, msg: &str) {
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(code), "stderr: {err}");
-    assert!(err.contains(msg), "stderr {err:?} lacks {msg:?}");
-}
-
 fn oracle(routes: &BTreeMap<Prefix, u64>, a: IpAddr) -> Option<u64> {
     let w = if a.is_ipv4() { 32 } else { 128 };
     (0..=w).rev().find_map(|l| routes.get(&Prefix::truncated(a, l).unwrap()).copied())

@@ -2,50 +2,11 @@
 //! from a lost delta, numbered delta files, refused in-place outputs, exit
 //! codes, warnings, progress and the bench front end.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod common;
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_keyplane")
-}
-
-fn dir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("op-{name}"));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn run_in(d: &Path, args: &[&str]) -> Output {
-    Command::new(bin()).current_dir(d).args(args).stdin(Stdio::null()).output().expect("run keyplane")
-}
-
-fn run_stdin(d: &Path, args: &[&str], input: &[u8]) -> Output {
-    use std::io::Write;
-    let mut c = Command::new(bin())
-        .current_dir(d)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let _ = c.stdin.take().unwrap().write_all(input); // the command may refuse before reading
-    c.wait_with_output().unwrap()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-#[track_caller]
-fn code(o: &Output, want: i32) {
-    assert_eq!(o.status.code(), Some(want), "stdout: {}\nstderr: {}", out(o), err(o));
-}
+use common::{bin, code, dir, run_in, run_stdin_in as run_stdin, stderr as err, stdout as out};
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 fn routes(d: &Path) {
     std::fs::write(d.join("routes.tsv"), "10.0.0.1\t5\n10.0.0.2\t7\n10.0.0.4\t1\n").unwrap();
@@ -545,11 +506,94 @@ fn query_lpm_on_name_tables() {
     // Without --lpm the match is exact.
     let o = run_stdin(&d, &["query", "n.kpl", "--key-format", "name", "--values-only"], b"/com/example/www/x\n");
     assert_eq!(out(&o), "-\n");
-    // Tables that cannot do it are refused with a usage error.
+    // FPT with check bits answers the same (stored prefixes are exact; an absent name is `-`
+    // except for a 2^-c false positive per probed prefix).
+    code(
+        &run_in(
+            &d,
+            &[
+                "build",
+                "-s",
+                "fpt",
+                "-O",
+                "check_bits=20",
+                "--seed",
+                "5",
+                "-i",
+                "names.tsv",
+                "--key-format",
+                "name",
+                "--out",
+                "pc.kpl",
+            ],
+        ),
+        0,
+    );
+    let o = run_stdin(&d, &["query", "pc.kpl", "--key-format", "name", "--lpm"], q);
+    code(&o, 0);
+    assert_eq!(out(&o), "/com/example/www/x\t3\n/com/example/mail\t1\n/net/y\t-\nwww.example.com\t3\n");
+    // The plain speculative trie (no check bits) answers every name: refused with a hint.
     code(&run_in(&d, &["build", "-s", "fpt", "-i", "names.tsv", "--key-format", "name", "--out", "p.kpl"]), 0);
     let o = run_stdin(&d, &["query", "p.kpl", "--key-format", "name", "--lpm"], q);
     code(&o, 2);
-    assert!(err(&o).contains("speculative"), "{}", err(&o));
+    assert!(err(&o).contains("speculative") && err(&o).contains("check_bits"), "{}", err(&o));
     code(&run_in(&d, &["build", "--generate", "10", "--out", "o.kpl"]), 0);
     code(&run_stdin(&d, &["query", "o.kpl", "--lpm"], b"x\n"), 2);
+}
+
+/// Keys with spaces when a line has no tab: `KEY VALUE` input splits at the
+/// last run of whitespace, a query line is one whole key; both warn (once
+/// per file) under the detected separator, neither with an explicit one.
+#[test]
+fn keys_with_spaces_without_tabs() {
+    let d = dir("spaces");
+    // Build from stdin: "my key" and "other key" are keys, the last field the value.
+    let o =
+        run_stdin(&d, &["build", "-i", "-", "-s", "cuckoo", "--out", "t.kpl"], b"my key 5\nother key  7\nplain 3\n");
+    code(&o, 0);
+    assert!(
+        err(&o).contains("<stdin>: 2 key(s) contain spaces (first at line 1: \"my key\"): each line was split at its last run of whitespace"),
+        "{}",
+        err(&o)
+    );
+    assert!(err(&o).contains("keyplane: 1 warning(s)"), "{}", err(&o));
+    // Query: a line without tabs is one key.
+    let o = run_stdin(&d, &["query", "t.kpl"], b"my key\nplain\nother key\nnot there\n");
+    code(&o, 0);
+    assert_eq!(out(&o), "my key\t5\nplain\t3\nother key\t7\nnot there\t-\n");
+    assert!(err(&o).contains("3 key(s) contain spaces") && err(&o).contains("looked up whole"), "{}", err(&o));
+    // Explicit separators say what is meant: no warning.
+    let o = run_stdin(&d, &["query", "t.kpl", "--format", "tsv"], b"my key\n");
+    assert_eq!((out(&o).as_str(), err(&o).as_str()), ("my key\t5\n", ""));
+    let o = run_stdin(&d, &["query", "t.kpl", "--format", "ws", "--values-only"], b"my key 5\nplain 3\n");
+    assert_eq!((out(&o).as_str(), err(&o).as_str()), ("5\n3\n", ""));
+    // --strict: the first such key is an error naming its line.
+    let o = run_stdin(&d, &["query", "--strict", "t.kpl"], b"plain\nmy key\n");
+    code(&o, 3);
+    assert!(err(&o).contains("<stdin>:2: key \"my key\" contains spaces"), "{}", err(&o));
+    // Operations: `set KEY VALUE` (key between the op and the last field), `del KEY` (the rest).
+    code(&run_stdin(&d, &["build", "-i", "-", "-s", "cuckoo", "--out", "u.kpl", "--control", "u.kpc"], b"a b 1\n"), 0);
+    std::fs::write(d.join("ops"), "set x  y 9\ndel a b\n").unwrap();
+    let o = run_in(&d, &["update", "--control", "u.kpc", "--ops", "ops", "--deltas", "e.kpd"]);
+    code(&o, 0);
+    assert!(err(&o).contains("ops: 2 key(s) contain spaces"), "{}", err(&o));
+    code(&run_in(&d, &["apply", "u.kpl", "e.kpd"]), 0);
+    let o = run_stdin(&d, &["query", "u.kpl", "--format", "tsv"], b"x  y\na b\n");
+    assert_eq!(out(&o), "x  y\t9\na b\t-\n");
+    // Key formats without spaces keep whitespace as a field separator.
+    let o = run_stdin(&d, &["build", "-i", "-", "--key-format", "ipv4", "--out", "v.kpl"], b"10.0.0.1 5 6\n");
+    code(&o, 3);
+    assert!(err(&o).contains("<stdin>:1: expected KEY<sep>VALUE, found 3 field(s)"), "{}", err(&o));
+    code(&run_stdin(&d, &["build", "-i", "-", "--key-format", "ipv4", "--out", "v.kpl"], b"10.0.0.1 5\n"), 0);
+    let o = run_stdin(&d, &["query", "v.kpl", "--values-only"], b"10.0.0.1 5\n");
+    assert_eq!((out(&o).as_str(), err(&o).as_str()), ("5\n", ""));
+    // 5-tuple keys contain commas: a comma never separates fields there.
+    let o = run_stdin(
+        &d,
+        &["build", "-i", "-", "--key-format", "fivetuple", "-s", "cuckoo", "--out", "f.kpl"],
+        b"6,10.0.0.1,1000,10.0.0.2,80 4\n",
+    );
+    code(&o, 0);
+    let o = run_stdin(&d, &["query", "f.kpl", "--values-only"], b"6,10.0.0.1,1000,10.0.0.2,80\n");
+    assert_eq!(out(&o), "4\n");
 }
