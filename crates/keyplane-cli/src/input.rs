@@ -268,6 +268,10 @@ fn too_wide(v: u64, value_bits: u32) -> Result<(), LineErr> {
     Ok(())
 }
 
+/// Widest binary key record `--key-width` accepts (64 KiB, the longest key
+/// any structure takes).
+pub const MAX_KEY_WIDTH: usize = 1 << 16;
+
 /// Binary records: calls `f(offset, key, value)` per record.
 fn for_each_record(
     path: &str,
@@ -279,8 +283,8 @@ fn for_each_record(
     if value_bytes > 8 {
         return Err(CliError::usage("--value-bytes must be between 0 and 8"));
     }
-    if width == 0 {
-        return Err(CliError::usage("--key-width must be at least 1"));
+    if !(1..=MAX_KEY_WIDTH).contains(&width) {
+        return Err(CliError::usage(&format!("--key-width {width}: must be between 1 and {MAX_KEY_WIDTH} bytes")));
     }
     let rec = width + value_bytes;
     let mut rd = open(path)?;
