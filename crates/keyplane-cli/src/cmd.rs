@@ -812,7 +812,8 @@ fn demo_in(a: &DemoArgs, n: usize, p: &dyn Fn(&str) -> String) -> Result<u8, Cli
         "  {n} keys looked up in {q_s:.2} s ({:.0} ns/key including file parsing), {wrong} wrong",
         q_s * 1e9 / n as f64
     );
-    crate::approx::judge(&a.structure, bits, wrong, n, "after build")?;
+    let expect_rate = crate::approx::expected(&a.structure, &load_lookup(&p("table.kpl"))?);
+    crate::approx::judge(expect_rate.as_ref(), &a.structure, wrong, n, "after build")?;
     // 3. update: change 10% of the values, remove 5%, insert 10% new keys.
     let upd = (n / 10).max(1);
     let mut ops = String::new();
@@ -873,7 +874,8 @@ fn demo_in(a: &DemoArgs, n: usize, p: &dyn Fn(&str) -> String) -> Result<u8, Cli
         upd,
         expect.len() - first_new
     );
-    crate::approx::judge(&a.structure, bits, wrong, expect.len() - removed, "after apply")?;
+    let expect_rate = crate::approx::expected(&a.structure, &load_lookup(&p("table.kpl"))?);
+    crate::approx::judge(expect_rate.as_ref(), &a.structure, wrong, expect.len() - removed, "after apply")?;
     println!("$ keyplane inspect table.kpl");
     inspect(&InspectArgs { files: vec![p("table.kpl")] })?;
     println!(

@@ -391,7 +391,7 @@ fn demo_runs_for_every_structure() {
         assert!(out(&o).contains("demo OK"), "{s}: {}", out(&o));
         if matches!(*s, "bfw" | "cuckoo-partial") {
             assert!(
-                out(&o).contains("approximately by design") && out(&o).contains("documented rate"),
+                out(&o).contains("approximately by design") && out(&o).contains("expected rate"),
                 "{s}: {}",
                 out(&o)
             );
