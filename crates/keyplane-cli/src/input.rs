@@ -78,7 +78,7 @@ impl Line<'_> {
 /// the key everything before the last run of whitespace, so text and name
 /// keys may contain spaces (`my key 5` → `my key`, 5); for the other key
 /// formats a key with a space is an extra field.
-fn split_kv<'a>(text: &'a str, sep: Sep, key: KeyFormat) -> Result<(&'a str, &'a str), LineErr> {
+fn split_kv(text: &str, sep: Sep, key: KeyFormat) -> Result<(&str, &str), LineErr> {
     let fields_err = |n: usize| LineErr::from(format!("expected KEY<sep>VALUE, found {n} field(s)"));
     match sep {
         Sep::Tab | Sep::Comma => match sep.split(text)[..] {

@@ -6,7 +6,7 @@ mod common;
 
 use common::{bin, code, dir, run_in, run_stdin_in as run_stdin, stderr as err, stdout as out};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 fn routes(d: &Path) {
     std::fs::write(d.join("routes.tsv"), "10.0.0.1\t5\n10.0.0.2\t7\n10.0.0.4\t1\n").unwrap();

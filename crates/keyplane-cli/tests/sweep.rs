@@ -313,7 +313,7 @@ fn argument_vectors_never_panic_and_exit_with_documented_codes() {
     runner
         .run(&argv(), |(i, args)| {
             // A full benchmark report runs for minutes: only --plot-only redraws are swept.
-            prop_assume!(!(args.iter().any(|a| a == "--report") && !args.iter().any(|a| a == "?--plot-only")));
+            prop_assume!(!args.iter().any(|a| a == "--report") || args.iter().any(|a| a == "--plot-only"));
             // Every case starts from the same files (an earlier case may have rewritten them).
             for (f, b) in &pristine {
                 std::fs::write(d.join(f), b).unwrap();
