@@ -232,16 +232,18 @@ fn patch(f: &mut [u8], t: Traffic, k: u64) {
 
 /// Sends from `ns`/`ifname` on `cpu` until `stop`, paced at `rate` frames/s (or flat out).
 /// Returns the frames the kernel accepted.
-fn generator(
-    ns: &str,
-    ifname: &str,
+/// What the generator sends, from where, on which CPU, how fast (`None`: flat out).
+struct GenSpec<'a> {
+    ns: &'a str,
+    ifname: &'a str,
     cpu: usize,
     t: Traffic,
     size: usize,
     rate: Option<f64>,
-    stop: &AtomicBool,
-    tid: &AtomicI32,
-) -> u64 {
+}
+
+fn generator(g: &GenSpec<'_>, stop: &AtomicBool, tid: &AtomicI32) -> u64 {
+    let GenSpec { ns, ifname, cpu, t, size, rate } = *g;
     pin(0, cpu);
     // SAFETY: gettid has no preconditions.
     tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
@@ -306,6 +308,9 @@ fn generator(
     sent
 }
 
+/// One round of one setup: (saturated, paced, paced direct baseline measured right before).
+type Round = (Sample, Sample, Sample);
+
 #[derive(Clone, Copy, Default)]
 struct Sample {
     /// Frames delivered per second.
@@ -326,7 +331,9 @@ fn measure(n: &Topo, via_direct: bool, t: Traffic, size: usize, rate: Option<f64
     let tid = AtomicI32::new(0);
     let ksoft = ksoftirqd(cpu);
     std::thread::scope(|sc| {
-        let g = sc.spawn(|| generator(&n.g, ifname, cpu, t, size, rate, &stop, &tid));
+        let spec = GenSpec { ns: &n.g, ifname, cpu, t, size, rate };
+        let (stop, tid) = (&stop, &tid);
+        let g = sc.spawn(move || generator(&spec, stop, tid));
         std::thread::sleep(Duration::from_millis(300));
         let gt = tid.load(Ordering::Relaxed);
         let (r0, (b0, w0), t0) = (sink.rx_packets(ifname), work_ns(gt, &ksoft), Instant::now());
@@ -492,7 +499,7 @@ fn main() {
         cases.retain(|c| format!("{} {}", c.0, c.1).contains(&only));
     }
     // results[(group, setup)] = per round (sat, cost, baseline measured right before)
-    let mut results: BTreeMap<(String, String), Vec<(Sample, Sample, Sample)>> = BTreeMap::new();
+    let mut results: BTreeMap<(String, String), Vec<Round>> = BTreeMap::new();
     for round in 0..rounds {
         // Alternate the order of the setups from round to round.
         let order: Vec<usize> =
@@ -527,7 +534,7 @@ fn main() {
         let (blo, bhi) = minmax(v.iter().map(|x| x.2.busy_per_frame));
         let (flo, fhi) = minmax(fwd.iter().copied());
         // Pooled over rounds: all CPU time over all frames, minus the same for the baselines.
-        let pooled = |f: &dyn Fn(&(Sample, Sample, Sample)) -> Sample| {
+        let pooled = |f: &dyn Fn(&Round) -> Sample| {
             let (t, n) = v.iter().map(f).fold((0.0, 0.0), |(t, n), s| (t + s.busy_per_frame * s.pps, n + s.pps));
             t / n
         };
