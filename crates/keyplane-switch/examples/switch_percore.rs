@@ -530,7 +530,7 @@ fn main() {
         // Forwarding cost per frame: paced CPU time per frame minus the direct pair's, measured
         // right before in the same round.
         let (slo, shi) = minmax(v.iter().map(|x| x.0.pps));
-        let fwd: Vec<f64> = v.iter().map(|x| (x.1.busy_per_frame - x.2.busy_per_frame).max(1e-12)).collect();
+        let fwd: Vec<f64> = v.iter().map(|x| x.1.busy_per_frame - x.2.busy_per_frame).collect();
         let (blo, bhi) = minmax(v.iter().map(|x| x.2.busy_per_frame));
         let (flo, fhi) = minmax(fwd.iter().copied());
         // Pooled over rounds: all CPU time over all frames, minus the same for the baselines.
@@ -538,7 +538,9 @@ fn main() {
             let (t, n) = v.iter().map(f).fold((0.0, 0.0), |(t, n), s| (t + s.busy_per_frame * s.pps, n + s.pps));
             t / n
         };
-        let fmean = (pooled(&|x| x.1) - pooled(&|x| x.2)).max(1e-12);
+        let fmean = pooled(&|x| x.1) - pooled(&|x| x.2);
+        // Frames per second per core; none where noise made the difference non-positive.
+        let per_core = |ns: f64| if ns > 0.0 { format!("{:.0}", 1.0 / ns) } else { "null".to_string() };
         let (wlo, whi) = minmax(v.iter().map(|x| x.1.worker_per_frame));
         let (plo, phi) = minmax(v.iter().map(|x| x.1.pps));
         let (glo, ghi) = minmax(v.iter().map(|x| x.0.sent_pps));
@@ -550,29 +552,29 @@ fn main() {
             );
         } else {
             eprintln!(
-                "{g:<18} {name:<16} {slo:>9.0}..{shi:>9.0} {:>11.0}..{:>11.0} {:>10.0}..{:>10.0}   pooled {:>5.0} ns = {:>8.0} /s",
+                "{g:<18} {name:<16} {slo:>9.0}..{shi:>9.0} {:>11.0}..{:>11.0} {:>10}..{:>10}   pooled {:>5.0} ns = {:>8} /s",
                 flo * 1e9,
                 fhi * 1e9,
-                1.0 / fhi,
-                1.0 / flo,
+                per_core(fhi),
+                per_core(flo),
                 fmean * 1e9,
-                1.0 / fmean
+                per_core(fmean)
             );
         }
         json.push(format!(
             "{{\"bench\":\"switch_percore\",\"case\":\"{g}\",\"l2_fib\":\"{fib_spec}\",\"setup\":\"{name}\",\"cpu\":{cpu},\"rounds\":{},\"secs\":{secs},\
              \"sat_pps_min\":{slo:.0},\"sat_pps_max\":{shi:.0},\"sat_generated_pps_min\":{glo:.0},\"sat_generated_pps_max\":{ghi:.0},\
              \"paced_rate\":{rate},\"paced_delivered_pps_min\":{plo:.0},\"paced_delivered_pps_max\":{phi:.0},\
-             \"fwd_ns_per_frame_min\":{:.1},\"fwd_ns_per_frame_max\":{:.1},\"fwd_pps_per_core_min\":{:.0},\"fwd_pps_per_core_max\":{:.0},\"fwd_ns_per_frame_pooled\":{:.1},\"fwd_pps_per_core_pooled\":{:.0},\
+             \"fwd_ns_per_frame_min\":{:.1},\"fwd_ns_per_frame_max\":{:.1},\"fwd_pps_per_core_min\":{},\"fwd_pps_per_core_max\":{},\"fwd_ns_per_frame_pooled\":{:.1},\"fwd_pps_per_core_pooled\":{},\
              \"worker_ns_per_frame_min\":{:.1},\"worker_ns_per_frame_max\":{:.1},\"baseline_ns_per_frame_min\":{:.1},\"baseline_ns_per_frame_max\":{:.1},\
              \"load_start\":\"{load_start}\",\"load_end\":\"{load_end}\"}}",
             v.len(),
             flo * 1e9,
             fhi * 1e9,
-            1.0 / fhi,
-            1.0 / flo,
+            per_core(fhi),
+            per_core(flo),
             fmean * 1e9,
-            1.0 / fmean,
+            per_core(fmean),
             wlo * 1e9,
             whi * 1e9,
             blo * 1e9,
