@@ -16,6 +16,7 @@ use keyplane_switch::fib::Fib;
 use keyplane_switch::packet;
 use keyplane_switch::plane::L2Plane;
 use keyplane_switch::routes::Routes;
+use keyplane_net::parse::L3;
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 
@@ -89,18 +90,17 @@ fuzz_target!(|data: &[u8]| {
             Verdict::Forward(p) => {
                 assert!(p < PORTS);
                 assert_eq!(g.len(), f.len());
-                let e = packet::parse_eth(&g).unwrap();
-                match e.ethertype {
-                    packet::ETH_IPV4 => {
-                        let before = packet::parse_ipv4(f, e.l3).unwrap();
-                        let after = packet::parse_ipv4(&g, e.l3).expect("checksum valid after the TTL rewrite");
-                        assert_eq!(after.ttl + 1, before.ttl);
+                let (before, after) = (keyplane_net::parse(f).unwrap(), keyplane_net::parse(&g).unwrap());
+                match (before.l3, after.l3) {
+                    (L3::Ipv4(b), L3::Ipv4(a)) => {
+                        assert!(
+                            keyplane_net::checksum::ipv4_header_valid(&g, after.l3_offset),
+                            "checksum valid after the TTL rewrite"
+                        );
+                        assert_eq!(a.ttl + 1, b.ttl);
                     }
-                    packet::ETH_IPV6 => {
-                        let before = packet::parse_ipv6(f, e.l3).unwrap();
-                        assert_eq!(packet::parse_ipv6(&g, e.l3).unwrap().hop_limit + 1, before.hop_limit);
-                    }
-                    t => panic!("forwarded ethertype {t:#x}"),
+                    (L3::Ipv6(b), L3::Ipv6(a)) => assert_eq!(a.hop_limit + 1, b.hop_limit),
+                    (b, _) => panic!("forwarded {b:?}"),
                 }
             }
             Verdict::Reply => assert!(reply.len() >= 42),

@@ -63,3 +63,4 @@ pub use port::{
     split_at_port,
 };
 pub use shutdown::Shutdown;
+pub use sys::interface_mac;

@@ -360,8 +360,19 @@ impl Packet {
     }
 }
 
-/// Parse the headers of an Ethernet frame. Never panics.
-pub fn parse(frame: &[u8]) -> Result<Packet, ParseError> {
+/// Parse only the Ethernet header and its VLAN tags (at most two): what an L2 switch decides
+/// on. [`Packet::l3`] is [`L3::Other`] and [`Packet::l4`] is [`L4::None`]; the network header,
+/// whatever it holds, starts at [`Packet::l3_offset`]. Never panics.
+///
+/// ```
+/// use keyplane_net::parse::{parse_ethernet, L3};
+/// let mut f = vec![0u8; 60];
+/// f[0] = 0x02;
+/// f[12..18].copy_from_slice(&[0x81, 0x00, 0x00, 0x07, 0x08, 0x00]); // VLAN 7, then IPv4
+/// let p = parse_ethernet(&f).unwrap();
+/// assert_eq!((p.vlan.unwrap().vid(), p.ethertype, p.l3_offset, p.l3), (7, 0x0800, 18, L3::Other));
+/// ```
+pub fn parse_ethernet(frame: &[u8]) -> Result<Packet, ParseError> {
     let b = frame;
     need(b, Layer::Ethernet, 0, ETH_HLEN)?;
     let dst = mac_at(b, 0);
@@ -387,7 +398,7 @@ pub fn parse(frame: &[u8]) -> Result<Packet, ParseError> {
     if ethertype == ETH_P_8021Q || ethertype == ETH_P_8021AD {
         return Err(ParseError::Malformed { layer: Layer::Ethernet, reason: "more than two VLAN tags" });
     }
-    let mut p = Packet {
+    Ok(Packet {
         dst,
         src,
         vlan,
@@ -398,7 +409,14 @@ pub fn parse(frame: &[u8]) -> Result<Packet, ParseError> {
         l4_offset: 0,
         l4: L4::None,
         l3_end: b.len(),
-    };
+    })
+}
+
+/// Parse the headers of an Ethernet frame. Never panics.
+pub fn parse(frame: &[u8]) -> Result<Packet, ParseError> {
+    let b = frame;
+    let mut p = parse_ethernet(b)?;
+    let (ethertype, off) = (p.ethertype, p.l3_offset);
     match ethertype {
         ETH_P_ARP => p.l3 = L3::Arp(parse_arp(b, off)?),
         ETH_P_IPV4 => parse_ipv4(b, &mut p)?,

@@ -170,3 +170,27 @@ pub(crate) fn set_tx_checksum_offload(name: &str, on: bool) -> Result<()> {
     let mut v = [0x17u32, on as u32];
     ethtool(name, &mut v).ok_or_else(|| Error::last_os(format!("ETHTOOL_STXCSUM on {name}")))
 }
+
+/// The hardware (MAC) address of interface `name` in the calling thread's network namespace
+/// (`SIOCGIFHWADDR`).
+pub fn interface_mac(name: &str) -> Result<crate::MacAddr> {
+    ifindex(name)?;
+    let sock = socket(libc::AF_INET, libc::SOCK_DGRAM, 0, &format!("socket for SIOCGIFHWADDR on {name}"))?;
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in ifr.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = s as libc::c_char;
+    }
+    // SAFETY: SIOCGIFHWADDR reads ifr_name (NUL-terminated: the name is shorter than IFNAMSIZ,
+    // checked by `ifindex`) and writes ifr_hwaddr inside the ifreq we own.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFHWADDR, &mut ifr) } != 0 {
+        return Err(Error::last_os(format!("SIOCGIFHWADDR (read the MAC address of {name})")));
+    }
+    // SAFETY: after a successful SIOCGIFHWADDR the union holds a sockaddr in ifru_hwaddr.
+    let sa = unsafe { ifr.ifr_ifru.ifru_hwaddr };
+    let mut m = [0u8; 6];
+    for (d, s) in m.iter_mut().zip(sa.sa_data.iter()) {
+        *d = *s as u8;
+    }
+    Ok(crate::MacAddr(m))
+}

@@ -15,7 +15,9 @@
 //! frames whose TTL would reach 0 dropped; ARP and neighbour solicitations
 //! answered for the switch's own addresses only.
 
-use crate::packet::{self, ETH_ARP, ETH_IPV4, ETH_IPV6, Eth, Mac, Malformed};
+use crate::packet::{self, Eth, Mac, Malformed};
+use keyplane_net::parse::{IPPROTO_ICMPV6, L3, L4};
+use keyplane_net::{MacAddr, build, checksum};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// What to do with a frame whose destination the FIB does not hold.
@@ -165,66 +167,98 @@ impl L3Config {
 
 /// L3 decision for `frame` (rewritten in place when forwarded) that arrived
 /// on `in_port`; an ARP reply or neighbour advertisement goes into `reply`.
+/// Headers are read by `keyplane_net::parse` (a frame it refuses — truncated
+/// anywhere up to the transport header, impossible fields — is malformed), the
+/// IPv4 header checksum is verified, and the rewrite is RFC 1624's
+/// (`keyplane_net::checksum`).
 pub fn decide_l3(frame: &mut [u8], in_port: u16, cfg: &L3Config, routes: &impl Routes, reply: &mut Vec<u8>) -> Verdict {
-    let eth = match packet::parse_eth(frame) {
-        Ok(e) => e,
-        Err(m) => return m.into(),
+    let p = match keyplane_net::parse(frame) {
+        Ok(p) => p,
+        Err(e) => return Malformed::from(e).into(),
     };
     let Some(&my_mac) = cfg.port_macs.get(in_port as usize) else { return Verdict::Drop(Reason::Malformed) };
-    if packet::is_group(&eth.src) {
+    let (dst, src) = (p.dst.0, p.src.0);
+    if packet::is_group(&src) {
         return Verdict::Drop(Reason::Malformed);
     }
-    match eth.ethertype {
-        ETH_ARP => {
-            let arp = match packet::parse_arp(frame, eth.l3) {
-                Ok(a) => a,
-                Err(m) => return m.into(),
-            };
-            if arp.op == 1 && cfg.own_v4.contains(&arp.tpa) && (eth.dst == my_mac || packet::is_group(&eth.dst)) {
-                packet::arp_reply(reply, my_mac, arp.tpa, &arp);
-                Verdict::Reply
+    match p.l3 {
+        L3::Arp(arp) => {
+            if arp.oper == 1 && cfg.own_v4.contains(&arp.tpa) && (dst == my_mac || packet::is_group(&dst)) {
+                build_reply(reply, |out| build::arp_reply(out, MacAddr(my_mac), arp.tpa, arp.sha, arp.spa))
             } else {
                 Verdict::Drop(Reason::NotForUs)
             }
         }
-        ETH_IPV4 => {
-            let ip = match packet::parse_ipv4(frame, eth.l3) {
-                Ok(i) => i,
-                Err(m) => return m.into(),
-            };
-            if eth.dst != my_mac || cfg.own_v4.contains(&ip.dst) {
+        L3::Ipv4(ip) => {
+            if !checksum::ipv4_header_valid(frame, p.l3_offset) {
+                return Verdict::Drop(Reason::Malformed);
+            }
+            if dst != my_mac || cfg.own_v4.contains(&ip.dst) {
                 return Verdict::Drop(Reason::NotForUs);
             }
             if ip.ttl <= 1 {
                 return Verdict::Drop(Reason::TtlExpired);
             }
             let Some(nh) = cfg.next_hop(routes.route_v4(ip.dst)) else { return Verdict::Drop(Reason::Unknown) };
-            packet::decrement_ttl_v4(frame, eth.l3);
+            if !matches!(checksum::ipv4_decrement_ttl(frame, p.l3_offset), Ok(Some(_))) {
+                return Verdict::Drop(Reason::Malformed);
+            }
             rewrite_macs(frame, nh, cfg)
         }
-        ETH_IPV6 => {
-            let ip = match packet::parse_ipv6(frame, eth.l3) {
-                Ok(i) => i,
-                Err(m) => return m.into(),
-            };
-            if let Some(target) = packet::neighbor_solicitation(frame, eth.l3, &ip) {
-                if cfg.own_v6.contains(&target) {
-                    packet::neighbor_advertisement(reply, my_mac, target, eth.src, ip.src);
-                    return Verdict::Reply;
+        L3::Ipv6(ip) => {
+            // A neighbour solicitation (ICMPv6 135, code 0, hop limit 255) for one of our addresses.
+            if ip.protocol == IPPROTO_ICMPV6 && ip.hop_limit == 255 && p.l4 == (L4::Icmp { ty: 135, code: 0 }) {
+                let target = frame
+                    .get(p.l4_offset + 8..p.l4_offset + 24)
+                    .filter(|_| p.l4_offset + 24 <= p.l3_end)
+                    .and_then(|t| <[u8; 16]>::try_from(t).ok())
+                    .map(Ipv6Addr::from);
+                if let Some(t) = target.filter(|t| cfg.own_v6.contains(t)) {
+                    let (to_mac, to_ip, flags) = if ip.src.is_unspecified() {
+                        let all = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+                        (
+                            MacAddr::ipv6_multicast(all),
+                            all,
+                            build::NaFlags { router: true, solicited: false, override_: true },
+                        )
+                    } else {
+                        (MacAddr(src), ip.src, build::NaFlags { router: true, solicited: true, override_: true })
+                    };
+                    return build_reply(reply, |out| {
+                        build::neighbor_advertisement(out, MacAddr(my_mac), t, to_mac, to_ip, flags)
+                    });
                 }
                 return Verdict::Drop(Reason::NotForUs);
             }
-            if eth.dst != my_mac || cfg.own_v6.contains(&ip.dst) || ip.dst.is_multicast() {
+            if dst != my_mac || cfg.own_v6.contains(&ip.dst) || ip.dst.is_multicast() {
                 return Verdict::Drop(Reason::NotForUs);
             }
             if ip.hop_limit <= 1 {
                 return Verdict::Drop(Reason::TtlExpired);
             }
             let Some(nh) = cfg.next_hop(routes.route_v6(ip.dst)) else { return Verdict::Drop(Reason::Unknown) };
-            packet::decrement_hop_limit_v6(frame, eth.l3);
+            if !matches!(checksum::ipv6_decrement_hop_limit(frame, p.l3_offset), Ok(Some(_))) {
+                return Verdict::Drop(Reason::Malformed);
+            }
             rewrite_macs(frame, nh, cfg)
         }
-        _ => Verdict::Drop(Reason::NotForUs),
+        L3::Other => Verdict::Drop(Reason::NotForUs),
+    }
+}
+
+/// Builds a reply frame into `reply` (ARP replies are padded to 60 bytes).
+fn build_reply(reply: &mut Vec<u8>, f: impl FnOnce(&mut [u8]) -> keyplane_net::Result<usize>) -> Verdict {
+    reply.clear();
+    reply.resize(128, 0);
+    match f(reply) {
+        Ok(n) => {
+            reply.truncate(n.max(60));
+            Verdict::Reply
+        }
+        Err(_) => {
+            reply.clear();
+            Verdict::Drop(Reason::Malformed)
+        }
     }
 }
 

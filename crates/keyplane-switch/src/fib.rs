@@ -11,7 +11,7 @@
 
 use crate::error::{Result, SwitchError};
 use arc_swap::ArcSwap;
-use keyplane::wire::{Frame, HEADER_LEN};
+use keyplane::wire::Frame;
 use keyplane::{ControlTable, cfw, cuckoo, ludo, othello};
 use keyplane_any::{AnyControl, AnyLookup, Opts};
 use std::sync::Arc;
@@ -126,26 +126,14 @@ pub enum ObjectKind {
 }
 
 /// Classifies a framed keyplane object (checks magic, version, length and
-/// checksum first).
+/// checksum first). The sequence number comes from the core's one decode of
+/// a delta's head (`keyplane::lineage::delta_head`).
 pub fn classify(bytes: &[u8]) -> keyplane::Result<ObjectKind> {
-    let info = Frame::inspect(bytes)?;
-    if !info.kind.label().ends_with("delta") {
-        return Ok(ObjectKind::Blob);
+    if let Some(h) = keyplane::lineage::delta_head(bytes)? {
+        return Ok(ObjectKind::Delta { seq: Some(h.seq) });
     }
-    use keyplane::wire::Kind as K;
-    let has_seq = matches!(info.kind, K::OthelloDelta | K::CfwDelta | K::CuckooDelta | K::LudoDelta | K::LpmDelta);
-    // Table deltas start with the lineage prologue (keyplane::lineage):
-    // table id (16 bytes), sequence (8), key format (1); LPM deltas with the sequence.
-    let at = if info.kind == K::LpmDelta { HEADER_LEN } else { HEADER_LEN + 16 };
-    let seq = match bytes.get(at..at + 8) {
-        Some(s) if has_seq => {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(s);
-            Some(u64::from_le_bytes(b))
-        }
-        _ => None,
-    };
-    Ok(ObjectKind::Delta { seq })
+    let info = Frame::inspect(bytes)?;
+    Ok(if info.kind.label().ends_with("delta") { ObjectKind::Delta { seq: None } } else { ObjectKind::Blob })
 }
 
 /// The running FIB shared by the packet workers and the control side:

@@ -463,35 +463,9 @@ pub fn port_mac(name: &str, i: usize) -> Result<Mac> {
 }
 
 /// The MAC address of interface `name` in the calling thread's network
-/// namespace (`SIOCGIFHWADDR`).
+/// namespace (`keyplane_net::interface_mac`, errors as [`SwitchError::Port`]).
 pub fn interface_mac(name: &str) -> Result<Mac> {
-    let bad = |m: String| SwitchError::Port { port: name.to_string(), msg: m };
-    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
-        return Err(bad("interface names have 1 to 15 bytes".into()));
-    }
-    // SAFETY: plain socket(2) call; the descriptor is closed below.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(bad(format!("socket: {}", std::io::Error::last_os_error())));
-    }
-    // SAFETY: ifreq is plain old data; all-zero is a valid value.
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (d, s) in ifr.ifr_name.iter_mut().zip(name.bytes()) {
-        *d = s as libc::c_char;
-    }
-    // SAFETY: SIOCGIFHWADDR reads ifr_name and writes ifr_hwaddr inside the ifreq we own.
-    let rc = unsafe { libc::ioctl(fd, libc::SIOCGIFHWADDR, &mut ifr) };
-    let err = std::io::Error::last_os_error();
-    // SAFETY: closing the descriptor we opened above.
-    unsafe { libc::close(fd) };
-    if rc != 0 {
-        return Err(bad(format!("cannot read its MAC address: {err}")));
-    }
-    // SAFETY: after a successful SIOCGIFHWADDR the union holds a sockaddr in ifru_hwaddr.
-    let sa = unsafe { ifr.ifr_ifru.ifru_hwaddr };
-    let mut m = [0u8; 6];
-    for (d, s) in m.iter_mut().zip(sa.sa_data.iter()) {
-        *d = *s as u8;
-    }
-    Ok(m)
+    keyplane_net::interface_mac(name)
+        .map(|m| m.0)
+        .map_err(|e| SwitchError::Port { port: name.to_string(), msg: format!("cannot read its MAC address: {e}") })
 }

@@ -174,6 +174,56 @@ pub(crate) fn read_prologue(r: &mut Reader<'_>) -> Result<(Lineage, u64)> {
     Ok((Lineage { id: TableId(hi << 64 | lo), key_format }, seq))
 }
 
+/// Where a framed delta belongs, read from its head without decoding (or
+/// applying) the body: see [`delta_head`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeltaHead {
+    /// The delta's kind.
+    pub kind: crate::wire::Kind,
+    /// Table id and key format, for deltas that start with the lineage
+    /// prologue; `None` for LPM deltas (which carry their own 64-bit table tag).
+    pub lineage: Option<Lineage>,
+    /// Sequence number: the delta applies to a lookup form at `seq - 1`.
+    pub seq: u64,
+}
+
+/// The lineage and sequence number of a framed delta, decoded the same way
+/// the structures' own `from_bytes` do (frame checked first: magic,
+/// version, length, checksum). `Ok(None)` for a valid framed object that is
+/// not a sequenced delta (a lookup blob, or a SetSep / FHT delta, which carry
+/// no sequence number). Consumers that route or order deltas (a switch's
+/// update source, a subscriber) use this instead of reading fixed offsets.
+///
+/// ```
+/// use keyplane::{ControlTable, Wire};
+/// let mut c = keyplane::othello::Control::with_value_bits(8).unwrap();
+/// let d = c.insert(b"k", 1).unwrap();
+/// let head = keyplane::lineage::delta_head(&d.to_bytes()).unwrap().unwrap();
+/// assert_eq!(head.seq, 1);
+/// assert_eq!(head.lineage, Some(c.lineage()));
+/// assert_eq!(keyplane::lineage::delta_head(&c.export().to_bytes()).unwrap(), None);
+/// ```
+pub fn delta_head(bytes: &[u8]) -> Result<Option<DeltaHead>> {
+    use crate::wire::{Frame, Kind as K};
+    let kind = Frame::inspect(bytes)?.kind;
+    let mut r = Frame::open(bytes, kind)?;
+    match kind {
+        K::OthelloDelta
+        | K::LudoDelta
+        | K::CuckooDelta
+        | K::CfwDelta
+        | K::PartialCuckooDelta
+        | K::BfwDelta
+        | K::FptDelta
+        | K::LbDelta => {
+            let (lineage, seq) = read_prologue(&mut r)?;
+            Ok(Some(DeltaHead { kind, lineage: Some(lineage), seq }))
+        }
+        K::LpmDelta => Ok(Some(DeltaHead { kind, lineage: None, seq: r.u64()? })),
+        _ => Ok(None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
