@@ -30,6 +30,7 @@
 pub mod bfw;
 pub mod bits;
 pub mod cfw;
+#[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod cuckoo;
 pub mod describe;
