@@ -11,7 +11,8 @@
 
 use crate::error::{Result, SwitchError};
 use arc_swap::ArcSwap;
-use keyplane::wire::{Frame, HEADER_LEN};
+use keyplane::describe::Describe;
+use keyplane::ext::wire::{Frame, HEADER_LEN};
 use keyplane::{ControlTable, cfw, cuckoo, ludo, othello};
 use keyplane_any::{AnyControl, AnyLookup, Opts};
 use std::sync::Arc;
@@ -132,7 +133,7 @@ pub fn classify(bytes: &[u8]) -> keyplane::Result<ObjectKind> {
     if !info.kind.label().ends_with("delta") {
         return Ok(ObjectKind::Blob);
     }
-    use keyplane::wire::Kind as K;
+    use keyplane::ext::wire::Kind as K;
     let has_seq = matches!(info.kind, K::OthelloDelta | K::CfwDelta | K::CuckooDelta | K::LudoDelta | K::LpmDelta);
     // Table deltas start with the lineage prologue (keyplane::lineage):
     // table id (16 bytes), sequence (8), key format (1); LPM deltas with the sequence.

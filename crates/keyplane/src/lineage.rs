@@ -153,7 +153,8 @@ pub(crate) fn bump(seq: &mut u64) -> u64 {
 }
 
 /// Size of the prologue every lookup blob and delta payload starts with.
-pub const PROLOGUE_LEN: usize = 25;
+#[cfg(feature = "conformance")]
+pub(crate) const PROLOGUE_LEN: usize = 25;
 
 /// Writes the lineage prologue: table id, sequence number, key format.
 pub(crate) fn write_prologue(w: &mut Writer, table: Lineage, seq: u64) {
@@ -173,6 +174,55 @@ pub(crate) fn read_prologue(r: &mut Reader<'_>) -> Result<(Lineage, u64)> {
     };
     Ok((Lineage { id: TableId(hi << 64 | lo), key_format }, seq))
 }
+
+/// What every structure's delta tells about itself (one trait instead of
+/// the same three accessors on each `Delta`).
+///
+/// ```
+/// use keyplane::lineage::DeltaInfo;
+/// use keyplane::{ControlTable, othello};
+///
+/// let mut ctl = othello::Control::with_value_bits(8)?;
+/// let d = ctl.insert(b"k", 1)?;
+/// assert_eq!((d.table_id(), d.seq()), (ctl.table_id(), 1));
+/// # Ok::<(), keyplane::Error>(())
+/// ```
+pub trait DeltaInfo {
+    /// The table (lineage) the delta belongs to; other tables refuse it.
+    fn table_id(&self) -> TableId;
+    /// Its sequence number: a lookup form at `seq - 1` applies it.
+    fn seq(&self) -> u64;
+    /// True when it replaces the whole table (growth, rebuild) rather than patching it.
+    fn is_rebuild(&self) -> bool;
+}
+
+macro_rules! delta_info {
+    ($($t:ty),*) => {$(
+        impl DeltaInfo for $t {
+            fn table_id(&self) -> TableId {
+                <$t>::table_id(self)
+            }
+            fn seq(&self) -> u64 {
+                <$t>::seq(self)
+            }
+            fn is_rebuild(&self) -> bool {
+                <$t>::is_rebuild(self)
+            }
+        }
+    )*};
+}
+
+delta_info!(
+    crate::bfw::Delta,
+    crate::cfw::Delta,
+    crate::cuckoo::Delta,
+    crate::cuckoo::partial::Delta,
+    crate::fht::Delta,
+    crate::fpt::Delta,
+    crate::ludo::Delta,
+    crate::othello::Delta,
+    crate::setsep::Delta
+);
 
 #[cfg(test)]
 mod tests {

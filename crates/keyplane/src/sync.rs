@@ -72,12 +72,6 @@ impl StripedSeqLock {
         self.v.len()
     }
 
-    /// Stripe of an arbitrary 64-bit slot identifier.
-    #[inline(always)]
-    pub fn stripe_of(&self, slot: u64) -> usize {
-        (crate::hash::mix64(slot) as usize) & self.mask
-    }
-
     /// Stripe of an index without mixing: neighbouring indices get
     /// neighbouring stripes (for callers whose indices are already random).
     #[inline(always)]

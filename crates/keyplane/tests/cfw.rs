@@ -4,6 +4,7 @@
 
 use keyplane::cfw::{self, Control, Delta, Lookup, Options};
 use keyplane::conformance::{self, KeyShape, OracleConfig, StressConfig};
+use keyplane::lineage::DeltaInfo;
 use keyplane::{ControlTable, Error, LookupTable, Wire};
 use std::collections::HashMap;
 

@@ -4,8 +4,9 @@
 
 use keyplane::conformance::{self, KeyShape};
 use keyplane::cuckoo::{Control, Delta, Lookup, Options, ValueLayout};
+use keyplane::ext::wire::Kind;
 use keyplane::hash::{hash64, hi, lo, reduce};
-use keyplane::wire::Kind;
+use keyplane::lineage::DeltaInfo;
 use keyplane::{ControlTable, LookupTable, Wire};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -333,7 +334,7 @@ fn garbage_deltas_never_panic_and_never_break_valid_keys_silently() {
     let mut rng = conformance::Rng::new(9);
     for _ in 0..3_000 {
         let t = ctl.export();
-        let mut w = keyplane::wire::Writer::new(Kind::CuckooDelta);
+        let mut w = keyplane::ext::wire::Writer::new(Kind::CuckooDelta);
         let id = ctl.table_id().as_u128();
         w.u64(id as u64).u64((id >> 64) as u64).u64(1).u8(0).u64(ctl.seed()).varint(1);
         match rng.below(3) {

@@ -3,6 +3,7 @@
 
 use keyplane::conformance::{self, KeyShape, OracleConfig, StressConfig};
 use keyplane::fht::{self, Control, Delta, Lookup, LookupOrder, Options};
+use keyplane::lineage::DeltaInfo;
 use keyplane::{ControlTable, Error, LookupTable, Wire, name};
 use std::collections::HashMap;
 

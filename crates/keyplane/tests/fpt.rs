@@ -2,8 +2,8 @@
 //! check bits, concurrency, corruption, edge cases.
 
 use keyplane::conformance::{self, KeyShape, OracleConfig};
+use keyplane::ext::wire::Kind;
 use keyplane::fpt::{Control, Delta, Lookup, Options};
-use keyplane::wire::Kind;
 use keyplane::{ControlTable, Error, LookupTable, Wire, name};
 use std::collections::HashMap;
 
@@ -156,7 +156,7 @@ fn node_array_holds_2n_minus_1_nodes_and_replicas_match_exports() {
 
 #[test]
 fn malformed_tries_and_node_writes_are_refused() {
-    use keyplane::wire::Writer;
+    use keyplane::ext::wire::Writer;
     let blob = |nodes: &[u64]| {
         let mut w = Writer::new(Kind::FptLookup);
         w.u64(0).u64(0).u64(0).u8(0).u64(1).u8(4).u8(0).u8(8).u64s(nodes); // table id, seq, key format, seed, ...

@@ -4,6 +4,7 @@
 //! checks every structure passes are the conformance suite (`conformance.rs`).
 
 use keyplane::conformance::{self, KeyShape, StressConfig};
+use keyplane::lineage::DeltaInfo;
 use keyplane::ludo::{self, Control, Delta, Lookup, Options};
 use keyplane::{ControlTable, Error, LookupTable, ReadHandle, Wire};
 use std::collections::HashMap;

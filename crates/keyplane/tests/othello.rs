@@ -4,6 +4,7 @@
 //! suite in `conformance.rs`.
 
 use keyplane::conformance::{self, KeyShape};
+use keyplane::lineage::DeltaInfo;
 use keyplane::othello::{self, Control, Delta, Lookup, Options, Sizing};
 use keyplane::{ControlTable, Error, LookupTable, Wire};
 use std::collections::HashMap;

@@ -4,6 +4,7 @@
 //! conformance suite (`conformance.rs`).
 
 use keyplane::conformance::{self, OracleConfig, StressConfig};
+use keyplane::lineage::DeltaInfo;
 use keyplane::setsep::{Control, Delta, Lookup, Options};
 use keyplane::{ControlTable, Error, LookupTable, Wire};
 use std::collections::HashMap;

@@ -66,11 +66,11 @@ use crate::error::{Error, Result, mask};
 use crate::hash::{hash64, hi, lo, mix64, reduce};
 
 /// Slots per bucket (the "4" of (2,4) cuckoo hashing).
-pub const SLOTS: usize = 4;
+pub(crate) const SLOTS: usize = 4;
 /// Largest bucket count (2^30 buckets = 2^32 slots).
 pub(crate) const MAX_BUCKETS: u64 = 1 << 30;
 /// Default fingerprint width: ≈ 0.7 % alien false positives at 90 % load.
-pub const DEFAULT_FINGERPRINT_BITS: u32 = 12;
+pub(crate) const DEFAULT_FINGERPRINT_BITS: u32 = 12;
 
 /// Construction options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

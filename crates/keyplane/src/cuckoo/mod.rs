@@ -124,16 +124,16 @@ impl Default for Options {
 }
 
 /// Largest value width of the interleaved layout.
-pub const MAX_INTERLEAVED_BITS: u32 = 48;
+pub(crate) const MAX_INTERLEAVED_BITS: u32 = 48;
 /// Longest key accepted (bytes). Network keys are far shorter; the bound
 /// keeps arena offsets and delta sizes small.
 pub const MAX_KEY_LEN: usize = 65535;
 /// Slots per bucket.
-pub const SLOTS: usize = 4;
+pub(crate) const SLOTS: usize = 4;
 /// Stash slots.
-pub const STASH: usize = 8;
+pub(crate) const STASH: usize = 8;
 /// Largest bucket count (2^30 buckets = 64 GiB of buckets).
-pub const MAX_BUCKETS: u32 = 1 << 30;
+pub(crate) const MAX_BUCKETS: u32 = 1 << 30;
 
 /// Table parameters carried by every blob.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

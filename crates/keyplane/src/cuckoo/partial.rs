@@ -173,12 +173,12 @@ enum Body {
 
 impl Delta {
     /// Sequence number.
-    pub fn seq(&self) -> u64 {
+    pub(crate) fn seq(&self) -> u64 {
         self.seq
     }
 
     /// The table this delta belongs to (see [`crate::lineage`]).
-    pub fn table_id(&self) -> crate::TableId {
+    pub(crate) fn table_id(&self) -> crate::TableId {
         self.table.id
     }
     /// Slot writes carried (a whole table for a rebuild).
@@ -189,7 +189,7 @@ impl Delta {
         }
     }
     /// True if this delta replaces the whole lookup form.
-    pub fn is_rebuild(&self) -> bool {
+    pub(crate) fn is_rebuild(&self) -> bool {
         matches!(self.body, Body::Replace(_))
     }
 }
@@ -266,13 +266,8 @@ pub struct Lookup {
 }
 
 impl Lookup {
-    /// The table lineage this lookup form belongs to (see [`crate::lineage`]).
-    pub fn table_id(&self) -> crate::TableId {
-        self.table.id
-    }
-
     /// Table id and key format (see [`crate::lineage`]).
-    pub fn lineage(&self) -> crate::lineage::Lineage {
+    pub(crate) fn lineage(&self) -> crate::lineage::Lineage {
         self.table
     }
 
@@ -284,7 +279,7 @@ impl Lookup {
         self.cur.load().p.fbits
     }
     /// Value bits.
-    pub fn value_bits(&self) -> u32 {
+    pub(crate) fn value_bits(&self) -> u32 {
         self.cur.load().p.vbits
     }
     /// Number of buckets.
@@ -292,7 +287,7 @@ impl Lookup {
         self.cur.load().p.nb as usize
     }
     /// Sequence number of the last delta applied.
-    pub fn seq(&self) -> u64 {
+    pub(crate) fn seq(&self) -> u64 {
         self.seq.load(Ordering::Acquire)
     }
 }

@@ -75,7 +75,7 @@ use crate::error::{Error, Result, mask};
 use crate::hash::{hash64, hi, lo, mix64, reduce};
 
 /// Largest number of subtables.
-pub const MAX_SUBTABLES: u32 = 8;
+pub(crate) const MAX_SUBTABLES: u32 = 8;
 
 /// Which table a lookup consults first (§5.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

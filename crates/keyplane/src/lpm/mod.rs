@@ -74,10 +74,10 @@ mod slots;
 pub use control::Control;
 pub use delta::Delta;
 pub use lookup::{Lookup, Reader};
-pub use prefix::{Family, Prefix, addr_from_bytes};
+pub use prefix::{Family, Prefix};
 
 /// Bits of the address that index the top array.
-pub const T_BITS: u32 = 16;
+pub(crate) const T_BITS: u32 = 16;
 /// Blocks in a top array.
 pub(crate) const BLOCKS: usize = 1 << T_BITS;
 /// Widest next hop (slots keep 31 bits for it).

@@ -146,7 +146,7 @@ impl Prefix {
     }
 
     /// Decodes [`Prefix::to_key`] bytes (5 or 17 bytes, host bits zero).
-    pub fn from_key(key: &[u8]) -> Result<Self> {
+    pub(crate) fn from_key(key: &[u8]) -> Result<Self> {
         let (len, rest) = key.split_first().ok_or_else(|| bad_key(key))?;
         let addr = addr_from_bytes(rest).ok_or_else(|| bad_key(key))?;
         Self::new(addr, *len)
@@ -170,7 +170,7 @@ pub(crate) fn bits_of(addr: IpAddr) -> u128 {
 }
 
 /// An address from 4 or 16 network-order bytes.
-pub fn addr_from_bytes(b: &[u8]) -> Option<IpAddr> {
+pub(crate) fn addr_from_bytes(b: &[u8]) -> Option<IpAddr> {
     match b.len() {
         4 => Some(IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3]))),
         16 => {

@@ -104,11 +104,11 @@ use crate::error::{Error, Result, mask};
 use crate::hash::{hi, lo, mix64, reduce};
 
 /// Inline seed bits per bucket (Ludo §4.4.5).
-pub const SEED_BITS: u32 = 5;
+pub(crate) const SEED_BITS: u32 = 5;
 /// Inline seed value meaning "look in the overflow table".
-pub const OVERFLOW_SEED: u32 = (1 << SEED_BITS) - 1;
+pub(crate) const OVERFLOW_SEED: u32 = (1 << SEED_BITS) - 1;
 /// Largest slot-locator seed (overflow seeds are stored in 8 bits).
-pub const MAX_SEED: u32 = 255;
+pub(crate) const MAX_SEED: u32 = 255;
 
 /// Construction options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -62,7 +62,7 @@ impl Control {
     /// from the start (and never shrink below that). Useful when the values
     /// unknown keys read matter: they come from pairs of free slots, and
     /// arrays of `ma` and `mb` slots hold only `ma · mb` such pairs.
-    pub fn with_min_capacity(value_bits: u32, opts: Options, min_capacity: usize) -> Result<Self> {
+    pub(crate) fn with_min_capacity(value_bits: u32, opts: Options, min_capacity: usize) -> Result<Self> {
         Self::build(KeyStore::new(), value_bits, opts, min_capacity)
     }
 

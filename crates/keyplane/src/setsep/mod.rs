@@ -68,13 +68,13 @@ use crate::error::{Error, Result, mask};
 use crate::hash::{hi, mix64, reduce};
 
 /// Buckets per block (§4.4).
-pub const BUCKETS_PER_BLOCK: usize = 256;
+pub(crate) const BUCKETS_PER_BLOCK: usize = 256;
 /// Groups per block (§4.4).
-pub const GROUPS_PER_BLOCK: usize = 64;
+pub(crate) const GROUPS_PER_BLOCK: usize = 64;
 /// Keys per block at the nominal load (4 per bucket, 16 per group).
-pub const KEYS_PER_BLOCK: usize = 1024;
+pub(crate) const KEYS_PER_BLOCK: usize = 1024;
 /// Largest number of blocks (2^31 buckets, about 8·10^9 keys).
-pub const MAX_BLOCKS: u32 = 1 << 23;
+pub(crate) const MAX_BLOCKS: u32 = 1 << 23;
 
 /// Construction and update options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,7 +140,7 @@ impl Options {
 /// four distinct groups per bucket, and every group is a candidate of exactly
 /// 16 buckets, 4 in each column (§4.4 "pre-assigned candidate groups ... each
 /// group has the same number of associated buckets").
-pub static CANDIDATES: [[u8; 4]; BUCKETS_PER_BLOCK] = build_candidates();
+pub(crate) static CANDIDATES: [[u8; 4]; BUCKETS_PER_BLOCK] = build_candidates();
 
 const fn xorshift(mut s: u64) -> u64 {
     s ^= s << 13;
