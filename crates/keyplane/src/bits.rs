@@ -6,7 +6,7 @@
 //! update elements in place while readers keep reading without a data race;
 //! `Relaxed` loads and stores compile to plain moves on x86-64 and AArch64.
 //! Consistency of multi-element updates is the caller's business (see
-//! [`crate::sync::StripedSeqLock`]).
+//! `StripedSeqLock`).
 
 use crate::error::mask;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

@@ -7,8 +7,8 @@
 //! every delta starts its payload with the same prologue,
 //! `table id (16 bytes) | sequence number (8 bytes) | key format (1 byte, 0 = not recorded)`,
 //! written and read here
-//! ([`write_prologue`], [`read_prologue`]), and every lookup form accepts a
-//! delta only through [`check_next`]: same table id, sequence number exactly
+//! (`write_prologue`, `read_prologue`), and every lookup form accepts a
+//! delta only through `check_next`: same table id, sequence number exactly
 //! one past its own. A delta from another table, a lost or repeated delta,
 //! and a sequence number that cannot follow (0, or anything after
 //! `u64::MAX`) are all [`Error::DeltaMismatch`], never a panic or a silent
@@ -130,7 +130,7 @@ pub(crate) fn check_next(have: Lineage, have_seq: u64, delta: Lineage, seq: u64)
     check_seq(have_seq, seq)
 }
 
-/// The sequence-number half of [`check_next`] (also used for Ludo's embedded
+/// The sequence-number half of `check_next` (also used for Ludo's embedded
 /// bucket-locator deltas, whose table id is Ludo's).
 pub(crate) fn check_seq(have_seq: u64, seq: u64) -> Result<()> {
     match have_seq.checked_add(1) {
@@ -162,7 +162,7 @@ pub(crate) fn write_prologue(w: &mut Writer, table: Lineage, seq: u64) {
     w.u64(id as u64).u64((id >> 64) as u64).u64(seq).u8(table.key_format.map_or(0, KeyFormat::code));
 }
 
-/// Reads the lineage prologue written by [`write_prologue`].
+/// Reads the lineage prologue written by `write_prologue`.
 pub(crate) fn read_prologue(r: &mut Reader<'_>) -> Result<(Lineage, u64)> {
     let lo = r.u64()? as u128;
     let hi = r.u64()? as u128;

@@ -267,7 +267,7 @@ macro_rules! cached_reader {
     ($inner:ty) => {
         /// A per-thread read handle ([`crate::LookupTable::reader`]): the
         /// same answers as the lookup form's `get` / `get_batch`, without the
-        /// per-call snapshot pinning (see [`crate::sync::Cached`]). Applied
+        /// per-call snapshot pinning (see `Cached`). Applied
         /// deltas and whole-table replacements are visible to it.
         #[derive(Debug, Clone)]
         pub struct Reader<'a>(crate::sync::Cached<&'a crate::sync::Published<$inner>, $inner>);

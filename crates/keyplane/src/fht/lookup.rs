@@ -473,7 +473,7 @@ fn bucket8<const W: usize>(t: &PackedArray, k: usize) -> [u64; 8] {
 
 /// A per-thread read handle ([`LookupTable::reader`]): the same answers as
 /// [`Lookup`]'s `get` / `get_batch` without the per-call snapshot pinning
-/// (see [`crate::sync::Cached`]). Applied deltas are visible to it.
+/// (see `Cached`). Applied deltas are visible to it.
 #[derive(Debug, Clone)]
 pub struct Reader<'a>(crate::sync::Cached<&'a Published<Inner>, Inner>);
 
@@ -491,6 +491,13 @@ impl crate::ReadHandle for Reader<'_> {
 }
 
 /// FHT lookup form. See the [module docs](super).
+///
+/// # Examples
+///
+/// [`Control`](super::Control#examples) shows the whole cycle: `export`, `to_bytes` /
+/// `from_bytes`, [`apply`](crate::LookupTable::apply),
+/// [`get`](crate::LookupTable::get), [`get_batch`](crate::LookupTable::get_batch)
+/// and a per-thread [`reader`](crate::LookupTable::reader).
 #[derive(Debug)]
 pub struct Lookup {
     table: crate::lineage::Lineage,

@@ -214,6 +214,13 @@ impl Inner {
 /// fallback table is non-empty). A per-thread [`Reader`]
 /// ([`LookupTable::reader`]) caches the snapshot and checks a generation
 /// counter with one plain load instead.
+///
+/// # Examples
+///
+/// [`Control`](super::Control#examples) shows the whole cycle: `export`, `to_bytes` /
+/// `from_bytes`, [`apply`](crate::LookupTable::apply),
+/// [`get`](crate::LookupTable::get), [`get_batch`](crate::LookupTable::get_batch)
+/// and a per-thread [`reader`](crate::LookupTable::reader).
 #[derive(Debug)]
 pub struct Lookup {
     table: crate::lineage::Lineage,
