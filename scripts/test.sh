@@ -4,7 +4,7 @@
 #   1. Rust: unit, integration (incl. the CLI and control-plane end-to-end tests) and doc tests
 #   2. C: the C library's test program and the packet-loop example (cc)
 #   3. Python: the keyplane package built with maturin into target/pyenv, pytest
-#   4. Fuzz targets compile (own workspace; run one: cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run <target>)
+#   4. Fuzz targets compile, clippy clean (own workspace; run one: cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run <target>)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v cargo >/dev/null 2>&1; then
@@ -64,4 +64,9 @@ echo "== Python package"
 echo "== fuzz targets compile"
 # libfuzzer-sys builds libFuzzer's C++ sources in its build script.
 if ! command -v c++ >/dev/null 2>&1; then apt_install g++; fi
-CARGO_TARGET_DIR=target/fuzz-check cargo check -q --manifest-path fuzz/Cargo.toml --bins
+# fuzz/ has its own workspace and repeats the workspace [lints]; clippy enforces them.
+if cargo clippy --version >/dev/null 2>&1; then
+  CARGO_TARGET_DIR=target/fuzz-check cargo clippy -q --manifest-path fuzz/Cargo.toml --bins -- -D warnings
+else
+  CARGO_TARGET_DIR=target/fuzz-check cargo check -q --manifest-path fuzz/Cargo.toml --bins
+fi

@@ -12,7 +12,7 @@
 //!   lookup form's answer for addresses taken from the input equals a naive
 //!   longest-prefix search over a map of the routes.
 use keyplane::lpm::{Control, Delta, Lookup, Prefix};
-use keyplane::wire::{Kind, Writer};
+use keyplane::ext::wire::{Kind, Writer};
 use keyplane::{ControlTable, LookupTable, Wire};
 use libfuzzer_sys::fuzz_target;
 use std::collections::BTreeMap;

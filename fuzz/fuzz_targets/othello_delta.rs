@@ -2,7 +2,7 @@
 //! Decoding arbitrary bytes as an Othello delta never panics, and applying a
 //! decoded delta to a small table either works or returns an error.
 //! Odd first byte: the rest is framed with a valid header and checksum.
-use keyplane::wire::{Kind, Writer};
+use keyplane::ext::wire::{Kind, Writer};
 use keyplane::{ControlTable, LookupTable, Wire, othello};
 use libfuzzer_sys::fuzz_target;
 

@@ -3,7 +3,7 @@
 //! decodes answers lookups, re-encodes, and decodes again to the same bytes.
 //! Odd first byte: the rest is framed with a valid header and checksum, so
 //! the fuzzer reaches the payload decoder instead of the checksum.
-use keyplane::wire::{Kind, Writer};
+use keyplane::ext::wire::{Kind, Writer};
 use keyplane::{LookupTable, Wire, othello::Lookup};
 use libfuzzer_sys::fuzz_target;
 

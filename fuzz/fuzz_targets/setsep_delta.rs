@@ -4,7 +4,7 @@
 //! works or returns an error; the table keeps answering lookups. The input
 //! is tried both as a whole frame and as a payload inside a valid frame.
 use keyplane::setsep::{Control, Delta, Options};
-use keyplane::wire::{Kind, Writer};
+use keyplane::ext::wire::{Kind, Writer};
 use keyplane::{ControlTable, LookupTable, Wire};
 use libfuzzer_sys::fuzz_target;
 

@@ -3,7 +3,7 @@
 //! decodes answers lookups (single and batched), re-encodes, and decodes
 //! again to the same bytes. The input is tried both as a whole frame and as
 //! a payload inside a valid frame (so mutations get past the checksum).
-use keyplane::wire::{Kind, Writer};
+use keyplane::ext::wire::{Kind, Writer};
 use keyplane::{LookupTable, Wire, setsep::Lookup};
 use libfuzzer_sys::fuzz_target;
 

@@ -40,7 +40,7 @@ pub use registry::{
 };
 
 use keyplane::describe::{Configure, Describe};
-use keyplane::wire::{Frame, HEADER_LEN, TRAILER_LEN};
+use keyplane::ext::wire::{Frame, HEADER_LEN, TRAILER_LEN};
 use keyplane::{Error, LookupTable, Result, Wire};
 
 pub use keyplane::describe::Opts;
@@ -63,7 +63,7 @@ pub trait Structure: 'static {
     /// Build options: `(name, help)`.
     const OPTIONS: &'static [(&'static str, &'static str)] = <Self::Control as Configure>::OPTIONS;
     /// Wire kind of the lookup form.
-    const LOOKUP_KIND: keyplane::wire::Kind = <Self::Control as Configure>::LOOKUP_KIND;
+    const LOOKUP_KIND: keyplane::ext::wire::Kind = <Self::Control as Configure>::LOOKUP_KIND;
 
     /// Bulk construction with options. A repeated key: the last value wins.
     fn build<I, K>(items: I, value_bits: u32, opts: &Opts) -> Result<Self::Control>

@@ -3,9 +3,9 @@
 
 use crate::{Opts, Structure};
 use keyplane::describe::{AbsentKeys, Describe};
+use keyplane::ext::wire::{Frame, Kind};
 use keyplane::key::KeyFormat;
 use keyplane::lineage::Lineage;
-use keyplane::wire::{Frame, Kind};
 use keyplane::{ControlTable, Error, LookupTable, ReadHandle, Result, TableId, Wire};
 
 /// Static facts about one registered structure.

@@ -17,7 +17,7 @@ fn main() {
     // Latency of one dependent random read, and of 4 parallel ones, in a
     // buffer the size of the table.
     let words = t.main_table_bytes() / 8;
-    let buf = keyplane::bits::PackedArray::new(words, 64);
+    let buf = keyplane::ext::bits::PackedArray::new(words, 64);
     for i in 0..words {
         buf.set(i, keyplane::hash::mix64(i as u64));
     }

@@ -543,7 +543,7 @@ pub fn dram_floor_ns(bytes: usize, reads: usize) -> f64 {
     let words = (bytes / 8).max(1 << 16);
     // calloc'd pages are mapped on first touch: advise before filling.
     let mut v: Vec<u64> = vec![0; words];
-    keyplane::mem::advise_hugepages(&v);
+    keyplane::ext::mem::advise_hugepages(&v);
     v.iter_mut().for_each(|x| *x = 1);
     let keys = 1 << 21;
     best_ns(3, keys, || {
@@ -553,7 +553,7 @@ pub fn dram_floor_ns(bytes: usize, reads: usize) -> f64 {
             for (j, slot) in idx[..16 * reads].iter_mut().enumerate() {
                 let i = keyplane::hash::reduce64(mix((b * 64 + j) as u64), words as u64) as usize;
                 *slot = i;
-                keyplane::mem::prefetch(&v[i] as *const u64);
+                keyplane::ext::mem::prefetch(&v[i] as *const u64);
             }
             for &i in &idx[..16 * reads] {
                 acc = acc.wrapping_add(v[i]);

@@ -78,7 +78,7 @@ impl Dir24 {
 }
 
 fn crate_advise<T>(v: &[T]) {
-    keyplane::mem::advise_hugepages(v);
+    keyplane::ext::mem::advise_hugepages(v);
 }
 
 #[cfg(test)]

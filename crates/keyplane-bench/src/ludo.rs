@@ -3,7 +3,8 @@
 //! same-run baselines (keyplane Othello, hashbrown, PtrHash MPHF + value array).
 
 use crate::common::*;
-use keyplane::bits::PackedArray;
+use keyplane::ext::bits::PackedArray;
+use keyplane::lineage::DeltaInfo;
 use keyplane::ludo::{self, Control, Options};
 use keyplane::{ControlTable, LookupTable, ReadHandle, othello};
 use std::hint::black_box;
@@ -96,7 +97,7 @@ fn breakdown(r: &mut Record, t: &ludo::Lookup, n: usize) {
 fn cpu_dram_floor_ns(bytes: usize, reads: usize) -> f64 {
     let words = (bytes / 8).max(1 << 16);
     let mut v: Vec<u64> = vec![0; words];
-    keyplane::mem::advise_hugepages(&v);
+    keyplane::ext::mem::advise_hugepages(&v);
     v.iter_mut().for_each(|x| *x = 1);
     let keys = 1 << 21;
     cpu_best_ns(3, keys, || {
@@ -106,7 +107,7 @@ fn cpu_dram_floor_ns(bytes: usize, reads: usize) -> f64 {
             for (j, slot) in idx[..16 * reads].iter_mut().enumerate() {
                 let i = keyplane::hash::reduce64(mix((b * 64 + j) as u64), words as u64) as usize;
                 *slot = i;
-                keyplane::mem::prefetch(&v[i] as *const u64);
+                keyplane::ext::mem::prefetch(&v[i] as *const u64);
             }
             for &i in &idx[..16 * reads] {
                 acc = acc.wrapping_add(v[i]);
@@ -380,7 +381,7 @@ fn baseline_ptrhash(w: &Workload) -> Record {
         for ch in refs.chunks(16) {
             for (k, i) in ch.iter().zip(idx.iter_mut()) {
                 *i = mphf.index(&keyplane::hash::hash64(k, 0));
-                keyplane::mem::prefetch(vals.word_ptr(*i));
+                keyplane::ext::mem::prefetch(vals.word_ptr(*i));
             }
             for &i in &idx[..ch.len()] {
                 acc = acc.wrapping_add(vals.get(i));
@@ -395,7 +396,7 @@ fn baseline_ptrhash(w: &Workload) -> Record {
         for ch in refs.chunks(16) {
             for (k, i) in ch.iter().zip(idx.iter_mut()) {
                 *i = mphf.index(&keyplane::hash::hash64(k, 0));
-                keyplane::mem::prefetch(vals.word_ptr(*i));
+                keyplane::ext::mem::prefetch(vals.word_ptr(*i));
             }
             for &i in &idx[..ch.len()] {
                 acc = acc.wrapping_add(vals.get(i));

@@ -219,7 +219,7 @@ void kp_table_free(struct kp_table *table);
 const char *kp_table_structure(const struct kp_table *table);
 
 /**
- * The wire kind code of the table (see `keyplane::wire::Kind`); 0 for NULL.
+ * The wire kind code of the table (see `keyplane::ext::wire::Kind`); 0 for NULL.
  *
  * # Safety
  * `table` must be a live handle or NULL.

@@ -523,7 +523,7 @@ fn static_cstr(name: &'static str) -> *const c_char {
     c.as_ptr()
 }
 
-/// The wire kind code of the table (see `keyplane::wire::Kind`); 0 for NULL.
+/// The wire kind code of the table (see `keyplane::ext::wire::Kind`); 0 for NULL.
 ///
 /// # Safety
 /// `table` must be a live handle or NULL.

@@ -4,7 +4,7 @@ use crate::input::{self, Format, Op, Sep};
 use crate::state::{State, apply_op};
 use crate::{CliError, Progress};
 use clap::{Args, Subcommand};
-use keyplane::wire::{Frame, checksum};
+use keyplane::ext::wire::{Frame, checksum};
 use keyplane_any::{AnyControl, AnyLookup, KeyFormat, Opts, STRUCTURES, split_frames};
 use keyplane_bench::common::{KeyType, gen_keys, gen_values};
 use std::io::Write;
@@ -515,7 +515,7 @@ pub fn inspect(a: &InspectArgs) -> Result<u8, CliError> {
             None => bytes.len(),
         };
         let first = Frame::inspect(&bytes[..first_end]).map_err(|e| CliError::lib(path, e))?;
-        if first.kind == keyplane::wire::Kind::LpmLookup {
+        if first.kind == keyplane::ext::wire::Kind::LpmLookup {
             crate::lpm::inspect(path, &bytes)?;
             continue;
         }
@@ -533,7 +533,7 @@ pub fn inspect(a: &InspectArgs) -> Result<u8, CliError> {
             continue;
         }
         let info = Frame::inspect(&bytes).map_err(|e| CliError::lib(path, e))?;
-        if info.kind == keyplane::wire::Kind::LbDataPlane {
+        if info.kind == keyplane::ext::wire::Kind::LbDataPlane {
             inspect_lb(path, &bytes, info)?;
             continue;
         }
@@ -576,7 +576,7 @@ pub fn inspect(a: &InspectArgs) -> Result<u8, CliError> {
 }
 
 /// `inspect` of a Concury load-balancer data plane (`keyplane::lb`).
-fn inspect_lb(path: &str, bytes: &[u8], info: keyplane::wire::FrameInfo) -> Result<(), CliError> {
+fn inspect_lb(path: &str, bytes: &[u8], info: keyplane::ext::wire::FrameInfo) -> Result<(), CliError> {
     let dp = <keyplane::lb::DataPlane as keyplane::Wire>::from_bytes(bytes).map_err(|e| CliError::lib(path, e))?;
     println!("  object:           {} (format version {})", info.kind.label(), info.version);
     println!("  structure:        concury (keyplane::lb: VIP array, per-VIP Othello BAS, DIP array)");

@@ -18,8 +18,8 @@
 
 use crate::cmd::Built;
 use crate::{CliError, Progress};
+use keyplane::ext::wire::{Frame, Kind};
 use keyplane::lpm::{self, Prefix};
-use keyplane::wire::{Frame, Kind};
 use keyplane::{ControlTable, LookupTable, ReadHandle, Wire};
 use std::collections::HashMap;
 use std::io::{BufRead, Read, Write};
@@ -193,7 +193,9 @@ fn kind_of(path: &str) -> Result<Option<Kind>, CliError> {
     let mut f = std::fs::File::open(path).map_err(|e| CliError::io(path, e))?;
     let mut h = [0u8; 16];
     match f.read_exact(&mut h) {
-        Ok(()) => Ok(Kind::from_code(u16::from_le_bytes([h[6], h[7]])).filter(|_| h[..4] == keyplane::wire::MAGIC)),
+        Ok(()) => {
+            Ok(Kind::from_code(u16::from_le_bytes([h[6], h[7]])).filter(|_| h[..4] == keyplane::ext::wire::MAGIC))
+        }
         Err(_) => Ok(None),
     }
 }

@@ -17,7 +17,7 @@
 
 use crate::CliError;
 use crate::input::Op;
-use keyplane::wire::{Reader, checksum};
+use keyplane::ext::wire::{Reader, checksum};
 use keyplane_any::{AnyControl, Opts};
 
 const MAGIC: &[u8; 4] = b"KPCS";

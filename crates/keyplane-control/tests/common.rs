@@ -5,18 +5,24 @@
 use keyplane_control::server::{Running, ServeConfig, StoreConfig, start};
 use keyplane_control::table::Retain;
 
+/// A running service and its store directory.
 pub struct TestServer {
+    /// The service (None once stopped).
     pub running: Option<Running>,
+    /// The store directory.
     pub dir: tempfile::TempDir,
+    /// `http://127.0.0.1:port` of the gRPC endpoint.
     pub url: String,
 }
 
 impl TestServer {
+    /// Starts a service over a new temporary store.
     pub async fn start(retain: Retain) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         Self::start_in(dir, retain).await
     }
 
+    /// Starts a service over the store in `dir` (e.g. one a stopped service left).
     pub async fn start_in(dir: tempfile::TempDir, retain: Retain) -> Self {
         let cfg = ServeConfig {
             listen: "127.0.0.1:0".parse().unwrap(),

@@ -258,6 +258,7 @@ async fn table_management_and_bad_requests() {
     drop(srv.stop().await);
 }
 
+/// The raw HTTP response to `GET /metrics` at `addr`.
 pub async fn http_get(addr: std::net::SocketAddr) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();

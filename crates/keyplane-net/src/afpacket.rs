@@ -307,8 +307,8 @@ impl Port for AfPacketPort {
         // SAFETY: mmsghdr is plain old data; zero is a valid starting value.
         let mut msgs: [libc::mmsghdr; TX_STAGE] = unsafe { std::mem::zeroed() };
         for i in 0..count {
-            // SAFETY: slot i lies inside tx_buf, which outlives the sendmmsg calls below.
             iov[i] = libc::iovec {
+                // SAFETY: slot i lies inside tx_buf, which outlives the sendmmsg calls below.
                 iov_base: unsafe { self.tx_buf.as_mut_ptr().add(i * FRAME_CAPACITY) } as *mut libc::c_void,
                 iov_len: self.tx_lens[i],
             };

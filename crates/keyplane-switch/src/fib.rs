@@ -11,7 +11,8 @@
 
 use crate::error::{Result, SwitchError};
 use arc_swap::ArcSwap;
-use keyplane::wire::Frame;
+use keyplane::describe::Describe;
+use keyplane::ext::wire::Frame;
 use keyplane::{ControlTable, cfw, cuckoo, ludo, othello};
 use keyplane_any::{AnyControl, AnyLookup, Opts};
 use std::sync::Arc;

@@ -27,16 +27,22 @@ pub fn host_mac(i: usize) -> [u8; 6] {
     testnet::mac(0x5100 + i as u32).0
 }
 
+/// `aa:bb:cc:dd:ee:ff`.
 pub fn mac_str(m: [u8; 6]) -> String {
     m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
 }
 
 /// Hosts `h0..hN-1`, each with `eth0` linked to switch port `p<i>`.
 pub struct Topo {
+    /// The namespaces and links (removed on drop).
     pub net: TestNet,
+    /// The switch's namespace.
     pub sw: String,
+    /// The hosts' namespaces.
     pub hosts: Vec<String>,
+    /// Routed (one subnet per host) rather than bridged.
     pub l3: bool,
+    /// Scratch directory for FIB blobs.
     pub dir: PathBuf,
 }
 
@@ -79,14 +85,16 @@ impl Topo {
         Topo { net, sw, hosts, l3, dir }
     }
 
+    /// The switch ports `p0..`, one per host.
     pub fn ports(&self) -> Vec<String> {
         (0..self.hosts.len()).map(|i| format!("p{i}")).collect()
     }
 
-    /// IPv4 / IPv6 address of host `i`.
+    /// IPv4 address of host `i`.
     pub fn v4(&self, i: usize) -> IpAddr {
         if self.l3 { testnet::v4(i as u8 + 1, 2).into() } else { testnet::v4(0, i as u8 + 1).into() }
     }
+    /// IPv6 address of host `i`.
     pub fn v6(&self, i: usize) -> IpAddr {
         if self.l3 { testnet::v6(i as u16 + 1, 2).into() } else { testnet::v6(0, i as u16 + 1).into() }
     }
@@ -178,6 +186,7 @@ impl Drop for Topo {
     }
 }
 
+/// `n` pseudo-random bytes from `seed` (a transfer's content, checked at the far end).
 pub fn pattern(n: usize, seed: u64) -> Vec<u8> {
     let mut x = seed ^ 0x9e37_79b9_7f4a_7c15;
     (0..n)

@@ -6,7 +6,7 @@
 //! update elements in place while readers keep reading without a data race;
 //! `Relaxed` loads and stores compile to plain moves on x86-64 and AArch64.
 //! Consistency of multi-element updates is the caller's business (see
-//! [`crate::sync::StripedSeqLock`]).
+//! `StripedSeqLock`).
 
 use crate::error::mask;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -43,7 +43,7 @@ impl PartialEq for PackedArray {
 impl Eq for PackedArray {}
 
 /// `n` zeroed atomic words from a zeroed (calloc) allocation.
-pub fn zeroed_atomics(n: usize) -> Box<[AtomicU64]> {
+pub(crate) fn zeroed_atomics(n: usize) -> Box<[AtomicU64]> {
     let v: Box<[u64]> = vec![0u64; n].into_boxed_slice();
     let len = v.len();
     let p = Box::into_raw(v) as *mut AtomicU64;
@@ -54,7 +54,7 @@ pub fn zeroed_atomics(n: usize) -> Box<[AtomicU64]> {
 }
 
 /// Number of u64 words (including the padding word) for `len` elements of `bits`.
-pub const fn words_for(len: usize, bits: u32) -> usize {
+pub(crate) const fn words_for(len: usize, bits: u32) -> usize {
     (len * bits as usize).div_ceil(64) + 1
 }
 
@@ -73,7 +73,7 @@ impl PackedArray {
 
     /// Builds from raw words (as decoded from a blob). Returns `None` if the
     /// word count does not match `len` and `bits`.
-    pub fn from_words(words: Vec<u64>, len: usize, bits: u32) -> Option<Self> {
+    pub(crate) fn from_words(words: Vec<u64>, len: usize, bits: u32) -> Option<Self> {
         if !(1..=64).contains(&bits) || words.len() != words_for(len, bits) {
             return None;
         }
@@ -83,31 +83,18 @@ impl PackedArray {
     }
 
     /// Copies the words out (for encoding).
-    pub fn to_words(&self) -> Vec<u64> {
+    pub(crate) fn to_words(&self) -> Vec<u64> {
         self.words.iter().map(|w| w.load(Relaxed)).collect()
     }
 
     /// Number of elements.
     #[inline]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
-    }
-    /// True when the array has no elements.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-    /// Element width in bits.
-    #[inline]
-    pub fn bits(&self) -> u32 {
-        self.bits
     }
     /// Heap bytes held.
     pub fn memory_bytes(&self) -> usize {
         self.words.len() * 8
-    }
-    /// Number of words (including padding).
-    pub fn word_count(&self) -> usize {
-        self.words.len()
     }
 
     /// Reads element `i`. `i` must be `< len` (checked in debug builds; an
@@ -132,21 +119,21 @@ impl PackedArray {
     /// Raw word `i` (a relaxed load), for readers that decode several
     /// neighbouring elements at once.
     #[inline(always)]
-    pub fn word(&self, i: usize) -> u64 {
+    pub(crate) fn word(&self, i: usize) -> u64 {
         self.words[i].load(Relaxed)
     }
 
     /// The raw words (with the padding word), for readers that decode
     /// several elements from whole words.
     #[inline(always)]
-    pub fn raw_words(&self) -> &[AtomicU64] {
+    pub(crate) fn raw_words(&self) -> &[AtomicU64] {
         &self.words
     }
 
     /// Address of the first word, for prefetching by word index
     /// (`wrapping_add` keeps out-of-range indices harmless: prefetches never fault).
     #[inline(always)]
-    pub fn words_ptr(&self) -> *const AtomicU64 {
+    pub(crate) fn words_ptr(&self) -> *const AtomicU64 {
         self.words.as_ptr()
     }
 
@@ -178,16 +165,9 @@ impl PackedArray {
 
     /// XORs `d` into element `i`.
     #[inline]
-    pub fn xor(&self, i: usize, d: u64) {
+    pub(crate) fn xor(&self, i: usize, d: u64) {
         let cur = self.get(i);
         self.set(i, cur ^ d);
-    }
-
-    /// Sets every element to zero.
-    pub fn clear(&self) {
-        for w in self.words.iter() {
-            w.store(0, Relaxed);
-        }
     }
 }
 

@@ -197,6 +197,10 @@ pub trait Describe: LookupTable {
     fn seq(&self) -> u64;
     /// Table id and key format.
     fn lineage(&self) -> Lineage;
+    /// The table id ([`Describe::lineage`]).
+    fn table_id(&self) -> crate::TableId {
+        self.lineage().id
+    }
     /// How absent keys are told apart.
     fn absent_keys(&self) -> AbsentKeys;
     /// True when every inserted key reads exactly its own value (false for
@@ -235,7 +239,7 @@ pub trait Configure: ControlTable<Lookup: Describe> {
 }
 
 /// Help text of the `seed` option every structure takes.
-pub const SEED_HELP: &str = "initial hash seed (random by default; fix it for reproducible builds)";
+pub(crate) const SEED_HELP: &str = "initial hash seed (random by default; fix it for reproducible builds)";
 
 /// `Describe` from inherent accessors: `value_bits`, `seq`, `lineage`.
 macro_rules! describe_basics {

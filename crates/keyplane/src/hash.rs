@@ -63,7 +63,7 @@ pub fn mix64(mut x: u64) -> u64 {
 /// Deterministic seed sequence (splitmix64). Structures draw new seeds from it
 /// when they re-seed, so a build is reproducible from its initial seed.
 #[derive(Debug, Clone)]
-pub struct SeedSeq(u64);
+pub(crate) struct SeedSeq(u64);
 
 impl SeedSeq {
     /// A sequence starting from `seed`.
@@ -76,11 +76,6 @@ impl SeedSeq {
     pub fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         mix64(self.0)
-    }
-
-    /// Current state (to persist the sequence).
-    pub fn state(&self) -> u64 {
-        self.0
     }
 }
 

@@ -28,12 +28,13 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 pub mod bfw;
-pub mod bits;
 pub mod cfw;
+#[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod cuckoo;
 pub mod describe;
 mod error;
+pub mod ext;
 pub mod fht;
 pub mod fpt;
 pub mod hash;
@@ -42,15 +43,15 @@ pub mod lb;
 pub mod lineage;
 pub mod lpm;
 pub mod ludo;
-pub mod mem;
 pub mod name;
 pub mod othello;
 pub mod setsep;
-pub mod store;
-pub mod sync;
-pub mod wire;
+mod store;
+mod sync;
 
 pub use error::{Error, Result, check_value, check_value_bits, mask};
+// The extension modules under their crate-internal paths.
+pub(crate) use ext::{bits, mem, wire};
 pub use lineage::TableId;
 pub use wire::Wire;
 

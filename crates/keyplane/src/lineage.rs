@@ -7,8 +7,8 @@
 //! every delta starts its payload with the same prologue,
 //! `table id (16 bytes) | sequence number (8 bytes) | key format (1 byte, 0 = not recorded)`,
 //! written and read here
-//! ([`write_prologue`], [`read_prologue`]), and every lookup form accepts a
-//! delta only through [`check_next`]: same table id, sequence number exactly
+//! (`write_prologue`, `read_prologue`), and every lookup form accepts a
+//! delta only through `check_next`: same table id, sequence number exactly
 //! one past its own. A delta from another table, a lost or repeated delta,
 //! and a sequence number that cannot follow (0, or anything after
 //! `u64::MAX`) are all [`Error::DeltaMismatch`], never a panic or a silent
@@ -130,7 +130,7 @@ pub(crate) fn check_next(have: Lineage, have_seq: u64, delta: Lineage, seq: u64)
     check_seq(have_seq, seq)
 }
 
-/// The sequence-number half of [`check_next`] (also used for Ludo's embedded
+/// The sequence-number half of `check_next` (also used for Ludo's embedded
 /// bucket-locator deltas, whose table id is Ludo's).
 pub(crate) fn check_seq(have_seq: u64, seq: u64) -> Result<()> {
     match have_seq.checked_add(1) {
@@ -153,7 +153,8 @@ pub(crate) fn bump(seq: &mut u64) -> u64 {
 }
 
 /// Size of the prologue every lookup blob and delta payload starts with.
-pub const PROLOGUE_LEN: usize = 25;
+#[cfg(feature = "conformance")]
+pub(crate) const PROLOGUE_LEN: usize = 25;
 
 /// Writes the lineage prologue: table id, sequence number, key format.
 pub(crate) fn write_prologue(w: &mut Writer, table: Lineage, seq: u64) {
@@ -161,7 +162,7 @@ pub(crate) fn write_prologue(w: &mut Writer, table: Lineage, seq: u64) {
     w.u64(id as u64).u64((id >> 64) as u64).u64(seq).u8(table.key_format.map_or(0, KeyFormat::code));
 }
 
-/// Reads the lineage prologue written by [`write_prologue`].
+/// Reads the lineage prologue written by `write_prologue`.
 pub(crate) fn read_prologue(r: &mut Reader<'_>) -> Result<(Lineage, u64)> {
     let lo = r.u64()? as u128;
     let hi = r.u64()? as u128;
@@ -223,6 +224,55 @@ pub fn delta_head(bytes: &[u8]) -> Result<Option<DeltaHead>> {
         _ => Ok(None),
     }
 }
+
+/// What every structure's delta tells about itself (one trait instead of
+/// the same three accessors on each `Delta`).
+///
+/// ```
+/// use keyplane::lineage::DeltaInfo;
+/// use keyplane::{ControlTable, othello};
+///
+/// let mut ctl = othello::Control::with_value_bits(8)?;
+/// let d = ctl.insert(b"k", 1)?;
+/// assert_eq!((d.table_id(), d.seq()), (ctl.table_id(), 1));
+/// # Ok::<(), keyplane::Error>(())
+/// ```
+pub trait DeltaInfo {
+    /// The table (lineage) the delta belongs to; other tables refuse it.
+    fn table_id(&self) -> TableId;
+    /// Its sequence number: a lookup form at `seq - 1` applies it.
+    fn seq(&self) -> u64;
+    /// True when it replaces the whole table (growth, rebuild) rather than patching it.
+    fn is_rebuild(&self) -> bool;
+}
+
+macro_rules! delta_info {
+    ($($t:ty),*) => {$(
+        impl DeltaInfo for $t {
+            fn table_id(&self) -> TableId {
+                <$t>::table_id(self)
+            }
+            fn seq(&self) -> u64 {
+                <$t>::seq(self)
+            }
+            fn is_rebuild(&self) -> bool {
+                <$t>::is_rebuild(self)
+            }
+        }
+    )*};
+}
+
+delta_info!(
+    crate::bfw::Delta,
+    crate::cfw::Delta,
+    crate::cuckoo::Delta,
+    crate::cuckoo::partial::Delta,
+    crate::fht::Delta,
+    crate::fpt::Delta,
+    crate::ludo::Delta,
+    crate::othello::Delta,
+    crate::setsep::Delta
+);
 
 #[cfg(test)]
 mod tests {

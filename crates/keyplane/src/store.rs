@@ -33,14 +33,7 @@ pub enum Inserted {
     Existing(u32, u64),
 }
 
-impl Inserted {
-    /// The key's id either way.
-    pub fn id(self) -> u32 {
-        match self {
-            Inserted::New(i) | Inserted::Existing(i, _) => i,
-        }
-    }
-}
+impl Inserted {}
 
 impl KeyStore {
     /// Empty store.
@@ -75,11 +68,6 @@ impl KeyStore {
     /// One past the largest id ever handed out (ids are `< id_bound()`).
     pub fn id_bound(&self) -> usize {
         self.spans.len()
-    }
-    /// True if `id` names a live key.
-    #[inline]
-    pub fn is_live(&self, id: u32) -> bool {
-        self.spans.get(id as usize).is_some_and(|&(_, l)| l != DEAD)
     }
     /// Key bytes of a live id.
     #[inline]

@@ -72,12 +72,6 @@ impl StripedSeqLock {
         self.v.len()
     }
 
-    /// Stripe of an arbitrary 64-bit slot identifier.
-    #[inline(always)]
-    pub fn stripe_of(&self, slot: u64) -> usize {
-        (crate::hash::mix64(slot) as usize) & self.mask
-    }
-
     /// Stripe of an index without mixing: neighbouring indices get
     /// neighbouring stripes (for callers whose indices are already random).
     #[inline(always)]
@@ -273,7 +267,7 @@ macro_rules! cached_reader {
     ($inner:ty) => {
         /// A per-thread read handle ([`crate::LookupTable::reader`]): the
         /// same answers as the lookup form's `get` / `get_batch`, without the
-        /// per-call snapshot pinning (see [`crate::sync::Cached`]). Applied
+        /// per-call snapshot pinning (see `Cached`). Applied
         /// deltas and whole-table replacements are visible to it.
         #[derive(Debug, Clone)]
         pub struct Reader<'a>(crate::sync::Cached<&'a crate::sync::Published<$inner>, $inner>);

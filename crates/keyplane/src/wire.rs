@@ -357,7 +357,7 @@ impl<'a> Reader<'a> {
         self.check_count(n, elem_size, at)
     }
     /// Like [`Reader::count`] for a varint count.
-    pub fn varint_count(&mut self, min_elem_size: usize) -> Result<usize> {
+    pub(crate) fn varint_count(&mut self, min_elem_size: usize) -> Result<usize> {
         let at = self.base + self.pos;
         let n = self.varint()?;
         self.check_count(n, min_elem_size, at)
@@ -373,7 +373,7 @@ impl<'a> Reader<'a> {
         }
     }
     /// Reads a u64-count-prefixed vector of u64.
-    pub fn u64s(&mut self) -> Result<Vec<u64>> {
+    pub(crate) fn u64s(&mut self) -> Result<Vec<u64>> {
         let n = self.count(8)?;
         let s = self.take(n * 8)?;
         Ok(s.chunks_exact(8)
@@ -385,13 +385,14 @@ impl<'a> Reader<'a> {
             .collect())
     }
     /// Reads a u64-count-prefixed vector of u32.
-    pub fn u32s(&mut self) -> Result<Vec<u32>> {
+    #[cfg(test)]
+    pub(crate) fn u32s(&mut self) -> Result<Vec<u32>> {
         let n = self.count(4)?;
         let s = self.take(n * 4)?;
         Ok(s.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
     }
     /// Reads a LEB128 varint (at most 10 bytes).
-    pub fn varint(&mut self) -> Result<u64> {
+    pub(crate) fn varint(&mut self) -> Result<u64> {
         let mut v = 0u64;
         for i in 0..10 {
             let b = self.u8()?;
@@ -418,7 +419,7 @@ impl<'a> Reader<'a> {
         Ok(())
     }
     /// Fails with [`Error::Corrupt`] naming `what` unless `cond` holds.
-    pub fn ensure(cond: bool, what: impl FnOnce() -> String) -> Result<()> {
+    pub(crate) fn ensure(cond: bool, what: impl FnOnce() -> String) -> Result<()> {
         if cond { Ok(()) } else { Err(Error::Corrupt(what())) }
     }
 }

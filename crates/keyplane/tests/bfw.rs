@@ -4,7 +4,6 @@
 
 use keyplane::bfw::{self, Control, Delta, Lookup, Options};
 use keyplane::conformance::{self, KeyShape, Rng};
-use keyplane::wire::Kind;
 use keyplane::{ControlTable, Error, LookupTable, Wire};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -207,7 +206,7 @@ fn concurrent_readers_never_lose_a_key() {
 }
 
 #[test]
-fn blobs_and_deltas_reject_corruption() {
+fn structure_delta_kinds_reject_corruption() {
     let mut ctl = Control::from_items((0..300u64).map(|i| (i.to_le_bytes(), i & 0x7)), 3).unwrap();
     let blob = ctl.export().to_bytes();
     conformance::corruption_sweep::<Lookup>(&blob, 3_000, 1).unwrap();
@@ -231,40 +230,14 @@ fn blobs_and_deltas_reject_corruption() {
         }
     }
     conformance::corruption_sweep::<Delta>(&grow.expect("a filter resize").to_bytes(), 2_000, 4).unwrap();
-    conformance::garbage_sweep::<Lookup>(Kind::BfwLookup, 5_000, 5);
-    conformance::garbage_sweep::<Delta>(Kind::BfwDelta, 5_000, 6);
-    assert!(matches!(Delta::from_bytes(&blob), Err(Error::KindMismatch { .. })));
 }
 
 #[test]
-fn lost_repeated_and_foreign_deltas_are_refused() {
-    let mut ctl = Control::from_items((0..1000u64).map(|i| (i.to_le_bytes(), 1)), 4).unwrap();
-    let t = ctl.export();
-    let d1 = ctl.insert(b"a", 1).unwrap();
-    let d2 = ctl.insert(b"b", 2).unwrap();
-    assert!(matches!(t.apply(&d2), Err(Error::DeltaMismatch(_))));
-    t.apply(&d1).unwrap();
-    assert!(matches!(t.apply(&d1), Err(Error::DeltaMismatch(_))));
-    t.apply(&d2).unwrap();
-    assert!(t.contains(b"b", 2));
-    let mut other = Control::with_options(4, Options { seed: 99, ..Options::default() }).unwrap();
-    let foreign = other.insert(b"zz", 1).unwrap();
-    let t2 = Control::with_value_bits(4).unwrap().export();
-    assert!(matches!(t2.apply(&foreign), Err(Error::DeltaMismatch(_))));
-    // Bit positions for a port this table does not have are refused.
-    let mut a = Control::from_items([(b"x", 1u64)], 4).unwrap();
-    let ta = Control::from_items([(b"x", 2u64)], 4).unwrap().export();
-    let d = a.insert(b"y", 1).unwrap();
-    assert!(ta.apply(&d).is_err());
-}
-
-#[test]
-fn edge_cases() {
+fn structure_edge_cases() {
     let mut ctl = Control::with_value_bits(1).unwrap();
     assert!(ctl.is_empty());
     let t = ctl.export();
     assert_eq!(t.get(b"anything"), None);
-    assert!(Lookup::from_bytes(&t.to_bytes()).is_ok());
     t.apply(&ctl.insert(b"", 1).unwrap()).unwrap();
     assert_eq!(t.get(b""), Some(1), "one port: always right");
     assert_eq!(t.ports(), vec![1]);
@@ -275,15 +248,9 @@ fn edge_cases() {
     t.apply(&ctl.insert(b"", 0).unwrap()).unwrap();
     assert_eq!(t.get(b""), Some(0));
     assert_eq!(t.ports(), vec![0]);
-    assert!(ctl.remove(b"absent").unwrap().is_none());
-    assert!(matches!(ctl.insert(b"x", 2), Err(Error::ValueTooWide { value: 2, bits: 1 })));
-    assert!(matches!(Control::with_value_bits(0), Err(Error::InvalidValueBits { .. })));
     assert!(matches!(Control::with_value_bits(17), Err(Error::InvalidValueBits { .. })));
     assert!(Control::with_options(4, Options { hashes: 0, ..Options::default() }).is_err());
     assert!(Control::with_options(4, Options { hashes: 33, ..Options::default() }).is_err());
-    let c = Control::from_items([(b"k".to_vec(), 1), (b"k".to_vec(), 2)], 4).unwrap();
-    assert_eq!(c.len(), 1);
-    assert_eq!(c.export().get(b"k"), Some(2));
     t.apply(&ctl.remove(b"").unwrap().unwrap()).unwrap();
     assert!(ctl.is_empty());
     assert_eq!(t.ports(), Vec::<u32>::new());

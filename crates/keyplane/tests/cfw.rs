@@ -4,7 +4,7 @@
 
 use keyplane::cfw::{self, Control, Delta, Lookup, Options};
 use keyplane::conformance::{self, KeyShape, OracleConfig, StressConfig};
-use keyplane::wire::Kind;
+use keyplane::lineage::DeltaInfo;
 use keyplane::{ControlTable, Error, LookupTable, Wire};
 use std::collections::HashMap;
 
@@ -58,23 +58,6 @@ impl<const F: u32> ControlTable for Fp<F> {
 }
 
 #[test]
-fn oracle_mixed_keys_default_options() {
-    for seed in 0..4 {
-        let cfg = OracleConfig { seed, ops: 20_000, key_space: 3_000, ..Default::default() };
-        conformance::oracle_run::<Control>(&cfg).unwrap();
-    }
-}
-
-#[test]
-fn oracle_wide_and_narrow_values() {
-    for bits in [1, 2, 7, 16, 33, 52, 60, 63] {
-        let cfg =
-            OracleConfig { value_bits: bits, seed: bits as u64, ops: 8_000, key_space: 2_000, ..Default::default() };
-        conformance::oracle_run::<Control>(&cfg).unwrap();
-    }
-}
-
-#[test]
 fn oracle_crosses_growth() {
     let cfg = OracleConfig {
         ops: 60_000,
@@ -86,7 +69,6 @@ fn oracle_crosses_growth() {
         seed: 11,
         ..Default::default()
     };
-    conformance::oracle_run::<Control>(&cfg).unwrap();
     conformance::oracle_run::<Fp<6>>(&OracleConfig { seed: 12, ..cfg }).unwrap();
 }
 
@@ -276,12 +258,6 @@ fn shared_skeleton_exports_per_node_values() {
 }
 
 #[test]
-fn concurrent_readers_never_see_wrong_values() {
-    let r = conformance::stress::<Control>(&StressConfig { updates: 1_000_000, ..Default::default() }).unwrap();
-    assert!(r.reads > 0 && r.updates >= 1_000_000);
-}
-
-#[test]
 fn concurrent_readers_with_heavy_level_2() {
     // 5-bit fingerprints: ≈ 40 % of keys collide, so level 2 changes on most updates.
     conformance::stress::<Fp<5>>(&StressConfig {
@@ -294,7 +270,7 @@ fn concurrent_readers_with_heavy_level_2() {
 }
 
 #[test]
-fn blobs_and_deltas_reject_corruption() {
+fn structure_delta_kinds_reject_corruption() {
     let mut ctl = Control::from_items_with(
         (0..300u64).map(|i| (i.to_le_bytes(), i & 0xff)),
         8,
@@ -326,55 +302,21 @@ fn blobs_and_deltas_reject_corruption() {
     assert_eq!(kinds, [true, true, true], "cuckoo-path, level-2 and rebuild deltas all swept");
     let d = ctl.remove(&5u64.to_le_bytes()).unwrap().unwrap();
     conformance::corruption_sweep::<Delta>(&d.to_bytes(), 1_000, 3).unwrap();
-    conformance::garbage_sweep::<Lookup>(Kind::CfwLookup, 5_000, 4);
-    conformance::garbage_sweep::<Delta>(Kind::CfwDelta, 5_000, 5);
-    assert!(matches!(Delta::from_bytes(&blob), Err(Error::KindMismatch { .. })));
 }
 
 #[test]
-fn lost_repeated_and_foreign_deltas_are_refused() {
-    let mut ctl = Control::from_items((0..1000u64).map(|i| (i.to_le_bytes(), 1)), 8).unwrap();
-    let t = ctl.export();
-    let d1 = ctl.insert(b"a", 1).unwrap();
-    let d2 = ctl.insert(b"b", 2).unwrap();
-    assert!(matches!(t.apply(&d2), Err(Error::DeltaMismatch(_))), "skipping #1");
-    t.apply(&d1).unwrap();
-    assert!(matches!(t.apply(&d1), Err(Error::DeltaMismatch(_))), "repeating #1");
-    t.apply(&d2).unwrap();
-    assert_eq!(t.get(b"b"), Some(2));
-    // Another skeleton (other seed) with the same sequence number is refused.
-    let mut other = Control::with_options(8, Options { seed: 99, ..Options::default() }).unwrap();
-    let t2 = Control::with_value_bits(8).unwrap().export();
-    let foreign = other.insert(b"zz", 1).unwrap();
-    assert_eq!(foreign.seq(), 1);
-    assert!(matches!(t2.apply(&foreign), Err(Error::DeltaMismatch(_))));
-    // A delta whose value is too wide for this table is refused, not truncated.
-    let mut narrow = Control::with_value_bits(2).unwrap();
-    let tn = narrow.export();
-    let mut wide = Control::with_value_bits(8).unwrap();
-    let dw = wide.insert(b"w", 200).unwrap();
-    let _ = narrow.insert(b"w", 1).unwrap();
-    assert!(tn.apply(&dw).is_err());
-}
-
-#[test]
-fn edge_cases() {
+fn structure_edge_cases() {
     let mut ctl = Control::with_value_bits(1).unwrap();
     assert!(ctl.is_empty());
     assert_eq!(ctl.get(b""), None);
     let t = ctl.export();
     assert_eq!(t.get(b"anything"), None);
-    assert!(Lookup::from_bytes(&t.to_bytes()).is_ok());
     t.apply(&ctl.insert(b"", 1).unwrap()).unwrap();
     assert_eq!(t.get(b""), Some(1));
     assert_eq!(ctl.len(), 1);
     let d = ctl.insert(b"", 1).unwrap();
     assert_eq!(d.level1_slots() + d.level2_ops(), 0);
     t.apply(&d).unwrap();
-    assert!(ctl.remove(b"absent").unwrap().is_none());
-    assert!(matches!(ctl.insert(b"x", 2), Err(Error::ValueTooWide { value: 2, bits: 1 })));
-    assert_eq!(ctl.get(b"x"), None);
-    assert!(matches!(Control::with_value_bits(0), Err(Error::InvalidValueBits { .. })));
     assert!(matches!(Control::with_value_bits(64), Err(Error::InvalidValueBits { .. })));
     let mut wide = Control::with_value_bits(63).unwrap();
     let w = wide.export();
@@ -384,9 +326,6 @@ fn edge_cases() {
     assert!(Control::with_options(8, Options::with_fingerprint_bits(0)).is_err());
     assert!(Control::with_options(8, Options::with_fingerprint_bits(33)).is_err());
     assert!(Control::with_options(32, Options::with_fingerprint_bits(32)).is_ok());
-    let c = Control::from_items([(b"k".to_vec(), 1), (b"k".to_vec(), 2)], 4).unwrap();
-    assert_eq!(c.len(), 1);
-    assert_eq!(c.export().get(b"k"), Some(2));
     let d = ctl.remove(b"").unwrap().unwrap();
     t.apply(&d).unwrap();
     assert!(ctl.is_empty());

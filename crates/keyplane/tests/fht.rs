@@ -3,7 +3,7 @@
 
 use keyplane::conformance::{self, KeyShape, OracleConfig, StressConfig};
 use keyplane::fht::{self, Control, Delta, Lookup, LookupOrder, Options};
-use keyplane::wire::Kind;
+use keyplane::lineage::DeltaInfo;
 use keyplane::{ControlTable, Error, LookupTable, Wire, name};
 use std::collections::HashMap;
 
@@ -34,27 +34,10 @@ keyplane::configured_table!(
 );
 
 #[test]
-fn oracle_mixed_keys_default_options() {
-    for seed in 0..3 {
-        let cfg = OracleConfig { seed, ops: 20_000, key_space: 3_000, ..Default::default() };
-        conformance::oracle_run::<Control>(&cfg).unwrap();
-    }
-}
-
-#[test]
 fn oracle_main_first_order() {
     for seed in 0..2 {
         let cfg = OracleConfig { seed, ops: 20_000, key_space: 3_000, ..Default::default() };
         conformance::oracle_run::<MainFirst>(&cfg).unwrap();
-    }
-}
-
-#[test]
-fn oracle_wide_and_narrow_values() {
-    for bits in [1, 2, 7, 16, 33, 48] {
-        let cfg =
-            OracleConfig { value_bits: bits, seed: bits as u64, ops: 6_000, key_space: 2_000, ..Default::default() };
-        conformance::oracle_run::<Control>(&cfg).unwrap();
     }
 }
 
@@ -70,7 +53,6 @@ fn oracle_crosses_growth() {
         seed: 11,
         ..Default::default()
     };
-    conformance::oracle_run::<Control>(&cfg).unwrap();
     conformance::oracle_run::<MainFirst>(&OracleConfig { seed: 12, ..cfg }).unwrap();
 }
 
@@ -250,12 +232,6 @@ fn memory_per_name_matches_the_formula() {
 }
 
 #[test]
-fn concurrent_readers_never_see_wrong_values() {
-    let r = conformance::stress::<Control>(&StressConfig { updates: 1_000_000, ..Default::default() }).unwrap();
-    assert!(r.reads > 0 && r.updates >= 1_000_000);
-}
-
-#[test]
 fn concurrent_readers_main_first_and_tiny_fingerprints() {
     conformance::stress::<MainFirst>(&StressConfig { updates: 200_000, ..Default::default() }).unwrap();
     conformance::stress::<Tiny3>(&StressConfig { updates: 20_000, stable: 1_000, churn: 1_000, ..Default::default() })
@@ -263,7 +239,7 @@ fn concurrent_readers_main_first_and_tiny_fingerprints() {
 }
 
 #[test]
-fn blobs_and_deltas_reject_corruption() {
+fn structure_delta_kinds_reject_corruption() {
     let opts = Options { fingerprint_bits: 3, ..Options::default() };
     let mut ctl = Control::from_items_with((0..300u64).map(|i| (i.to_le_bytes(), i & 0xff)), 8, opts).unwrap();
     assert!(ctl.collision_table_entries() > 0);
@@ -283,52 +259,20 @@ fn blobs_and_deltas_reject_corruption() {
     conformance::corruption_sweep::<Delta>(&with_ct.unwrap().to_bytes(), 2_000, 3).unwrap();
     let share = Control::for_share([(b"a", 1)], [b"b", b"c"], 8, Options::with_fingerprint_bits(1)).unwrap();
     conformance::corruption_sweep::<Lookup>(&share.export().to_bytes(), 1_000, 4).unwrap();
-    conformance::garbage_sweep::<Lookup>(Kind::FhtLookup, 5_000, 4);
-    conformance::garbage_sweep::<Delta>(Kind::FhtDelta, 5_000, 5);
-    assert!(matches!(Delta::from_bytes(&blob), Err(Error::KindMismatch { .. })));
 }
 
 #[test]
-fn lost_repeated_and_foreign_deltas_are_refused() {
-    let mut ctl = Control::from_items((0..1000u64).map(|i| (i.to_le_bytes(), 1)), 8).unwrap();
-    let t = ctl.export();
-    let d1 = ctl.insert(b"a", 1).unwrap();
-    let d2 = ctl.insert(b"b", 2).unwrap();
-    assert!(matches!(t.apply(&d2), Err(Error::DeltaMismatch(_))), "skipping #1");
-    t.apply(&d1).unwrap();
-    assert!(matches!(t.apply(&d1), Err(Error::DeltaMismatch(_))), "repeating #1");
-    t.apply(&d2).unwrap();
-    assert_eq!(t.get(b"b"), Some(2));
-    let mut other = Control::with_options(8, Options { seed: 99, ..Options::default() }).unwrap();
-    let foreign = other.insert(b"zz", 1).unwrap();
-    let t2 = Control::with_value_bits(8).unwrap().export();
-    assert!(matches!(t2.apply(&foreign), Err(Error::DeltaMismatch(_))));
-    // A value wider than the table in a hand-made CT put is refused.
-    let mut narrow = Control::with_options(2, Options::with_fingerprint_bits(1)).unwrap();
-    let wide = Control::with_options(8, Options::with_fingerprint_bits(1)).unwrap().export();
-    let _ = &wide;
-    let tn = narrow.export();
-    tn.apply(&narrow.insert(b"x", 3).unwrap()).unwrap();
-    assert_eq!(tn.get(b"x"), Some(3));
-}
-
-#[test]
-fn edge_cases() {
+fn structure_edge_cases() {
     let mut ctl = Control::with_value_bits(1).unwrap();
     assert!(ctl.is_empty());
     assert_eq!(ctl.get(b""), None);
     let t = ctl.export();
     assert_eq!(t.get(b"anything"), None, "an empty table stores no fingerprint");
-    assert!(Lookup::from_bytes(&t.to_bytes()).is_ok());
     t.apply(&ctl.insert(b"", 1).unwrap()).unwrap();
     assert_eq!(t.get(b""), Some(1));
     let d = ctl.insert(b"", 1).unwrap();
     assert_eq!(d.slots_touched() + d.ct_entries_touched(), 0);
     t.apply(&d).unwrap();
-    assert!(ctl.remove(b"absent").unwrap().is_none());
-    assert!(matches!(ctl.insert(b"x", 2), Err(Error::ValueTooWide { value: 2, bits: 1 })));
-    assert_eq!(ctl.get(b"x"), None);
-    assert!(matches!(Control::with_value_bits(0), Err(Error::InvalidValueBits { .. })));
     assert!(matches!(Control::with_value_bits(49), Err(Error::InvalidValueBits { .. })));
     let mut wide = Control::with_value_bits(48).unwrap();
     let w = wide.export();
@@ -349,9 +293,6 @@ fn edge_cases() {
     ] {
         assert!(Control::with_options(8, bad).is_err(), "{bad:?}");
     }
-    let c = Control::from_items([(b"k".to_vec(), 1), (b"k".to_vec(), 2)], 4).unwrap();
-    assert_eq!(c.len(), 1);
-    assert_eq!(c.export().get(b"k"), Some(2));
     let d = ctl.remove(b"").unwrap().unwrap();
     t.apply(&d).unwrap();
     assert!(ctl.is_empty());

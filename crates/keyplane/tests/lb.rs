@@ -3,9 +3,9 @@
 //! update atomicity, wire format, edge cases.
 
 use keyplane::conformance::{self, Rng};
+use keyplane::ext::wire::Kind;
 use keyplane::lb::baselines::{Balancer, Concury, Maglev, SilkRoad};
 use keyplane::lb::{Backend, Control, DataPlane, Delta, OthelloMap, Params, PoolOp, StateKey, Vip, VipId};
-use keyplane::wire::Kind;
 use keyplane::{Error, Wire};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -706,7 +706,7 @@ fn structurally_invalid_payloads_with_valid_checksums_are_rejected() {
         let mut p = payload.to_vec();
         let i = rng.below(p.len() as u64) as usize;
         p[i] = rng.next_u64() as u8;
-        let mut w = keyplane::wire::Writer::new(Kind::LbDataPlane);
+        let mut w = keyplane::ext::wire::Writer::new(Kind::LbDataPlane);
         w.raw(&p);
         if let Ok(dp) = DataPlane::from_bytes(&w.finish()) {
             accepted += 1;
@@ -855,12 +855,12 @@ fn planes_of_the_untagged_whitened_layout_are_refused() {
         ctl.connection_start(v, &key(i), be((i % 4) as u32)).unwrap();
     }
     let blob = ctl.export().to_bytes();
-    let mut r = keyplane::wire::Frame::open(&blob, Kind::LbDataPlane).unwrap();
+    let mut r = keyplane::ext::wire::Frame::open(&blob, Kind::LbDataPlane).unwrap();
     let payload = r.raw(r.remaining()).unwrap().to_vec();
     // table id 16 bytes, seq u64, key format u8, dbits u8, array size u32, VIP count u32, VIP index u32, then the tag.
     assert_eq!(payload[38], 0xC2, "layout tag where the plane starts");
     let reframe = |p: &[u8]| {
-        let mut w = keyplane::wire::Writer::new(Kind::LbDataPlane);
+        let mut w = keyplane::ext::wire::Writer::new(Kind::LbDataPlane);
         w.raw(p);
         w.finish()
     };

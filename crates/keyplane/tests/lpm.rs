@@ -369,7 +369,7 @@ fn hostile_payloads_with_valid_checksums_never_panic() {
     let mut r = Rng::new(11);
     let reframe = |mut c: Vec<u8>| {
         let end = c.len() - 8;
-        let sum = keyplane::wire::checksum(&c[..end]);
+        let sum = keyplane::ext::wire::checksum(&c[..end]);
         c[end..].copy_from_slice(&sum.to_le_bytes());
         c
     };
@@ -503,7 +503,7 @@ fn memory_is_reported_and_grows_with_prefixes() {
 
 #[test]
 fn garbage_payloads_are_refused_without_panics() {
-    use keyplane::wire::Kind;
+    use keyplane::ext::wire::Kind;
     keyplane::conformance::garbage_sweep::<lpm::Lookup>(Kind::LpmLookup, 20_000, 5);
     keyplane::conformance::garbage_sweep::<lpm::Delta>(Kind::LpmDelta, 20_000, 6);
 }

@@ -1,44 +1,13 @@
-//! Othello: oracle property tests, delta replay, concurrency, corruption, edge cases.
+//! Othello-specific tests: configurations, filters, sizing, skeleton sharing,
+//! delta sizes, free-slot values. The checks every structure passes (oracle,
+//! stress, corruption, sequence numbers, edge cases) are the conformance
+//! suite in `conformance.rs`.
 
-use keyplane::conformance::{self, KeyShape, OracleConfig, StressConfig};
+use keyplane::conformance::{self, KeyShape};
+use keyplane::lineage::DeltaInfo;
 use keyplane::othello::{self, Control, Delta, Lookup, Options, Sizing};
-use keyplane::wire::Kind;
 use keyplane::{ControlTable, Error, LookupTable, Wire};
 use std::collections::HashMap;
-
-#[test]
-fn oracle_mixed_keys_default_options() {
-    for seed in 0..4 {
-        let cfg = OracleConfig { seed, ops: 20_000, key_space: 3_000, ..Default::default() };
-        conformance::oracle_run::<Control>(&cfg).unwrap();
-    }
-}
-
-#[test]
-fn oracle_wide_and_narrow_values() {
-    for bits in [1, 2, 7, 16, 33, 63, 64] {
-        let cfg =
-            OracleConfig { value_bits: bits, seed: bits as u64, ops: 8_000, key_space: 2_000, ..Default::default() };
-        conformance::oracle_run::<Control>(&cfg).unwrap();
-    }
-}
-
-#[test]
-fn oracle_crosses_growth_and_rebuilds() {
-    // Start from a small bulk load and insert far past its capacity: growth
-    // and cycle re-seeds both happen on the way.
-    let cfg = OracleConfig {
-        ops: 60_000,
-        key_space: 40_000,
-        remove_ratio: 0.1,
-        initial: 100,
-        check_every: 5_000,
-        shape: KeyShape::U64,
-        seed: 11,
-        ..Default::default()
-    };
-    conformance::oracle_run::<Control>(&cfg).unwrap();
-}
 
 /// The same oracle run for a non-default configuration, driven by hand.
 fn oracle_with(opts: Options, seed: u64) {
@@ -157,97 +126,16 @@ fn shared_skeleton_exports_per_node_values() {
 }
 
 #[test]
-fn concurrent_readers_never_see_wrong_values() {
-    let r = conformance::stress::<Control>(&StressConfig { updates: 1_000_000, ..Default::default() }).unwrap();
-    assert!(r.reads > 0 && r.updates >= 1_000_000);
-}
-
-#[test]
-fn concurrent_readers_with_filters() {
-    // The same stress through the filtered layout (emptiness bits change too).
-    keyplane::configured_table!(Filtered, Control, Options::filtered(6));
-    conformance::stress::<Filtered>(&StressConfig { updates: 300_000, ..Default::default() }).unwrap();
-}
-
-#[test]
-fn blobs_and_deltas_reject_corruption() {
-    let mut ctl =
-        Control::from_items_with((0..300u64).map(|i| (i.to_le_bytes(), i & 0xff)), 8, Options::filtered(4)).unwrap();
-    let blob = ctl.export().to_bytes();
-    conformance::corruption_sweep::<Lookup>(&blob, 3_000, 1).unwrap();
-    let d = ctl.insert(b"new key", 9).unwrap();
-    conformance::corruption_sweep::<Delta>(&d.to_bytes(), 2_000, 2).unwrap();
-    let d = ctl.insert(&5u64.to_le_bytes(), 200).unwrap();
-    conformance::corruption_sweep::<Delta>(&d.to_bytes(), 2_000, 3).unwrap();
-    conformance::garbage_sweep::<Lookup>(Kind::OthelloLookup, 5_000, 4);
-    conformance::garbage_sweep::<Delta>(Kind::OthelloDelta, 5_000, 5);
-    // A blob is not a delta and vice versa.
-    assert!(matches!(Delta::from_bytes(&blob), Err(Error::KindMismatch { .. })));
-}
-
-#[test]
-fn lost_repeated_and_foreign_deltas_are_refused() {
-    let mut ctl = Control::from_items((0..1000u64).map(|i| (i.to_le_bytes(), 1)), 8).unwrap();
-    let t = ctl.export();
-    let d1 = ctl.insert(b"a", 1).unwrap();
-    let d2 = ctl.insert(b"b", 2).unwrap();
-    assert!(matches!(t.apply(&d2), Err(Error::DeltaMismatch(_))), "skipping #1");
-    t.apply(&d1).unwrap();
-    assert!(matches!(t.apply(&d1), Err(Error::DeltaMismatch(_))), "repeating #1");
-    t.apply(&d2).unwrap();
-    assert_eq!(t.get(b"b"), Some(2));
-    // A delta from another control form (other skeleton) is refused.
-    let mut other = Control::with_options(8, Options { seed: 99, ..Options::default() }).unwrap();
-    for i in 0..3 {
-        other.insert(&[i], 1).unwrap();
-    }
-    let foreign = other.insert(b"zz", 1).unwrap();
-    let t2 = Control::with_value_bits(8).unwrap().export();
-    for _ in 0..3 {
-        // Align sequence numbers so only the skeleton differs.
-        let _ = t2.apply(&foreign);
-    }
-    assert!(t2.apply(&foreign).is_err());
-}
-
-#[test]
-fn edge_cases() {
-    // Empty table.
+fn no_op_deltas_and_layout_bounds() {
     let mut ctl = Control::with_value_bits(1).unwrap();
-    assert!(ctl.is_empty());
-    assert_eq!(ctl.get(b""), None);
     let t = ctl.export();
-    assert!(Lookup::from_bytes(&t.to_bytes()).is_ok());
-    // Empty key, one key.
     t.apply(&ctl.insert(b"", 1).unwrap()).unwrap();
-    assert_eq!(t.get(b""), Some(1));
-    assert_eq!(ctl.len(), 1);
-    // Duplicate insert with the same value: a no-op delta that still applies in order.
+    // Same value again: a delta that touches no slot.
     let d = ctl.insert(b"", 1).unwrap();
     assert_eq!(d.slots_touched(), 0);
     t.apply(&d).unwrap();
-    // Removing an absent key.
-    assert!(ctl.remove(b"absent").unwrap().is_none());
-    // Values too wide are refused, never truncated.
-    assert!(matches!(ctl.insert(b"x", 2), Err(Error::ValueTooWide { value: 2, bits: 1 })));
-    assert_eq!(ctl.get(b"x"), None);
-    // value_bits bounds.
-    assert!(matches!(Control::with_value_bits(0), Err(Error::InvalidValueBits { .. })));
-    assert!(matches!(Control::with_value_bits(65), Err(Error::InvalidValueBits { .. })));
-    let mut wide = Control::with_value_bits(64).unwrap();
-    let w = wide.export();
-    w.apply(&wide.insert(b"max", u64::MAX).unwrap()).unwrap();
-    assert_eq!(w.get(b"max"), Some(u64::MAX));
-    // Layout wider than a word is refused.
+    // A layout wider than a word is refused.
     assert!(Control::with_options(60, Options::filtered(8)).is_err());
-    // Bulk load with repeated keys: last value wins.
-    let c = Control::from_items([(b"k".to_vec(), 1), (b"k".to_vec(), 2)], 4).unwrap();
-    assert_eq!(c.len(), 1);
-    assert_eq!(c.export().get(b"k"), Some(2));
-    // Remove the last key.
-    let d = ctl.remove(b"").unwrap().unwrap();
-    t.apply(&d).unwrap();
-    assert!(ctl.is_empty());
 }
 
 #[test]
@@ -264,70 +152,6 @@ fn delta_sizes_stay_small_for_incremental_updates() {
     }
     let avg = total as f64 / count as f64;
     assert!(avg < 200.0, "average value-change delta {avg} bytes");
-}
-
-mod prop {
-    use super::*;
-    use proptest::prelude::*;
-
-    #[derive(Debug, Clone)]
-    enum Op {
-        Insert(u16, u64),
-        Remove(u16),
-    }
-
-    fn op() -> impl Strategy<Value = Op> {
-        prop_oneof![
-            3 => (0u16..300, any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
-            1 => (0u16..300).prop_map(Op::Remove),
-        ]
-    }
-
-    fn key(k: u16) -> Vec<u8> {
-        // Keys of varied length, including the empty key (k = 0).
-        (0..k % 7).map(|i| (k >> i) as u8).chain(std::iter::once(k as u8)).take(k as usize).collect()
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(48))]
-
-        /// After every step, every live key reads its value from the control
-        /// form, a fresh export, and a replica fed only decoded deltas;
-        /// shrinking finds the shortest failing sequence.
-        #[test]
-        fn ops_match_a_hashmap(ops in proptest::collection::vec(op(), 1..400), bits in 1u32..=64, filtered in any::<bool>()) {
-            let opts = if filtered && bits <= 50 { Options::filtered(8) } else { Options::default() };
-            let mut ctl = Control::with_options(bits, opts).unwrap();
-            let replica = Lookup::from_bytes(&ctl.export().to_bytes()).unwrap();
-            let mut oracle: HashMap<Vec<u8>, u64> = HashMap::new();
-            let vm = keyplane::mask(bits);
-            for op in ops {
-                match op {
-                    Op::Insert(k, v) => {
-                        let (k, v) = (key(k), v & vm);
-                        let d = ctl.insert(&k, v).unwrap();
-                        replica.apply(&Delta::from_bytes(&d.to_bytes()).unwrap()).unwrap();
-                        oracle.insert(k, v);
-                    }
-                    Op::Remove(k) => {
-                        let k = key(k);
-                        let d = ctl.remove(&k).unwrap();
-                        prop_assert_eq!(d.is_some(), oracle.remove(&k).is_some());
-                        if let Some(d) = d {
-                            replica.apply(&Delta::from_bytes(&d.to_bytes()).unwrap()).unwrap();
-                        }
-                    }
-                }
-                let fresh = ctl.export();
-                for (k, v) in &oracle {
-                    prop_assert_eq!(ctl.get(k), Some(*v));
-                    prop_assert_eq!(replica.get(k), Some(*v));
-                    prop_assert_eq!(fresh.get(k), Some(*v));
-                }
-            }
-            prop_assert_eq!(ctl.len(), oracle.len());
-        }
-    }
 }
 
 /// Free slots (isolated ones and tree roots) hold random values (thesis

@@ -63,6 +63,29 @@ impl Port {
 }
 
 /// BFW control form. See the [module docs](super).
+///
+/// # Examples
+///
+/// Build, export, ship the blob, keep the replica current with deltas:
+///
+/// ```
+/// use keyplane::{ControlTable, LookupTable, ReadHandle, Wire, bfw};
+///
+/// let mut ctl = bfw::Control::with_value_bits(8)?; // empty, 8-bit values
+/// ctl.insert(b"10.0.0.1", 5)?;
+/// let blob = ctl.export().to_bytes(); // a lookup form, serialised
+/// let table = bfw::Lookup::from_bytes(&blob)?; // on the data plane
+/// let delta = ctl.insert(b"10.0.0.2", 7)?;
+/// table.apply(&bfw::Delta::from_bytes(&delta.to_bytes())?)?;
+/// // Stored keys always read some value; a key may read another value (Bloom false positives).
+/// assert!(table.get(b"10.0.0.2").is_some());
+/// let mut out = [None; 2];
+/// table.get_batch(&[b"10.0.0.1".as_slice(), b"10.0.0.2"], &mut out);
+/// assert!(out.iter().all(Option::is_some));
+/// let reader = table.reader(); // one per packet thread
+/// assert_eq!(reader.get(b"10.0.0.1"), table.get(b"10.0.0.1"));
+/// # Ok::<(), keyplane::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Control {
     opts: Options,

@@ -78,12 +78,12 @@ impl Image {
 
 impl Delta {
     /// Sequence number of this delta.
-    pub fn seq(&self) -> u64 {
+    pub(crate) fn seq(&self) -> u64 {
         self.seq
     }
 
     /// The table this delta belongs to (see [`crate::lineage`]).
-    pub fn table_id(&self) -> crate::TableId {
+    pub(crate) fn table_id(&self) -> crate::TableId {
         self.table.id
     }
     /// Bit positions set or cleared in place.
@@ -107,7 +107,7 @@ impl Delta {
         }
     }
     /// True if this delta replaces the whole lookup form.
-    pub fn is_rebuild(&self) -> bool {
+    pub(crate) fn is_rebuild(&self) -> bool {
         matches!(self.body, Body::Replace(_))
     }
 }

@@ -102,6 +102,13 @@ pub struct Rates {
 
 /// BFW lookup form: one Bloom filter per non-empty port. See the
 /// [module docs](super) — valid keys may read another port's value.
+///
+/// # Examples
+///
+/// [`Control`](super::Control#examples) shows the whole cycle: `export`, `to_bytes` /
+/// `from_bytes`, [`apply`](crate::LookupTable::apply),
+/// [`get`](crate::LookupTable::get), [`get_batch`](crate::LookupTable::get_batch)
+/// and a per-thread [`reader`](crate::LookupTable::reader).
 #[derive(Debug)]
 pub struct Lookup {
     table: crate::lineage::Lineage,
@@ -112,13 +119,8 @@ pub struct Lookup {
 }
 
 impl Lookup {
-    /// The table lineage this lookup form belongs to (see [`crate::lineage`]).
-    pub fn table_id(&self) -> crate::TableId {
-        self.table.id
-    }
-
     /// Table id and key format (see [`crate::lineage`]).
-    pub fn lineage(&self) -> crate::lineage::Lineage {
+    pub(crate) fn lineage(&self) -> crate::lineage::Lineage {
         self.table
     }
 
@@ -133,7 +135,7 @@ impl Lookup {
     }
 
     /// Value bits.
-    pub fn value_bits(&self) -> u32 {
+    pub(crate) fn value_bits(&self) -> u32 {
         self.cur.load().p.vbits
     }
     /// Hash functions per filter `n_h`.
@@ -145,7 +147,7 @@ impl Lookup {
         self.cur.load().ports.clone()
     }
     /// Sequence number of the last delta applied (or of the export).
-    pub fn seq(&self) -> u64 {
+    pub(crate) fn seq(&self) -> u64 {
         self.seq.load(Ordering::Acquire)
     }
 

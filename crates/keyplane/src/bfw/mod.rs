@@ -2,45 +2,9 @@
 //! §3.5.3 (eq. 3.7) and Appendix A.1.1, A.1.5, A.1.6 (after BUFFALO and
 //! Summary Cache).
 //!
-//! **BFW cannot return the right value for every valid key.** The lookup form
-//! keeps one Bloom filter per port (value) that holds keys; a lookup tests
-//! the filters one after another and returns the port of the **first** filter
-//! that matches. A valid key always matches its own port's filter (no false
-//! negatives), but another port's filter may match it too (a false positive
-//! of that filter): if that filter is tested first, the lookup returns the
-//! wrong port — a *valid-key collision*. Alien keys return `Some(port)`
-//! whenever any filter matches.
-//!
-//! * **Tie rule** (thesis §3.4.1 "picks the index of the first matched BF",
-//!   with the uniformly random starting index of Appendix A.1.5): the scan
-//!   starts at a key-dependent position in the list of non-empty ports
-//!   (derived from the key's hash, so a key always gets the same answer) and
-//!   proceeds cyclically; the first filter whose `n_h` bits are all set wins.
-//! * **Rates.** With `q_i = (1 − p_i)^{n_h}` the false-match probability of
-//!   filter `i` (`p_i` its fraction of zero bits, eq. A.3), alien keys give
-//!   `FP = 1 − Π_i (1 − q_i)` (eq. 3.7, `1 − (1 − (1 − p)^{n_h})^d` for equal
-//!   filters). For valid keys eq. 3.7 as printed gives
-//!   `CR = Σ_{i=1}^{d} (1 − q)^{i−1} q / d = (1 − (1 − q)^d)/d ≈ q`; for the
-//!   first-match rule with a uniformly random start, the filters tested
-//!   before the right one are a uniform count `t ∈ 0..d`, which gives
-//!   `CR = 1 − (1 − (1 − q)^d)/(d·q) ≈ (d − 1)·q/2`. The two agree for `d ≤ 3`
-//!   and differ by about `(d − 1)/2` beyond; [`Rates`] reports both and the
-//!   benchmark measures which one holds (the scan model does).
-//! * **Control form**: every key (a [`KeyStore`](crate::store::KeyStore), so
-//!   it can rebuild — the thesis' point against BUFFALO) and one counting
-//!   Bloom filter per port (8-bit saturating counters) for updates. An
-//!   insert sets the bits whose counters left 0, a delete clears the bits
-//!   whose counters returned to 0, a value change does both on two ports.
-//!   When a port outgrows its filter (or shrinks below a quarter of it) the
-//!   control form rebuilds that port's filter from its keys and ships it.
-//! * **Memory** of the lookup form: `Σ_i m_i` bits with
-//!   `m_i = ⌈c_i·n_h/ln 2⌉` for a capacity `c_i ∈ [n_i, 2n_i]` keys — about
-//!   `1.44·n_h` to `2.9·n_h` bits per key (thesis §3.5.1, `M_f^b = m`);
-//!   the control form adds 8 bits per filter bit for the counters.
-//! * **Concurrency**: bit sets and clears are in place (atomic words), under
-//!   a single seqlock counter that readers validate, so a value change (set
-//!   new port, clear old port) is never seen half-done; filter resizes swap
-//!   the port list (`Arc`).
+//! How this structure works, its parameters, guarantees and measured
+//! performance: `docs/structures/bfw.md` in the repository. Usage: the
+//! examples on [`Control`] and [`Lookup`].
 
 mod control;
 mod delta;

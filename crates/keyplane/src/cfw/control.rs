@@ -59,6 +59,28 @@ struct Node {
 }
 
 /// CFW control form. See the [module docs](super).
+///
+/// # Examples
+///
+/// Build, export, ship the blob, keep the replica current with deltas:
+///
+/// ```
+/// use keyplane::{ControlTable, LookupTable, ReadHandle, Wire, cfw};
+///
+/// let mut ctl = cfw::Control::with_value_bits(8)?; // empty, 8-bit values
+/// ctl.insert(b"10.0.0.1", 5)?;
+/// let blob = ctl.export().to_bytes(); // a lookup form, serialised
+/// let table = cfw::Lookup::from_bytes(&blob)?; // on the data plane
+/// let delta = ctl.insert(b"10.0.0.2", 7)?;
+/// table.apply(&cfw::Delta::from_bytes(&delta.to_bytes())?)?;
+/// assert_eq!(table.get(b"10.0.0.2"), Some(7));
+/// let mut out = [None; 2];
+/// table.get_batch(&[b"10.0.0.1".as_slice(), b"10.0.0.2"], &mut out);
+/// assert_eq!(out, [Some(5), Some(7)]);
+/// let reader = table.reader(); // one per packet thread
+/// assert_eq!(reader.get(b"10.0.0.1"), Some(5));
+/// # Ok::<(), keyplane::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Control {
     opts: Options,

@@ -85,6 +85,13 @@ impl Inner {
 
 /// CFW lookup form: the Cuckoo Filtable (level 1) and the colliding keys
 /// (level 2). See the [module docs](super).
+///
+/// # Examples
+///
+/// [`Control`](super::Control#examples) shows the whole cycle: `export`, `to_bytes` /
+/// `from_bytes`, [`apply`](crate::LookupTable::apply),
+/// [`get`](crate::LookupTable::get), [`get_batch`](crate::LookupTable::get_batch)
+/// and a per-thread [`reader`](crate::LookupTable::reader).
 #[derive(Debug)]
 pub struct Lookup {
     table: crate::lineage::Lineage,
@@ -93,13 +100,8 @@ pub struct Lookup {
 }
 
 impl Lookup {
-    /// The table lineage this lookup form belongs to (see [`crate::lineage`]).
-    pub fn table_id(&self) -> crate::TableId {
-        self.table.id
-    }
-
     /// Table id and key format (see [`crate::lineage`]).
-    pub fn lineage(&self) -> crate::lineage::Lineage {
+    pub(crate) fn lineage(&self) -> crate::lineage::Lineage {
         self.table
     }
 
@@ -110,7 +112,7 @@ impl Lookup {
     }
 
     /// Value bits.
-    pub fn value_bits(&self) -> u32 {
+    pub(crate) fn value_bits(&self) -> u32 {
         self.cur.load().p.vbits
     }
     /// Fingerprint bits.
@@ -135,7 +137,7 @@ impl Lookup {
         (0..c.l1.len()).filter(|&i| c.l1.get(i) != 0).count()
     }
     /// Sequence number of the last delta applied (or of the export).
-    pub fn seq(&self) -> u64 {
+    pub(crate) fn seq(&self) -> u64 {
         self.cur.load().seq.load(Ordering::Acquire)
     }
     /// Heap bytes of level 1 alone (the part every lookup touches).

@@ -1,56 +1,9 @@
 //! Cuckoo Filtable and the Cuckoo Forwarder (CFW) — thesis §3.4.2, §3.5
 //! (eq. 3.8) and Appendix A.1.3–A.1.6.
 //!
-//! A Cuckoo Filtable is a (2,4) cuckoo table whose slots hold a short key
-//! **fingerprint** and the key's **value** instead of the full key. A lookup
-//! hashes the key once, reads its two candidate buckets (4 slots each) and
-//! returns the value of the first slot whose fingerprint matches.
-//!
-//! * **Level 1** — the Cuckoo Filtable: `n_b` buckets × 4 slots, each slot
-//!   `fingerprint (f bits) | value (l bits)`, bit-packed back to back
-//!   (the thesis' *compact* layout, Appendix A.1.4) in a [`PackedArray`].
-//!   Fingerprint 0 marks an empty slot, so fingerprints take the values
-//!   `1..2^f`.
-//! * **Level 2** — a small full-key table holding only the keys whose
-//!   fingerprint collides with another key sharing one of their candidate
-//!   buckets (and, rarely, keys for which no cuckoo path was found: level 2
-//!   doubles as the stash, so an insert never loses a key).
-//!
-//! **Valid keys never collide (CR = 0, eq. 3.8).** The control form keeps a
-//! *collision-avoidance set* per bucket — every key (of either level) that
-//! has the bucket as one of its two candidates — and enforces the invariant
-//! *a key is in level 1 only if no other key with the same fingerprint shares
-//! a candidate bucket with it*. A valid key `k` can therefore only match its
-//! own level-1 slot, or miss level 1 and find itself in level 2. The rule
-//! does not depend on where keys sit, so cuckoo moves never break it, and it
-//! catches the thesis' three-key case (a and b already in level 2, c arrives
-//! with the same fingerprint in a shared bucket: c finds a in the bucket's
-//! set and goes to level 2 as well). When a key is removed, level-2 keys that
-//! no longer collide with anything are moved back to level 1.
-//!
-//! **Alien keys** match some level-1 slot with probability eq. 3.8,
-//! `FP = 1 − (1 − 1/2^f)^(r_l·η·n_s·n_b)` where `r_l·η·n_s·n_b` is the
-//! expected number of occupied slots in two buckets; with fingerprint 0
-//! reserved for "empty" the per-slot match probability is `1/(2^f − 1)`
-//! ([`expected_false_positive_rate`]). Level 2 adds no false positives.
-//!
-//! **Shared skeleton** ([`Control::export_with`]): the slot positions depend
-//! only on the key set, so one control form exports many lookup forms that
-//! differ only in their value fields (one per forwarding node).
-//!
-//! **Updates** ([`Delta`], thesis Fig. 3.1 (b)): level-1 slot writes
-//! (`bucket·4 + slot` and the new slot contents — a cuckoo insertion sends
-//! its whole path, a value change one slot, a delete one cleared slot) plus
-//! level-2 puts and deletes by full key. A [`Lookup`] applies a delta in
-//! place under a striped seqlock (one stripe per bucket group, plus one for
-//! level 2), so readers never see a value that is neither a key's old nor
-//! its new value, and never miss a key that exists before and after. Growth
-//! (1.5× buckets when level 1 passes 95 % load) ships the whole new table.
-//!
-//! Memory of the lookup form: `4·n_b·(f + l)` bits for level 1 (≈
-//! `(f + l)/0.9` bits per key after a build, thesis eq. A.2 with `e_b1 = 1`)
-//! plus level 2, about `(1 − η)·n·(key + 24)` bytes; `1 − η ≈ 14.4/(2^f − 1)`
-//! at load 0.9.
+//! How this structure works, its parameters, guarantees and measured
+//! performance: `docs/structures/cfw.md` in the repository. Usage: the
+//! examples on [`Control`] and [`Lookup`].
 
 mod control;
 mod delta;
@@ -66,11 +19,11 @@ use crate::error::{Error, Result, mask};
 use crate::hash::{hash64, hi, lo, mix64, reduce};
 
 /// Slots per bucket (the "4" of (2,4) cuckoo hashing).
-pub const SLOTS: usize = 4;
+pub(crate) const SLOTS: usize = 4;
 /// Largest bucket count (2^30 buckets = 2^32 slots).
 pub(crate) const MAX_BUCKETS: u64 = 1 << 30;
 /// Default fingerprint width: ≈ 0.7 % alien false positives at 90 % load.
-pub const DEFAULT_FINGERPRINT_BITS: u32 = 12;
+pub(crate) const DEFAULT_FINGERPRINT_BITS: u32 = 12;
 
 /// Construction options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -28,12 +28,12 @@ pub struct Delta {
 
 impl Delta {
     /// Sequence number of this delta (the lookup form's after applying it).
-    pub fn seq(&self) -> u64 {
+    pub(crate) fn seq(&self) -> u64 {
         self.seq
     }
 
     /// The table this delta belongs to (see [`crate::lineage`]).
-    pub fn table_id(&self) -> crate::TableId {
+    pub(crate) fn table_id(&self) -> crate::TableId {
         self.table.id
     }
     /// Slot writes this delta carries.
@@ -45,7 +45,7 @@ impl Delta {
         self.ops.iter().filter(|o| matches!(o, Op::Step(w) if w.len() == 2 && w[0].meta != 0)).count()
     }
     /// True if the replica has to rebuild (resize or arena compaction).
-    pub fn is_rebuild(&self) -> bool {
+    pub(crate) fn is_rebuild(&self) -> bool {
         self.ops.iter().any(|o| matches!(o, Op::Rebuild { .. }))
     }
 }

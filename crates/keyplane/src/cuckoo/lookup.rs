@@ -15,6 +15,13 @@ const POISONED: u64 = u64::MAX;
 
 /// Cuckoo lookup form: the full table (keys, values, stash, key arena).
 /// Lookups are exact. See the [module docs](super).
+///
+/// # Examples
+///
+/// [`Control`](super::Control#examples) shows the whole cycle: `export`, `to_bytes` /
+/// `from_bytes`, [`apply`](crate::LookupTable::apply),
+/// [`get`](crate::LookupTable::get), [`get_batch`](crate::LookupTable::get_batch)
+/// and a per-thread [`reader`](crate::LookupTable::reader).
 #[derive(Debug)]
 pub struct Lookup {
     table: crate::lineage::Lineage,
@@ -24,13 +31,8 @@ pub struct Lookup {
 }
 
 impl Lookup {
-    /// The table lineage this lookup form belongs to (see [`crate::lineage`]).
-    pub fn table_id(&self) -> crate::TableId {
-        self.table.id
-    }
-
     /// Table id and key format (see [`crate::lineage`]).
-    pub fn lineage(&self) -> crate::lineage::Lineage {
+    pub(crate) fn lineage(&self) -> crate::lineage::Lineage {
         self.table
     }
 
@@ -39,7 +41,7 @@ impl Lookup {
     }
 
     /// Sequence number of the last delta applied (or of the export).
-    pub fn seq(&self) -> u64 {
+    pub(crate) fn seq(&self) -> u64 {
         self.seq.load(Ordering::Acquire)
     }
     /// Number of keys.
@@ -59,7 +61,7 @@ impl Lookup {
         self.cur.load().stash_len()
     }
     /// Value width.
-    pub fn value_bits(&self) -> u32 {
+    pub(crate) fn value_bits(&self) -> u32 {
         self.cur.load().p.vbits
     }
     /// True when values live in a separate array (ScaleBricks §5.2).

@@ -3,30 +3,9 @@
 //! instead of the key in each slot — the comparison point of thesis §4
 //! (Fig. 4.30, "Partial-key Cuckoo").
 //!
-//! A key's first bucket comes from its hash, its fingerprint from other hash
-//! bits, and its second bucket is `(H(fingerprint) − b1) mod m`, so a slot's
-//! alternate bucket is known from the slot alone (MemC3 uses
-//! `b1 XOR H(fingerprint)`, which needs a power-of-two bucket count; the
-//! subtraction is also an involution and works for any `m`, so the table
-//! can be sized for 90–95 % load instead of 48–95 %). A slot holds
-//! `occupied (1) | fingerprint (f) | value (l)` bits in a
-//! [`PackedArray`]: `(1 + f + l) / load` bits per key.
-//!
-//! **This structure cannot return the right value for every valid key.**
-//! A lookup returns the value of the first slot of `b1` then `b2` whose
-//! fingerprint matches. When another key with the same fingerprint sits in
-//! one of those buckets ahead of the key's own slot (measured ≈ `2.3 · 2^-f`
-//! per key at 90 % load), the key reads that other key's value:
-//! a *valid-key collision*. [`Control::collides`] tells, exactly, which keys
-//! currently collide, and [`Control::collision_count`] how many; the
-//! benchmark measures the rate as a function of `f` (thesis Fig. 4.30).
-//! Alien keys give `None` unless a fingerprint matches (false positive rate
-//! ≈ `7 · 2^-f` at 90 % load).
-//!
-//! Updates are in place: inserts may displace fingerprints along a BFS
-//! cuckoo path, each displacement one step under the striped seqlock
-//! ([`crate::sync`]); growth (load above 95 % or no path) rebuilds the table
-//! at twice the size and the delta carries the new lookup form.
+//! How partial-key cuckoo works, its parameters, guarantees and measured
+//! performance: `docs/structures/cuckoo.md` in the repository. Usage: the
+//! examples on [`Control`] and [`Lookup`].
 
 use crate::bits::PackedArray;
 use crate::error::{Error, Result, check_value, check_value_bits, mask};
@@ -173,12 +152,12 @@ enum Body {
 
 impl Delta {
     /// Sequence number.
-    pub fn seq(&self) -> u64 {
+    pub(crate) fn seq(&self) -> u64 {
         self.seq
     }
 
     /// The table this delta belongs to (see [`crate::lineage`]).
-    pub fn table_id(&self) -> crate::TableId {
+    pub(crate) fn table_id(&self) -> crate::TableId {
         self.table.id
     }
     /// Slot writes carried (a whole table for a rebuild).
@@ -189,7 +168,7 @@ impl Delta {
         }
     }
     /// True if this delta replaces the whole lookup form.
-    pub fn is_rebuild(&self) -> bool {
+    pub(crate) fn is_rebuild(&self) -> bool {
         matches!(self.body, Body::Replace(_))
     }
 }
@@ -257,6 +236,13 @@ impl Wire for Delta {
 
 /// Partial-key cuckoo lookup form: fingerprints and values, no keys. May
 /// return a wrong value for a valid key (see the [module docs](self)).
+///
+/// # Examples
+///
+/// [`Control`](Control#examples) shows the whole cycle: `export`, `to_bytes` /
+/// `from_bytes`, [`apply`](crate::LookupTable::apply),
+/// [`get`](crate::LookupTable::get), [`get_batch`](crate::LookupTable::get_batch)
+/// and a per-thread [`reader`](crate::LookupTable::reader).
 #[derive(Debug)]
 pub struct Lookup {
     table: crate::lineage::Lineage,
@@ -266,13 +252,8 @@ pub struct Lookup {
 }
 
 impl Lookup {
-    /// The table lineage this lookup form belongs to (see [`crate::lineage`]).
-    pub fn table_id(&self) -> crate::TableId {
-        self.table.id
-    }
-
     /// Table id and key format (see [`crate::lineage`]).
-    pub fn lineage(&self) -> crate::lineage::Lineage {
+    pub(crate) fn lineage(&self) -> crate::lineage::Lineage {
         self.table
     }
 
@@ -284,7 +265,7 @@ impl Lookup {
         self.cur.load().p.fbits
     }
     /// Value bits.
-    pub fn value_bits(&self) -> u32 {
+    pub(crate) fn value_bits(&self) -> u32 {
         self.cur.load().p.vbits
     }
     /// Number of buckets.
@@ -292,7 +273,7 @@ impl Lookup {
         self.cur.load().p.nb as usize
     }
     /// Sequence number of the last delta applied.
-    pub fn seq(&self) -> u64 {
+    pub(crate) fn seq(&self) -> u64 {
         self.seq.load(Ordering::Acquire)
     }
 }
@@ -395,6 +376,29 @@ impl Wire for Lookup {
 
 /// Partial-key cuckoo control form: keys, values, the slot of every key and
 /// a mirror of the lookup form's slot array.
+///
+/// # Examples
+///
+/// Build, export, ship the blob, keep the replica current with deltas:
+///
+/// ```
+/// use keyplane::{ControlTable, LookupTable, ReadHandle, Wire, cuckoo};
+///
+/// let mut ctl = cuckoo::partial::Control::with_value_bits(8)?; // empty, 8-bit values
+/// ctl.insert(b"10.0.0.1", 5)?;
+/// let blob = ctl.export().to_bytes(); // a lookup form, serialised
+/// let table = cuckoo::partial::Lookup::from_bytes(&blob)?; // on the data plane
+/// let delta = ctl.insert(b"10.0.0.2", 7)?;
+/// table.apply(&cuckoo::partial::Delta::from_bytes(&delta.to_bytes())?)?;
+/// // Stored keys always read some value; a key may read another key's value when their fingerprints collide.
+/// assert!(table.get(b"10.0.0.2").is_some());
+/// let mut out = [None; 2];
+/// table.get_batch(&[b"10.0.0.1".as_slice(), b"10.0.0.2"], &mut out);
+/// assert!(out.iter().all(Option::is_some));
+/// let reader = table.reader(); // one per packet thread
+/// assert_eq!(reader.get(b"10.0.0.1"), table.get(b"10.0.0.1"));
+/// # Ok::<(), keyplane::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Control {
     opts: Options,

@@ -73,16 +73,16 @@ impl Image {
 
 impl Delta {
     /// Sequence number of this delta.
-    pub fn seq(&self) -> u64 {
+    pub(crate) fn seq(&self) -> u64 {
         self.seq
     }
 
     /// The table this delta belongs to (see [`crate::lineage`]).
-    pub fn table_id(&self) -> crate::TableId {
+    pub(crate) fn table_id(&self) -> crate::TableId {
         self.table.id
     }
     /// True if this delta replaces the whole lookup form (growth).
-    pub fn is_rebuild(&self) -> bool {
+    pub(crate) fn is_rebuild(&self) -> bool {
         matches!(self.body, Body::Replace(_))
     }
     /// Main-table slots written (all of them for a rebuild).

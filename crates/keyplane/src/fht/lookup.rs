@@ -473,7 +473,7 @@ fn bucket8<const W: usize>(t: &PackedArray, k: usize) -> [u64; 8] {
 
 /// A per-thread read handle ([`LookupTable::reader`]): the same answers as
 /// [`Lookup`]'s `get` / `get_batch` without the per-call snapshot pinning
-/// (see [`crate::sync::Cached`]). Applied deltas are visible to it.
+/// (see `Cached`). Applied deltas are visible to it.
 #[derive(Debug, Clone)]
 pub struct Reader<'a>(crate::sync::Cached<&'a Published<Inner>, Inner>);
 
@@ -491,6 +491,13 @@ impl crate::ReadHandle for Reader<'_> {
 }
 
 /// FHT lookup form. See the [module docs](super).
+///
+/// # Examples
+///
+/// [`Control`](super::Control#examples) shows the whole cycle: `export`, `to_bytes` /
+/// `from_bytes`, [`apply`](crate::LookupTable::apply),
+/// [`get`](crate::LookupTable::get), [`get_batch`](crate::LookupTable::get_batch)
+/// and a per-thread [`reader`](crate::LookupTable::reader).
 #[derive(Debug)]
 pub struct Lookup {
     table: crate::lineage::Lineage,
@@ -499,13 +506,8 @@ pub struct Lookup {
 }
 
 impl Lookup {
-    /// The table lineage this lookup form belongs to (see [`crate::lineage`]).
-    pub fn table_id(&self) -> crate::TableId {
-        self.table.id
-    }
-
     /// Table id and key format (see [`crate::lineage`]).
-    pub fn lineage(&self) -> crate::lineage::Lineage {
+    pub(crate) fn lineage(&self) -> crate::lineage::Lineage {
         self.table
     }
 
@@ -514,7 +516,7 @@ impl Lookup {
     }
 
     /// Sequence number of the last delta applied (or of the export).
-    pub fn seq(&self) -> u64 {
+    pub(crate) fn seq(&self) -> u64 {
         self.cur.load().seq.load(Ordering::Acquire)
     }
     /// Fingerprint bits w.
@@ -522,7 +524,7 @@ impl Lookup {
         self.cur.load().p.fbits
     }
     /// Value bits.
-    pub fn value_bits(&self) -> u32 {
+    pub(crate) fn value_bits(&self) -> u32 {
         self.cur.load().p.vbits
     }
     /// `(subtables d, buckets per subtable B, entries per bucket E)`.

@@ -1,66 +1,9 @@
 //! Fingerprint-based hash table (FHT) with a collision table (Yuan, Crowley,
 //! Song, "Enhancing Scalable Name-Based Forwarding", ANCS 2017, §5, §6.2, §7.2).
 //!
-//! The main table is a d-left hash table (default d = 4 subtables of B
-//! buckets, E = 8 entries per bucket, filled up to 93 %, §5.1) whose entries
-//! hold only a w-bit **fingerprint** and the value (the outgoing port): no
-//! name is stored. Names whose fingerprint collides within their candidate
-//! buckets, and names whose d candidate buckets are all full, go to the
-//! **collision table** (CT), which stores full names. Lookups are exact for
-//! every stored name ("collision-free FHT"); a name that was never stored
-//! either reads `None` or, with probability about `load·d·E / 2^w`, the value
-//! of a stored name with the same fingerprint (the speculative-forwarding
-//! false positive that edge routers eliminate, §5.1).
-//!
-//! # Fingerprints and candidate buckets
-//!
-//! One 64-bit hash gives a bucket number `b < B` and a fingerprint
-//! `f ∈ 1..2^w` (0 marks an empty entry). The candidate bucket in subtable
-//! `i` is `(b + g_i(f)) mod B` with `g_0 = 0` and `g_i` a hash of `f`: for a
-//! fixed subtable this is a bijection of `(b, f)`, so an entry with
-//! fingerprint `f` in a name's candidate bucket always belongs to a name with
-//! the **same** `(b, f)` — the "true fingerprint" `t` of the d-left
-//! constructions of Bonomi et al. (the paper's ref. 20). Collisions are
-//! therefore exactly the names sharing `t`, and a name that collides with
-//! one bucket entry has the same d candidates, so one scan of the candidates
-//! finds every conflict (no other name can later be placed where it would
-//! confuse an existing one).
-//!
-//! # Lookup order (§5.1)
-//!
-//! * [`LookupOrder::CollisionTableFirst`] (the paper's choice): query the CT,
-//!   then the main table. The first name of a collision group keeps the main
-//!   entry; the others live in the CT.
-//! * [`LookupOrder::MainFirst`] (the paper's "additional bit" variant,
-//!   measured as an option): every entry has a collision flag; a hit on an
-//!   unflagged entry answers without touching the CT, a flagged entry or a
-//!   miss consults the CT, which then holds **all** names of a collision
-//!   group (the first one too).
-//!
-//! # Updates (§7.2)
-//!
-//! [`Control`] keeps the full names of occupied slots (slot → name id), the
-//! collision groups and a mirror of the lookup form; every insert, delete and
-//! value change becomes a numbered [`Delta`] of CT puts, slot writes and CT
-//! deletions, applied in that order by [`Lookup::apply`](crate::LookupTable::apply)
-//! so a concurrent reader never sees a stored name without its value: slot
-//! writes happen under a striped seqlock, CT changes are published
-//! copy-on-write (the CT is small: 3.2·10^5 entries per 10^9 names at w = 16).
-//! Growth past the load limit rebuilds the table at twice the size and the
-//! delta carries the whole new lookup form.
-//!
-//! # Distributed forwarding (§6.2)
-//!
-//! A router storing only its share R_S of a rule set R builds its FHT from
-//! R_S and marks every name of R − R_S whose fingerprint matches in the main
-//! table with a "not stored" CT entry ([`Control::for_share`],
-//! [`Control::mark_not_stored`]): such names then read `None` (the default
-//! port) exactly, while the table size stays proportional to |R_S| (Table 3).
-//! Longer fingerprints (the "extra fingerprint bits") shrink the number of
-//! markers: about `|R − R_S| · load·d·E / 2^w`.
-//!
-//! Memory of the lookup form: `d·B·E·(w + l [+1])` bits for the main table
-//! (≈ `(w + l)/load` bits per name) plus the CT (full names).
+//! How this structure works, its parameters, guarantees and measured
+//! performance: `docs/structures/fht.md` in the repository. Usage: the
+//! examples on [`Control`] and [`Lookup`].
 
 mod control;
 mod ct;
@@ -75,7 +18,7 @@ use crate::error::{Error, Result, mask};
 use crate::hash::{hash64, hi, lo, mix64, reduce};
 
 /// Largest number of subtables.
-pub const MAX_SUBTABLES: u32 = 8;
+pub(crate) const MAX_SUBTABLES: u32 = 8;
 
 /// Which table a lookup consults first (§5.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

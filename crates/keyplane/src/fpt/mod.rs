@@ -3,52 +3,9 @@
 //! 2017, §4, §6.1, §7.1; the speculative binary Patricia trie sBPT of Song et
 //! al., ICN'15).
 //!
-//! The lookup form is a binary Patricia trie that stores **only the bit
-//! positions** at which the stored names differ, never the names: a lookup
-//! tests one bit of the query per internal node and returns the value of the
-//! leaf it reaches. Every stored name reaches its own leaf. A name that was
-//! never stored reaches *some* leaf and gets that leaf's value — this is
-//! speculative forwarding (§2.2): the core router forwards it anyway and an
-//! edge router, which stores full names, drops it. Use `check_bits > 0`
-//! ([`Options::check_bits`], the leaf fingerprints of distributed forwarding,
-//! §6.1) to answer `None` for all but a `2^-c` fraction of such names.
-//!
-//! # Fingerprint prefix (§4.1)
-//!
-//! Each name is prefixed with an `f`-bit fingerprint of itself before it
-//! enters the trie. Real name sets differ late and unevenly (`/com/...`
-//! shares its first 32 bits with half the list), which makes the plain
-//! Patricia trie deep; the fingerprint spreads the first splits evenly, so
-//! for `f ≥ log2 n` the average leaf depth approaches `log2 n` (Fig. 3).
-//! `f = 0` is the plain sBPT. [`Control::avg_leaf_depth`] reports the depth.
-//!
-//! # Bit string of a name
-//!
-//! `fingerprint (f bits, MSB first) ‖ for each byte: 1, b7..b0 ‖ 0 0 0 …`.
-//! The presence bit before every byte makes the encoding prefix-free, so
-//! names that are prefixes of one another (`/uk` and `/uk/co`) are still
-//! differentiated (the exact string differentiation problem of §3.1 without
-//! the "no proper prefixes" restriction).
-//!
-//! # Node layout (§7.1, single memory address)
-//!
-//! One 64-bit word per node in one array. An internal node holds its bit
-//! position and the index of its left child; the right child is the next
-//! word (siblings are allocated as a pair). A leaf holds the value (and the
-//! check bits). The root is word 0.
-//!
-//! # Updates (§7.1)
-//!
-//! [`Control`] keeps the names, the trie and per-node parent/owner links
-//! and emits numbered [`Delta`]s of node writes: an insert splits one node
-//! (allocate a sibling pair, copy the split node into one half, the new leaf
-//! into the other, overwrite the split node with an internal node — Fig. 10),
-//! a delete copies the sibling over the parent and frees the pair, a value
-//! change rewrites one leaf. The lookup form applies a delta under a global
-//! sequence lock: readers retry if a delta was applied during their walk,
-//! and walks are bounded, so a reader never loops or reads out of bounds.
-//!
-//! Memory: `(2n − 1)` node words for `n` names, 64 bits each, plus free pairs.
+//! How this structure works, its parameters, guarantees and measured
+//! performance: `docs/structures/fpt.md` in the repository. Usage: the
+//! examples on [`Control`] and [`Lookup`].
 
 mod control;
 mod delta;

@@ -13,7 +13,7 @@
 //!
 //! ## Layout (per address family)
 //!
-//! * **Top array** over the address's first 16 bits ([`T_BITS`], 65,536
+//! * **Top array** over the address's first 16 bits (`T_BITS`, 65,536
 //!   blocks): per block, the next hop of the longest prefix of length ≤ 16
 //!   covering it (prefixes that short are leaf-pushed, i.e. controlled prefix
 //!   expansion to /16 — a table total over that domain, so no absent-key
@@ -74,17 +74,17 @@ mod slots;
 pub use control::Control;
 pub use delta::Delta;
 pub use lookup::{Lookup, Reader};
-pub use prefix::{Family, Prefix, addr_from_bytes};
+pub use prefix::{Family, Prefix};
 
 /// Bits of the address that index the top array.
-pub const T_BITS: u32 = 16;
+pub(crate) const T_BITS: u32 = 16;
 /// Blocks in a top array.
 pub(crate) const BLOCKS: usize = 1 << T_BITS;
 /// Widest next hop (slots keep 31 bits for it).
 pub const MAX_VALUE_BITS: u32 = 31;
 pub(crate) const MAX_VALUE: u64 = (1 << MAX_VALUE_BITS) - 1;
 
-/// Mask bit of a prefix length longer than [`T_BITS`].
+/// Mask bit of a prefix length longer than `T_BITS`.
 #[inline(always)]
 pub(crate) fn bucket(f: Family, len: u8) -> u32 {
     let shift = if f == Family::V4 { 0 } else { 1 };

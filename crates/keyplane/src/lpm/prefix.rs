@@ -170,7 +170,7 @@ pub(crate) fn bits_of(addr: IpAddr) -> u128 {
 }
 
 /// An address from 4 or 16 network-order bytes.
-pub fn addr_from_bytes(b: &[u8]) -> Option<IpAddr> {
+pub(crate) fn addr_from_bytes(b: &[u8]) -> Option<IpAddr> {
     match b.len() {
         4 => Some(IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3]))),
         16 => {

@@ -2,92 +2,9 @@
 //! most compact dynamic key→value table, split into a maintenance (control)
 //! form and a lookup form that stores no keys.
 //!
-//! # Lookup structure (Ludo §4.4.2, §4.4.3)
-//!
-//! A key `k` is hashed once (`h = hash64(k, seed)`); `h` gives its two
-//! alternate buckets `h0(k) ≠ h1(k)`. The **bucket locator** (§4.4.4), a
-//! 1-bit Othello whose two slot indices come from `mix64(h ^ locator seed)`
-//! (no second key hash), says which of the two holds `k`. Each bucket is
-//! `seed (5 bits) | 4 value slots`, bit-packed with no wasted bits; the
-//! **slot locator** (§4.4.5) `H_seed(h) ∈ {0,1,2,3}` picks the slot. A
-//! lookup is two Othello reads and one bucket read, plus a probe of the small
-//! **overflow table** when the bucket's inline seed is 31 (the seed needed
-//! more than 5 bits; overflow seeds are 8 bits, up to 255). With a uniformly
-//! random slot hash a full bucket has no 5-bit seed with probability
-//! (1 − 4!/4⁴)³¹ ≈ 4.7%; construction therefore relocates one key of every
-//! such bucket through a cuckoo path on which every bucket keeps a seed ≤ 30
-//! (`Options::avoid_overflow`), and inserts prefer such paths, so the
-//! overflow table stays empty in practice and is sized at 1/1024 of the
-//! bucket count. A **fallback
-//! table** (§4.4.6 "Insertion fallback table") with full keys holds keys
-//! whose insertion found no cuckoo path; it is consulted first, and only when
-//! its flag says it is non-empty.
-//!
-//! A lookup loads one snapshot of the whole form (see [`Lookup`]); a
-//! per-thread [`Reader`] ([`crate::LookupTable::reader`]) loads none.
-//!
-//! Optional fingerprint bits per slot (`Options::fingerprint_bits`, f bits)
-//! make `get` answer `None` for most alien keys: a slot holds
-//! `value | fp(k) << l`, with `fp(k) ∈ 1..2^f` (never 0, so empty slots reject
-//! every alien key). Cost: 4·f/3.8 ≈ 1.05·f bits per key at 95% load.
-//!
-//! # Maintenance structure (Ludo §4.4.2, §4.4.7)
-//!
-//! [`Control`] keeps all keys and values once, in a key arena with stable
-//! ids (value next to the key span); the source (2,4)-cuckoo table (4 key ids
-//! and hashes per bucket, in lookup-slot order) is also the key index — a
-//! key is found by comparing hashes in its two buckets, then its bytes. Next
-//! to it: per-bucket seeds, the Othello maintenance structure of the bucket
-//! bits (kept over the same ids and hashes, so the keys are neither stored
-//! nor hashed twice), and a bit-exact shadow of the lookup form's bucket
-//! array and overflow table, so [`crate::ControlTable::export`] is a copy and
-//! deltas reproduce it bit for bit. An update hashes its key once and
-//! prefetches its two cuckoo buckets, shadow buckets and locator heads
-//! before touching any of them.
-//!
-//! # Updates (Ludo §4.4.8)
-//!
-//! * **Insert** runs a BFS over cuckoo paths (at most
-//!   `Options::max_cuckoo_path` displacements), then moves the keys of the
-//!   path from its free end backwards. Each path node becomes one message
-//!   node: bucket index, new seed, new value order (per new slot: which old
-//!   slot, the incoming value, or empty), where the incoming value comes from
-//!   (previous bucket and slot, or the new key's value), and the Othello
-//!   change for the moved key. The lookup form applies nodes in that
-//!   (reverse-path) order; each node writes its bucket and the Othello change
-//!   inside one striped-seqlock window over both buckets of the moved key, so
-//!   a concurrent reader of any key present before and after the insert sees
-//!   its value at every moment: the moved key is readable in its old bucket
-//!   until its Othello bit flips, and its old bucket is rewritten only by the
-//!   next node.
-//! * **Value change** is a single slot write.
-//! * **Delete** changes nothing in the lookup form's buckets (the stale value
-//!   stays until the bucket is re-seeded); the delta still carries the
-//!   (slot-free) Othello removal so both sides' sequence numbers stay equal.
-//!
-//! # Re-seeds and growth (never losing a key)
-//!
-//! Whole-structure changes are a rebuild of the maintenance structure from
-//! its key store, shipped as one `Replace` delta with the complete new lookup
-//! form, which the lookup form swaps in atomically (readers that raced the
-//! swap finish on the complete old snapshot). Rebuilds happen when
-//!
-//! * an insert would push the load over `Options::max_load_permille` (95%):
-//!   the table grows by 1.5× (synchronously — the thesis builds the new table
-//!   from 94% and switches at 95%; doing the same work at the switch point
-//!   gives identical lookup forms and the same amortised O(1) cost, with no
-//!   second table to keep in sync);
-//! * a bucket has no valid seed up to 255 (probability ≈ 1.3·10⁻¹¹ per full
-//!   bucket, or identical 64-bit hashes): re-seed the hash;
-//! * the overflow table would exceed 7/8 load: double it;
-//! * a cuckoo path is not found and the fallback table is already at its
-//!   limit (4 + n/4096 keys): grow.
-//!
-//! The Othello bucket locator re-seeds (an insert closing a cycle) on its
-//! own, from the cuckoo cells; its rebuild delta travels inside the insert's
-//! last path node, and the lookup form publishes a new snapshot with it (the
-//! buckets copied, so readers of the old snapshot keep a locator and buckets
-//! that belong together).
+//! How this structure works, its parameters, guarantees and measured
+//! performance: `docs/structures/ludo.md` in the repository. Usage: the
+//! examples on [`Control`] and [`Lookup`].
 
 mod control;
 mod delta;
@@ -104,11 +21,11 @@ use crate::error::{Error, Result, mask};
 use crate::hash::{hi, lo, mix64, reduce};
 
 /// Inline seed bits per bucket (Ludo §4.4.5).
-pub const SEED_BITS: u32 = 5;
+pub(crate) const SEED_BITS: u32 = 5;
 /// Inline seed value meaning "look in the overflow table".
-pub const OVERFLOW_SEED: u32 = (1 << SEED_BITS) - 1;
+pub(crate) const OVERFLOW_SEED: u32 = (1 << SEED_BITS) - 1;
 /// Largest slot-locator seed (overflow seeds are stored in 8 bits).
-pub const MAX_SEED: u32 = 255;
+pub(crate) const MAX_SEED: u32 = 255;
 
 /// Construction options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -31,6 +31,28 @@ pub struct Stats {
 }
 
 /// Othello control form. See the [module docs](super).
+///
+/// # Examples
+///
+/// Build, export, ship the blob, keep the replica current with deltas:
+///
+/// ```
+/// use keyplane::{ControlTable, LookupTable, ReadHandle, Wire, othello};
+///
+/// let mut ctl = othello::Control::with_value_bits(8)?; // empty, 8-bit values
+/// ctl.insert(b"10.0.0.1", 5)?;
+/// let blob = ctl.export().to_bytes(); // a lookup form, serialised
+/// let table = othello::Lookup::from_bytes(&blob)?; // on the data plane
+/// let delta = ctl.insert(b"10.0.0.2", 7)?;
+/// table.apply(&othello::Delta::from_bytes(&delta.to_bytes())?)?;
+/// assert_eq!(table.get(b"10.0.0.2"), Some(7));
+/// let mut out = [None; 2];
+/// table.get_batch(&[b"10.0.0.1".as_slice(), b"10.0.0.2"], &mut out);
+/// assert_eq!(out, [Some(5), Some(7)]);
+/// let reader = table.reader(); // one per packet thread
+/// assert_eq!(reader.get(b"10.0.0.1"), Some(5));
+/// # Ok::<(), keyplane::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Control {
     opts: Options,
@@ -62,7 +84,7 @@ impl Control {
     /// from the start (and never shrink below that). Useful when the values
     /// unknown keys read matter: they come from pairs of free slots, and
     /// arrays of `ma` and `mb` slots hold only `ma · mb` such pairs.
-    pub fn with_min_capacity(value_bits: u32, opts: Options, min_capacity: usize) -> Result<Self> {
+    pub(crate) fn with_min_capacity(value_bits: u32, opts: Options, min_capacity: usize) -> Result<Self> {
         Self::build(KeyStore::new(), value_bits, opts, min_capacity)
     }
 

@@ -88,6 +88,13 @@ impl Inner {
 crate::sync::cached_reader!(Inner);
 
 /// Othello lookup form: two packed arrays, no keys. See the [module docs](super).
+///
+/// # Examples
+///
+/// [`Control`](super::Control#examples) shows the whole cycle: `export`, `to_bytes` /
+/// `from_bytes`, [`apply`](crate::LookupTable::apply),
+/// [`get`](crate::LookupTable::get), [`get_batch`](crate::LookupTable::get_batch)
+/// and a per-thread [`reader`](crate::LookupTable::reader).
 #[derive(Debug)]
 pub struct Lookup {
     table: crate::lineage::Lineage,
@@ -97,13 +104,8 @@ pub struct Lookup {
 }
 
 impl Lookup {
-    /// The table lineage this lookup form belongs to (see [`crate::lineage`]).
-    pub fn table_id(&self) -> crate::TableId {
-        self.table.id
-    }
-
     /// Table id and key format (see [`crate::lineage`]).
-    pub fn lineage(&self) -> crate::lineage::Lineage {
+    pub(crate) fn lineage(&self) -> crate::lineage::Lineage {
         self.table
     }
 
@@ -118,7 +120,7 @@ impl Lookup {
     }
 
     /// Value bits.
-    pub fn value_bits(&self) -> u32 {
+    pub(crate) fn value_bits(&self) -> u32 {
         self.cur.load().p.vbits
     }
     /// Fingerprint bits.
@@ -139,7 +141,7 @@ impl Lookup {
         self.cur.load().p.seed
     }
     /// Sequence number of the last delta applied (or of the export).
-    pub fn seq(&self) -> u64 {
+    pub(crate) fn seq(&self) -> u64 {
         self.cur.load().seq.load(Ordering::Acquire)
     }
 

@@ -1,36 +1,9 @@
 //! Othello hashing and the Concise FIB (Yu, Li, Qian, Wang, ANCS/ToN;
 //! thesis §2.3 and §3.4.3 "OFW").
 //!
-//! An Othello maps each key `k` to an l-bit value `A[ha(k)] XOR B[hb(k)]`
-//! over two arrays `A` (m_a slots) and `B` (m_b slots). Each key is an edge
-//! between slot `ha(k)` of A and slot `hb(k)` of B; when that bipartite graph
-//! is acyclic, values can be assigned to the slots so every key reads its own
-//! value. The lookup form stores only the two arrays: no keys.
-//!
-//! * [`Control`] holds the keys, the graph (adjacency lists per slot) and the
-//!   arrays, and turns every insert, value change and remove into a [`Delta`]:
-//!   an insert joining two trees recolours (XORs) the **smaller** tree, a
-//!   value change recolours the smaller side of the edge, a remove only
-//!   clears emptiness bits. An insert that would close a cycle, or a table
-//!   that outgrows its arrays, triggers a rebuild with a fresh seed; its
-//!   delta carries the whole new lookup form.
-//! * [`Lookup`] is the data-plane form: two packed arrays, a branch-free
-//!   `get`, a prefetching `get_batch`, optional fingerprint bits and the OFW
-//!   emptiness indicator (thesis §3.4.3, Appendix A.1.2) to answer `None` for
-//!   most alien keys, and in-place delta application under a striped seqlock
-//!   so concurrent readers never see a half-applied recolouring.
-//!
-//! Slot layout (bit-sliced, one element per slot, the paper's l-POG):
-//! `value (l bits) | fingerprint (f bits) | emptiness (1 bit, optional)`.
-//! XOR covers value and fingerprint; the emptiness bit is set when a slot has
-//! at least one key.
-//!
-//! Free slots — isolated ones and one root per tree, which no key constrains
-//! — hold pseudo-random value bits (a hash of the slot index and the seed),
-//! as the thesis prescribes (§5.4.3: "we assign uniformly random values for
-//! every free element"): a key that was never inserted reads a uniformly
-//! random value, not one biased towards 0. Concury's weighted randomizer
-//! relies on it ([`crate::lb`]).
+//! How this structure works, its parameters, guarantees and measured
+//! performance: `docs/structures/othello.md` in the repository. Usage: the
+//! examples on [`Control`] and [`Lookup`].
 
 mod control;
 mod delta;

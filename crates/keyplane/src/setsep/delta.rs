@@ -51,16 +51,16 @@ pub struct Delta {
 
 impl Delta {
     /// Sequence number of this delta (the lookup form's after applying it).
-    pub fn seq(&self) -> u64 {
+    pub(crate) fn seq(&self) -> u64 {
         self.seq
     }
 
     /// The table this delta belongs to (see [`crate::lineage`]).
-    pub fn table_id(&self) -> crate::TableId {
+    pub(crate) fn table_id(&self) -> crate::TableId {
         self.table.id
     }
     /// True if this delta replaces the whole lookup form (growth or shrink).
-    pub fn is_rebuild(&self) -> bool {
+    pub(crate) fn is_rebuild(&self) -> bool {
         matches!(self.body, Body::Replace(_))
     }
     /// Groups whose record (or fallback list) this delta rewrites.

@@ -1,60 +1,9 @@
 //! SetSep: ScaleBricks' set-separation table (Zhou, Fan, Lim, Andersen,
 //! Kaminsky, Mitzenmacher, Wang, Singh, SIGCOMM 2015, §4 and §5.1).
 //!
-//! SetSep stores **no keys**: for every small group of keys it stores the
-//! index of a hash function (plus a small bit array) that maps each key of
-//! the group to its value, found by brute force.
-//!
-//! * **Two-level hashing (§4.4).** A key hashes to one of `n/4` buckets
-//!   (average 4 keys). Blocks of 256 consecutive buckets ("1024-key blocks")
-//!   map onto 64 groups (average 16 keys): each bucket has 4 pre-assigned
-//!   candidate groups ([`CANDIDATES`], every group is a candidate of exactly
-//!   16 buckets) and stores a 2-bit choice. The choices come from the greedy
-//!   balancing of §4.4: buckets sorted by size, largest first, each placed in
-//!   its least-loaded candidate (random among ties); several randomized runs
-//!   per block, the best (smallest maximum, then smallest sum of squares) kept.
-//!   Cost: 2 bits per bucket = 0.5 bit per key.
-//! * **Binary separation of a group (§4.1–4.2).** For value bit `b` the group
-//!   stores an `x`-bit hash index `i` and an `m`-bit array (`y = m` bits):
-//!   bit `b` of a key's value is `array[H_i(key)]` with the family
-//!   `H_i(x) = G1(x) + i·G2(x)` (32-bit wrapping arithmetic), of which only the
-//!   **most significant** `log2 m` bits are used. `i` is found by brute force.
-//!   The default is the paper's "16+8" (1.5 bits per key per value bit);
-//!   "8+16" and "16+16" are selectable through [`Options`].
-//! * **Combined iteration (§6.1.1).** The search tests every still-unsolved
-//!   value bit of a group at each `i` at once: the keys' l-bit values are
-//!   dropped into the `m` positions and one XOR per collision records which
-//!   value bits disagree, so l-bit values cost far less than l searches.
-//! * **Multi-bit values (§4.3)** are `l` independent binary separations per
-//!   group (`1 ≤ l ≤ 64`).
-//! * **Fallback (§4.1).** A group for which no index in range works is marked
-//!   by the reserved index `2^x − 1` in its first value bit, and its keys and
-//!   values go to a small fallback table (full keys) that the lookup checks:
-//!   no key is ever lost, and an alien key in a fallback group reads `None`.
-//! * **Updates** (SetSep has none in the paper; the Ludo thesis §4.2/§4.6
-//!   describes what one has to do). An insert, remove or value change first
-//!   *refits* the key's group: every value bit whose current index still
-//!   separates the group keeps it (its array is recomputed), and only the
-//!   other bits are searched again. A remove never needs a search. When a
-//!   group cannot be solved (or grows beyond [`Options::group_limit`]), the
-//!   block is repaired: first by moving one bucket to another of its
-//!   candidate groups, then by re-running the greedy balancing of the whole
-//!   block; groups that still fail go to the fallback table. Only when the
-//!   table outgrows its blocks (or shrinks to a quarter) is everything
-//!   rebuilt. Every update emits a numbered [`Delta`] carrying the new group
-//!   records (and a block's 64 bytes of choices when they changed).
-//!
-//! The lookup form ([`Lookup`]) holds the bucket-choice array, the
-//! group-record array and the fallback table. `get_batch` is Algorithm 1 of
-//! §5.1: hash and prefetch the choices of a batch, then read the choices and
-//! prefetch the group records, then evaluate (for l ≥ 4 the first pass also
-//! prefetches the bucket's four candidate records, which measured faster). Deltas are applied in place
-//! under a striped seqlock (one stripe per block), so a reader never sees a
-//! torn group record or a choice that disagrees with the records.
-//!
-//! Memory of the lookup form (n keys, l value bits, x+y bits per separation,
-//! bulk-loaded so that n = 1024·blocks): `2·n/4 + l·(x+y)·n/16` bits, i.e.
-//! `0.5 + 1.5·l` bits per key for 16+8, plus the fallback table.
+//! How this structure works, its parameters, guarantees and measured
+//! performance: `docs/structures/setsep.md` in the repository. Usage: the
+//! examples on [`Control`] and [`Lookup`].
 
 mod control;
 mod delta;
@@ -68,13 +17,13 @@ use crate::error::{Error, Result, mask};
 use crate::hash::{hi, mix64, reduce};
 
 /// Buckets per block (§4.4).
-pub const BUCKETS_PER_BLOCK: usize = 256;
+pub(crate) const BUCKETS_PER_BLOCK: usize = 256;
 /// Groups per block (§4.4).
-pub const GROUPS_PER_BLOCK: usize = 64;
+pub(crate) const GROUPS_PER_BLOCK: usize = 64;
 /// Keys per block at the nominal load (4 per bucket, 16 per group).
-pub const KEYS_PER_BLOCK: usize = 1024;
+pub(crate) const KEYS_PER_BLOCK: usize = 1024;
 /// Largest number of blocks (2^31 buckets, about 8·10^9 keys).
-pub const MAX_BLOCKS: u32 = 1 << 23;
+pub(crate) const MAX_BLOCKS: u32 = 1 << 23;
 
 /// Construction and update options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,7 +89,7 @@ impl Options {
 /// four distinct groups per bucket, and every group is a candidate of exactly
 /// 16 buckets, 4 in each column (§4.4 "pre-assigned candidate groups ... each
 /// group has the same number of associated buckets").
-pub static CANDIDATES: [[u8; 4]; BUCKETS_PER_BLOCK] = build_candidates();
+pub(crate) static CANDIDATES: [[u8; 4]; BUCKETS_PER_BLOCK] = build_candidates();
 
 const fn xorshift(mut s: u64) -> u64 {
     s ^= s << 13;
