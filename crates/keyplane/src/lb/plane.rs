@@ -75,7 +75,7 @@ fn image_array(bytes: &[u8], len: u32, bits: u32) -> PackedArray {
 }
 
 impl VipPlane {
-    /// Validates and assembles a plane.
+    /// Validates and assembles a plane from a BAS lookup form.
     pub fn new(
         vip: Vip,
         generation: u64,
@@ -84,15 +84,39 @@ impl VipPlane {
         da: Box<[u16]>,
         backends: &[Backend],
     ) -> Result<Self> {
-        if !(MIN_DCODE_BITS..=MAX_DCODE_BITS).contains(&dbits) {
-            return Err(Error::Corrupt(format!("dcode bits {dbits} out of range")));
-        }
         if bas.value_bits() != dbits || bas.fingerprint_bits() != 0 || bas.has_emptiness() {
             return Err(Error::Corrupt(format!(
                 "BAS has {} value bits / {} fingerprint bits / emptiness {}, expected {dbits} / 0 / false",
                 bas.value_bits(),
                 bas.fingerprint_bits(),
                 bas.has_emptiness()
+            )));
+        }
+        let snap = bas.snapshot_arc();
+        Self::from_images(vip, generation, dbits, snap.p, image_bytes(&snap.a), image_bytes(&snap.b), da, backends)
+    }
+
+    /// Validates and assembles a plane from the BAS arrays' byte images
+    /// (little-endian packed words of `dbits`-bit slots, padding included),
+    /// the form the control plane keeps current.
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_images(
+        vip: Vip,
+        generation: u64,
+        dbits: u32,
+        p: othello::Params,
+        a: Box<[u8]>,
+        b: Box<[u8]>,
+        da: Box<[u16]>,
+        backends: &[Backend],
+    ) -> Result<Self> {
+        if !(MIN_DCODE_BITS..=MAX_DCODE_BITS).contains(&dbits) {
+            return Err(Error::Corrupt(format!("dcode bits {dbits} out of range")));
+        }
+        if p.vbits != dbits || p.fbits != 0 || p.empt {
+            return Err(Error::Corrupt(format!(
+                "BAS has {} value bits / {} fingerprint bits / emptiness {}, expected {dbits} / 0 / false",
+                p.vbits, p.fbits, p.empt
             )));
         }
         let max_b = (1usize << dbits) / super::DCODES_PER_BACKEND;
@@ -106,13 +130,12 @@ impl VipPlane {
         if let Some(&bad) = da.iter().find(|&&i| i as usize >= backends.len()) {
             return Err(Error::Corrupt(format!("DIP row names backend #{bad} of {}", backends.len())));
         }
-        let snap = bas.snapshot_arc();
-        let (p, a, b) = (snap.p, image_bytes(&snap.a), image_bytes(&snap.b));
         // Every slot a lookup reads: index < m (Lemire reduction), so its
         // first bit is at most (m - 1)·dbits and its load ends 4 bytes on.
+        // The encoder needs the packed array's exact word count.
         for (name, m, img) in [("A", p.ma, &a), ("B", p.mb, &b)] {
             let need = (((m.max(1) as usize - 1) * dbits as usize) >> 3) + 4;
-            if img.len() < need {
+            if img.len() < need || img.len() != crate::bits::words_for(m as usize, dbits) * 8 {
                 return Err(Error::Corrupt(format!("BAS array {name}: {} bytes for {m} slots", img.len())));
             }
         }
