@@ -291,24 +291,67 @@ fn main() {
             cm as f64 / mm as f64,
             mg.tracked(mid)
         ));
-        if n == 1_000_000 {
-            let mut times = Vec::new();
-            for k in 0..6 {
-                let b = Backend::new(Ipv4Addr::new(198, 18, 1, 1), 80);
-                let ops = if k % 2 == 0 { vec![PoolOp::Add(b, 1)] } else { vec![PoolOp::Remove(b)] };
+        // Pool change → data plane updated: `Control::update_pool` (rebalance,
+        // re-pin, plane from the patched BAS slice) + `DataPlane::apply`.
+        // Cycles of: add a 9th backend, reweight, drain, undrain, remove (its
+        // states dropped), each op timed alone; the reaping of the removed
+        // backend's states (after the data plane is updated) is timed apart.
+        let extra = Backend::new(Ipv4Addr::new(198, 18, 1, 1), 80);
+        let cycle: Vec<(&str, PoolOp)> = vec![
+            ("add", PoolOp::Add(extra, 1)),
+            ("reweight", PoolOp::SetWeight(pool[1].0, 3)),
+            ("drain", PoolOp::SetWeight(pool[2].0, 0)),
+            ("undrain", PoolOp::SetWeight(pool[2].0, 1)),
+            ("reweight_back", PoolOp::SetWeight(pool[1].0, 1)),
+            ("remove", PoolOp::Remove(extra)),
+        ];
+        let mut times: Vec<(&str, f64)> = Vec::new();
+        let mut reap_ms = Vec::new();
+        let before = ctl.stats();
+        for round in 0..env("POOL_ROUNDS", if n > 2_000_000 { 2 } else { 5 }) {
+            for (name, op) in &cycle {
                 let t = Instant::now();
-                let d = ctl.update_pool(id, &ops).unwrap();
+                let d = ctl.update_pool(id, std::slice::from_ref(op)).unwrap();
                 dp.apply(&d).unwrap();
-                times.push(t.elapsed().as_secs_f64() * 1e3);
+                times.push((name, t.elapsed().as_secs_f64() * 1e3));
+                if matches!(op, PoolOp::Remove(_)) {
+                    let t = Instant::now();
+                    ctl.reap_dropped().unwrap();
+                    reap_ms.push(t.elapsed().as_secs_f64() * 1e3);
+                }
+                // The added backend gets tracked states before it leaves.
+                if *name == "add" {
+                    for c in 0..(n / 9) {
+                        let k = key(n + round as u32 * n + c);
+                        ctl.connection_start(id, k.as_ref(), extra).unwrap();
+                    }
+                }
             }
-            times.sort_by(|a, b| a.partial_cmp(b).unwrap());
-            out.put(format!(
-                "{{\"bench\":\"pool_change\",\"connections\":{n},\"ms_min\":{:.2},\"ms_median\":{:.2},\"ms_max\":{:.2},\"what\":\"Control::update_pool + DataPlane::apply (add or remove a backend)\"}}",
-                times[0],
-                times[times.len() / 2],
-                times[times.len() - 1]
-            ));
         }
+        let after = ctl.stats();
+        let mut all: Vec<f64> = times.iter().map(|t| t.1).collect();
+        all.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let per: Vec<String> = cycle
+            .iter()
+            .map(|(name, _)| {
+                let mut v: Vec<f64> = times.iter().filter(|t| t.0 == *name).map(|t| t.1).collect();
+                v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                format!("\"{name}\":[{:.2},{:.2}]", v[0], v[v.len() - 1])
+            })
+            .collect();
+        reap_ms.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        out.put(format!(
+            "{{\"bench\":\"pool_change\",\"connections\":{n},\"changes\":{},\"ms_min\":{:.2},\"ms_median\":{:.2},\"ms_max\":{:.2},\"ms_by_op_min_max\":{{{}}},\"states_repinned\":{},\"states_dropped\":{},\"reap_ms_min_max\":[{:.1},{:.1}],\"what\":\"Control::update_pool + DataPlane::apply, one op each\"}}",
+            all.len(),
+            all[0],
+            all[all.len() / 2],
+            all[all.len() - 1],
+            per.join(","),
+            after.states_repinned - before.states_repinned,
+            after.states_dropped - before.states_dropped,
+            reap_ms[0],
+            reap_ms[reap_ms.len() - 1],
+        ));
     }
 
     if env("NET", 0) == 1 {

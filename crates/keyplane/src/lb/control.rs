@@ -98,19 +98,22 @@ fn pick(dcodes: &[u16], key: &[u8]) -> u16 {
 }
 
 /// The low `bits` of an Othello's arrays as the little-endian byte images
-/// of packed words (the layout [`VipPlane`] reads), patched in place.
+/// of packed words (the layout [`VipPlane`] reads), patched in place. The
+/// images are shared with the last published plane: the first patch after
+/// a publication copies them (copy on write), so a pool change hands the
+/// data plane its BAS without copying it.
 #[derive(Debug, Clone)]
 struct NarrowBas {
     p: othello::Params,
-    a: Vec<u8>,
-    b: Vec<u8>,
+    a: Arc<[u8]>,
+    b: Arc<[u8]>,
 }
 
 impl NarrowBas {
     fn of(wp: &othello::Params, wa: &PackedArray, wb: &PackedArray, bits: u32) -> Self {
         let p = othello::Params { vbits: bits, fbits: 0, empt: false, ..*wp };
         let bytes = |m: u32| crate::bits::words_for(m as usize, bits) * 8;
-        let mut n = Self { p, a: vec![0; bytes(p.ma)], b: vec![0; bytes(p.mb)] };
+        let mut n = Self { p, a: vec![0; bytes(p.ma)].into(), b: vec![0; bytes(p.mb)].into() };
         let m = mask(bits);
         for i in 0..p.ma as usize {
             n.put(false, i, wa.get(i) & m);
@@ -125,7 +128,7 @@ impl NarrowBas {
     #[inline]
     fn window(&mut self, side_b: bool, i: usize) -> (&mut [u8], u32) {
         let bit = i * self.p.vbits as usize;
-        let img = if side_b { &mut self.b } else { &mut self.a };
+        let img = Arc::make_mut(if side_b { &mut self.b } else { &mut self.a });
         // `words_for` keeps a padding word, so 4 bytes from any slot's first
         // byte are inside the image (indices come from `O`, below m).
         (&mut img[bit >> 3..(bit >> 3) + 4], (bit & 7) as u32)
@@ -167,7 +170,7 @@ impl NarrowBas {
     }
 
     fn memory_bytes(&self) -> usize {
-        self.a.capacity() + self.b.capacity()
+        self.a.len() + self.b.len()
     }
 }
 
@@ -474,9 +477,9 @@ impl OthelloMap {
         Ok(stale.len())
     }
 
-    /// The VIP's BAS as byte images: `(skeleton, A, B)`.
-    fn bas_images(&self) -> (othello::Params, Box<[u8]>, Box<[u8]>) {
-        (self.bas.p, self.bas.a.as_slice().into(), self.bas.b.as_slice().into())
+    /// The VIP's BAS as byte images: `(skeleton, A, B)` (shared, not copied).
+    fn bas_images(&self) -> (othello::Params, Arc<[u8]>, Arc<[u8]>) {
+        (self.bas.p, self.bas.a.clone(), self.bas.b.clone())
     }
 
     /// The same BAS built the §5.4.5 way: recolour `O`'s graph from scratch
@@ -978,6 +981,11 @@ mod tests {
                 let want = NarrowBas::of(&s.p, &s.a, &s.b, 12);
                 assert_eq!(m.bas.p, want.p);
                 assert!(m.bas.a == want.a && m.bas.b == want.b, "slice differs after {i} operations");
+                // A published copy is never patched afterwards.
+                let (_, pa, _) = m.bas_images();
+                let before = pa.to_vec();
+                m.add(&key(1 << 40 | i), 1, &[3]).unwrap();
+                assert_eq!(&pa[..], &before[..]);
             }
         }
         assert!(m.o.stats().grow_rebuilds > 0, "the run must cross a growth rebuild");
