@@ -298,12 +298,24 @@ fn main() {
             mg.packet(mid, key(c).as_ref());
         }
         let (cm, mm) = (dp.memory_bytes(), mg.memory_bytes());
+        // The service's control side: the Concury control plane and its
+        // bounded connection table, both holding every connection.
+        let cc = ctl.memory_bytes() - dp.memory_bytes();
+        let mut ct = keyplane_lb::conntrack::ConnTable::new(n as usize);
+        let mut ev = Vec::new();
+        for c in 0..n {
+            ct.insert(id, key(c), pool[(c % 8) as usize].0, &mut ev);
+        }
+        let ctb = ct.memory_bytes();
+        drop(ct);
         out.put(format!(
-            "{{\"bench\":\"memory_per_connection\",\"connections\":{n},\"concury_dataplane_bytes\":{cm},\"maglev_dataplane_bytes\":{mm},\"concury_b_per_conn\":{:.2},\"maglev_b_per_conn\":{:.2},\"ratio\":{:.3},\"maglev_tracked\":{}}}",
+            "{{\"bench\":\"memory_per_connection\",\"connections\":{n},\"concury_dataplane_bytes\":{cm},\"maglev_dataplane_bytes\":{mm},\"concury_b_per_conn\":{:.2},\"maglev_b_per_conn\":{:.2},\"ratio\":{:.3},\"maglev_tracked\":{},\"concury_control_plane_bytes\":{cc},\"lb_conntrack_bytes\":{ctb},\"concury_control_b_per_conn\":{:.1},\"lb_conntrack_b_per_conn\":{:.1}}}",
             cm as f64 / n as f64,
             mm as f64 / n as f64,
             cm as f64 / mm as f64,
-            mg.tracked(mid)
+            mg.tracked(mid),
+            cc as f64 / n as f64,
+            ctb as f64 / n as f64
         ));
         // Pool change → data plane updated: `Control::update_pool` (rebalance,
         // re-pin, plane from the patched BAS slice) + `DataPlane::apply`.
@@ -525,39 +537,40 @@ mod net {
         .expect("client namespace")
     }
 
-    /// Sends one frame of every flow (`flags`), in chunks, paced so that a
-    /// user-space LB keeps up; returns frames sent.
-    fn warm(tb: &Testbed, lbmac: [u8; 6], own: [u8; 6], flows: u32, vips: usize, flags: u8, cpu: usize) -> u64 {
-        let mut sent = 0;
-        let chunk = 8192u32;
-        let mut f0 = 0;
-        while f0 < flows {
-            let fr: Vec<Vec<u8>> =
-                (f0..(f0 + chunk).min(flows)).map(|f| frame(lbmac, own, f, f as usize % vips, 64, flags)).collect();
-            sent += tb
-                .in_client(0, || {
-                    pin(0, cpu);
-                    let mut p = keyplane_net::open(
-                        "eth0",
-                        keyplane_net::IoKind::AfPacket,
-                        0,
-                        &keyplane_net::PortOptions::default(),
-                    )
-                    .expect("generator port");
-                    let mut n = 0u64;
-                    for b in fr.chunks(64) {
-                        for x in b {
-                            n += matches!(p.tx_stage(x), Ok(true)) as u64;
-                        }
-                        let _ = p.tx_flush();
-                        std::thread::sleep(Duration::from_micros(500));
-                    }
-                    n
-                })
-                .expect("client namespace");
-            f0 += chunk;
+    /// One 64-byte frame per flow (`flags`), flow `f` to VIP `f % vips`,
+    /// back to back.
+    /// Then the measured sample's flows to VIP 0 (the one-VIP runs use them).
+    fn warm_frames(lbmac: [u8; 6], own: [u8; 6], flows: u32, sample: u32, flags: u8) -> Vec<u8> {
+        let mut all = Vec::with_capacity((flows + sample) as usize * 64);
+        for f in 0..flows {
+            all.extend_from_slice(&frame(lbmac, own, f, f as usize % 64, 64, flags));
         }
-        sent
+        for i in 0..sample {
+            let f = (i as u64 * flows as u64 / sample as u64) as u32;
+            all.extend_from_slice(&frame(lbmac, own, f, 0, 64, flags));
+        }
+        all
+    }
+
+    /// Sends `frames` (64-byte frames back to back) once, paced so that a
+    /// user-space LB keeps up; returns frames sent.
+    fn warm(tb: &Testbed, frames: &[u8], cpu: usize, pause: Duration) -> u64 {
+        tb.in_client(0, || {
+            pin(0, cpu);
+            let mut p =
+                keyplane_net::open("eth0", keyplane_net::IoKind::AfPacket, 0, &keyplane_net::PortOptions::default())
+                    .expect("generator port");
+            let mut n = 0u64;
+            for b in frames.chunks(64 * 64) {
+                for x in b.chunks(64) {
+                    n += matches!(p.tx_stage(x), Ok(true)) as u64;
+                }
+                let _ = p.tx_flush();
+                std::thread::sleep(pause);
+            }
+            n
+        })
+        .expect("client namespace")
     }
 
     fn config(flows: u32, weight4: u32) -> String {
@@ -626,6 +639,19 @@ mod net {
         let reps = env("REPS_NET", 2);
         let (gen_cpu, lb_cpu) = (env("GEN_CPU", 0), env("LB_CPU", 1));
         let dir = std::env::temp_dir().join(format!("lb-bench-{}", std::process::id()));
+        // conntrack must hold every flow for the nftables LB (a global
+        // limit, copied into a namespace when it is created: raised before
+        // the testbed; the old value is put back on exit).
+        let cur: usize = std::fs::read_to_string("/proc/sys/net/netfilter/nf_conntrack_max")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
+        let _restore = if cur < flows as usize * 5 / 4 {
+            let _ = std::fs::write("/proc/sys/net/netfilter/nf_conntrack_max", (flows as usize * 5 / 4).to_string());
+            Restore(Some(cur.to_string()))
+        } else {
+            Restore(None)
+        };
         let tb = Testbed::new("bench", 1, 4, &dir).expect("testbed (root)");
         // Backends drop the frames at ingress: rx_packets counts them, no
         // TCP reset comes back through the LB.
@@ -646,18 +672,6 @@ mod net {
         for v in 1..64 {
             let _ = tb.net.ip(&tb.lb, &["route", "add", "blackhole", &format!("{}/32", vip(v))]);
         }
-        // conntrack must hold every flow for the nftables LB (a global
-        // limit; the old value is put back on exit).
-        let cur: usize = std::fs::read_to_string("/proc/sys/net/netfilter/nf_conntrack_max")
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(0);
-        let _restore = if cur < flows as usize * 5 / 4 {
-            let _ = std::fs::write("/proc/sys/net/netfilter/nf_conntrack_max", (flows as usize * 5 / 4).to_string());
-            Restore(Some(cur.to_string()))
-        } else {
-            Restore(None)
-        };
         let path = dir.join("lb.toml");
         // Measured traffic: 65,536 of the tracked flows (spread over all of
         // them), one VIP or 64 VIPs.
@@ -675,6 +689,8 @@ mod net {
             })
             .collect();
         let kinds: Vec<Kind> = env_kinds();
+        let warm_syn = warm_frames(lbmac, own, flows, sample, 0x02);
+        let warm_ack = warm_frames(lbmac, own, flows, sample, 0x10);
         for rep in 0..reps {
             for &kind in &kinds {
                 let t0 = Instant::now();
@@ -713,8 +729,13 @@ mod net {
                 // the report; Maglev learns it), ACK for nftables (conntrack
                 // picks established flows up); then a pool change (weight of
                 // backend 4: 1 → 2) so Concury's BAS holds the states.
-                let flags = if kind == Kind::Nft { 0x10 } else { 0x02 };
-                let warmed = warm(&tb, lbmac, own, flows, 64, flags, gen_cpu);
+                // (nftables: slower, conntrack entries cost more to create.)
+                let warmed = match kind {
+                    Kind::Nft => {
+                        warm(&tb, &warm_ack, gen_cpu, Duration::from_micros(env("NFT_WARM_PAUSE_US", 500) as u64))
+                    }
+                    _ => warm(&tb, &warm_syn, gen_cpu, Duration::from_micros(500)),
+                };
                 std::thread::sleep(Duration::from_millis(500));
                 let tracked = match &lb {
                     Some(lb) => {
