@@ -695,9 +695,11 @@ impl Control {
     }
 
     /// Applies pool changes to one VIP and emits the delta replacing its
-    /// plane (§5.4.5): DIP row rebalanced with the fewest moves, tracked
-    /// states re-pinned, BAS recoloured on the OthelloMap's graph. All
-    /// changes are checked before any takes effect.
+    /// plane (§5.4.5): DIP row rebalanced with the fewest moves (Dcodes
+    /// holding tracked states stay), stale states re-pinned (none unless a
+    /// state's Dcode moved), BAS taken from the OthelloMap's patched slice
+    /// (shared, not copied); a removed backend's states dropped in O(1).
+    /// All changes are checked before any takes effect.
     pub fn update_pool(&mut self, id: VipId, ops: &[PoolOp]) -> Result<Delta> {
         let p = self.p;
         let mut stats = self.stats;
