@@ -197,48 +197,62 @@ fn main() {
     }
 
     // 1b. Bare Concury burst lookups: one VIP vs 64 mixed VIPs (1M states).
-    for vips in [1usize, 64] {
-        if only_net && !only_burst {
-            break;
+    // Both data planes are built first, then timed in alternation (one VIP,
+    // mixed, one VIP, ...) so that load changes on a shared machine hit both.
+    if !only_net || only_burst {
+        let mut planes = Vec::new();
+        for vips in [1usize, 64] {
+            let mut ctl = Control::new(Params::default()).unwrap();
+            let pool: Vec<(Backend, u32)> =
+                (0..8).map(|b| (Backend::new(Ipv4Addr::new(198, 18, 0, 11 + b), 80), 1)).collect();
+            let ids: Vec<u32> =
+                (0..vips).map(|v| ctl.add_vip(Vip::new(vip_addr(v), 80, 6), &pool).unwrap().0).collect();
+            for c in 0..conns {
+                let b = pool[(c % 8) as usize].0;
+                ctl.connection_start(ids[c as usize % vips], key(c).as_ref(), b).unwrap();
+            }
+            for &id in &ids {
+                ctl.refresh(id).unwrap();
+            }
+            let vv: Vec<u32> =
+                (0..n_frames).map(|i| ids[(keyplane::hash::mix64(i as u64) as u32 % conns) as usize % vips]).collect();
+            planes.push((vips, ctl.export(), ids, vv));
         }
-        let mut ctl = Control::new(Params::default()).unwrap();
-        let pool: Vec<(Backend, u32)> =
-            (0..8).map(|b| (Backend::new(Ipv4Addr::new(198, 18, 0, 11 + b), 80), 1)).collect();
-        let ids: Vec<u32> = (0..vips).map(|v| ctl.add_vip(Vip::new(vip_addr(v), 80, 6), &pool).unwrap().0).collect();
-        for c in 0..conns {
-            let b = pool[(c % 8) as usize].0;
-            ctl.connection_start(ids[c as usize % vips], key(c).as_ref(), b).unwrap();
-        }
-        for &id in &ids {
-            ctl.refresh(id).unwrap();
-        }
-        let dp = ctl.export();
         let keys: Vec<StateKey> =
             (0..n_frames as u32).map(|i| key(keyplane::hash::mix64(i as u64) as u32 % conns)).collect();
         let krefs: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
-        let vv: Vec<u32> = keys
-            .iter()
-            .enumerate()
-            .map(|(i, _)| ids[(keyplane::hash::mix64(i as u64) as u32 % conns) as usize % vips])
-            .collect();
+        let mut ns: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
         let mut o = vec![None; 16];
-        let mut r = dp.reader();
-        let mut best = f64::MAX;
-        for _ in 0..reps {
-            let t = Instant::now();
-            for (i, ks) in krefs.chunks(16).enumerate() {
-                if vips == 1 {
-                    r.lookup_batch_vip(ids[0], ks, &mut o);
-                } else {
-                    r.lookup_batch(&vv[i * 16..i * 16 + ks.len()], ks, &mut o);
+        for _ in 0..env("BURST_ROUNDS", 9) {
+            for (j, (vips, dp, ids, vv)) in planes.iter().enumerate() {
+                let mut r = dp.reader();
+                let mut best = f64::MAX;
+                for _ in 0..3 {
+                    let t = Instant::now();
+                    for (i, ks) in krefs.chunks(16).enumerate() {
+                        if *vips == 1 {
+                            r.lookup_batch_vip(ids[0], ks, &mut o);
+                        } else {
+                            r.lookup_batch(&vv[i * 16..i * 16 + ks.len()], ks, &mut o);
+                        }
+                    }
+                    best = best.min(t.elapsed().as_nanos() as f64 / krefs.len() as f64);
                 }
+                ns[j].push(best);
             }
-            best = best.min(t.elapsed().as_nanos() as f64 / krefs.len() as f64);
         }
         std::hint::black_box(&o);
+        let ratios: Vec<f64> = ns[1].iter().zip(&ns[0]).map(|(m, one)| m / one).collect();
+        let mm = |v: &[f64]| {
+            let mut v = v.to_vec();
+            v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            (v[0], v[v.len() / 2], v[v.len() - 1])
+        };
+        let (a, b, c) = (mm(&ns[0]), mm(&ns[1]), mm(&ratios));
         out.put(format!(
-            "{{\"bench\":\"concury_burst_lookup\",\"vips\":{vips},\"states\":{conns},\"path\":\"{}\",\"ns_per_packet\":{best:.2}}}",
-            if vips == 1 { "lookup_batch_vip" } else { "lookup_batch (mixed VIPs)" }
+            "{{\"bench\":\"concury_burst_lookup\",\"states\":{conns},\"rounds\":{},\"one_vip_ns_min_med_max\":[{:.2},{:.2},{:.2}],\"mixed_64_vips_ns_min_med_max\":[{:.2},{:.2},{:.2}],\"ratio_per_round_min_med_max\":[{:.2},{:.2},{:.2}],\"what\":\"PacketReader bursts of 16: lookup_batch_vip (1 VIP) vs lookup_batch (64 mixed VIPs), alternating rounds, best of 3 passes each\"}}",
+            ns[0].len(),
+            a.0, a.1, a.2, b.0, b.1, b.2, c.0, c.1, c.2
         ));
     }
 
@@ -284,31 +298,86 @@ fn main() {
             mg.packet(mid, key(c).as_ref());
         }
         let (cm, mm) = (dp.memory_bytes(), mg.memory_bytes());
+        // The service's control side: the Concury control plane and its
+        // bounded connection table, both holding every connection.
+        let cc = ctl.memory_bytes() - dp.memory_bytes();
+        let mut ct = keyplane_lb::conntrack::ConnTable::new(n as usize);
+        let mut ev = Vec::new();
+        for c in 0..n {
+            ct.insert(id, key(c), pool[(c % 8) as usize].0, &mut ev);
+        }
+        let ctb = ct.memory_bytes();
+        drop(ct);
         out.put(format!(
-            "{{\"bench\":\"memory_per_connection\",\"connections\":{n},\"concury_dataplane_bytes\":{cm},\"maglev_dataplane_bytes\":{mm},\"concury_b_per_conn\":{:.2},\"maglev_b_per_conn\":{:.2},\"ratio\":{:.3},\"maglev_tracked\":{}}}",
+            "{{\"bench\":\"memory_per_connection\",\"connections\":{n},\"concury_dataplane_bytes\":{cm},\"maglev_dataplane_bytes\":{mm},\"concury_b_per_conn\":{:.2},\"maglev_b_per_conn\":{:.2},\"ratio\":{:.3},\"maglev_tracked\":{},\"concury_control_plane_bytes\":{cc},\"lb_conntrack_bytes\":{ctb},\"concury_control_b_per_conn\":{:.1},\"lb_conntrack_b_per_conn\":{:.1}}}",
             cm as f64 / n as f64,
             mm as f64 / n as f64,
             cm as f64 / mm as f64,
-            mg.tracked(mid)
+            mg.tracked(mid),
+            cc as f64 / n as f64,
+            ctb as f64 / n as f64
         ));
-        if n == 1_000_000 {
-            let mut times = Vec::new();
-            for k in 0..6 {
-                let b = Backend::new(Ipv4Addr::new(198, 18, 1, 1), 80);
-                let ops = if k % 2 == 0 { vec![PoolOp::Add(b, 1)] } else { vec![PoolOp::Remove(b)] };
+        // Pool change → data plane updated: `Control::update_pool` (rebalance,
+        // re-pin, plane from the patched BAS slice) + `DataPlane::apply`.
+        // Cycles of: add a 9th backend, reweight, drain, undrain, remove (its
+        // states dropped), each op timed alone; the reaping of the removed
+        // backend's states (after the data plane is updated) is timed apart.
+        let extra = Backend::new(Ipv4Addr::new(198, 18, 1, 1), 80);
+        let cycle: Vec<(&str, PoolOp)> = vec![
+            ("add", PoolOp::Add(extra, 1)),
+            ("reweight", PoolOp::SetWeight(pool[1].0, 3)),
+            ("drain", PoolOp::SetWeight(pool[2].0, 0)),
+            ("undrain", PoolOp::SetWeight(pool[2].0, 1)),
+            ("reweight_back", PoolOp::SetWeight(pool[1].0, 1)),
+            ("remove", PoolOp::Remove(extra)),
+        ];
+        let mut times: Vec<(&str, f64)> = Vec::new();
+        let mut reap_ms = Vec::new();
+        let before = ctl.stats();
+        for round in 0..env("POOL_ROUNDS", if n > 2_000_000 { 2 } else { 5 }) {
+            for (name, op) in &cycle {
                 let t = Instant::now();
-                let d = ctl.update_pool(id, &ops).unwrap();
+                let d = ctl.update_pool(id, std::slice::from_ref(op)).unwrap();
                 dp.apply(&d).unwrap();
-                times.push(t.elapsed().as_secs_f64() * 1e3);
+                times.push((name, t.elapsed().as_secs_f64() * 1e3));
+                if matches!(op, PoolOp::Remove(_)) {
+                    let t = Instant::now();
+                    ctl.reap_dropped().unwrap();
+                    reap_ms.push(t.elapsed().as_secs_f64() * 1e3);
+                }
+                // The added backend gets tracked states before it leaves.
+                if *name == "add" {
+                    for c in 0..(n / 9) {
+                        let k = key(n + round as u32 * n + c);
+                        ctl.connection_start(id, k.as_ref(), extra).unwrap();
+                    }
+                }
             }
-            times.sort_by(|a, b| a.partial_cmp(b).unwrap());
-            out.put(format!(
-                "{{\"bench\":\"pool_change\",\"connections\":{n},\"ms_min\":{:.2},\"ms_median\":{:.2},\"ms_max\":{:.2},\"what\":\"Control::update_pool + DataPlane::apply (add or remove a backend)\"}}",
-                times[0],
-                times[times.len() / 2],
-                times[times.len() - 1]
-            ));
         }
+        let after = ctl.stats();
+        let mut all: Vec<f64> = times.iter().map(|t| t.1).collect();
+        all.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let per: Vec<String> = cycle
+            .iter()
+            .map(|(name, _)| {
+                let mut v: Vec<f64> = times.iter().filter(|t| t.0 == *name).map(|t| t.1).collect();
+                v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                format!("\"{name}\":[{:.2},{:.2}]", v[0], v[v.len() - 1])
+            })
+            .collect();
+        reap_ms.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        out.put(format!(
+            "{{\"bench\":\"pool_change\",\"connections\":{n},\"changes\":{},\"ms_min\":{:.2},\"ms_median\":{:.2},\"ms_max\":{:.2},\"ms_by_op_min_max\":{{{}}},\"states_repinned\":{},\"states_dropped\":{},\"reap_ms_min_max\":[{:.1},{:.1}],\"what\":\"Control::update_pool + DataPlane::apply, one op each\"}}",
+            all.len(),
+            all[0],
+            all[all.len() / 2],
+            all[all.len() - 1],
+            per.join(","),
+            after.states_repinned - before.states_repinned,
+            after.states_dropped - before.states_dropped,
+            reap_ms[0],
+            reap_ms[reap_ms.len() - 1],
+        ));
     }
 
     if env("NET", 0) == 1 {
@@ -325,12 +394,113 @@ fn main() {
 }
 
 mod net {
-    //! pps through the LB on the testbed (AF_PACKET generator in a client
-    //! namespace → LB → backends), and through the nftables LB.
-    use super::Out;
-    use keyplane_lb::testbed::{self, Testbed, VIP4};
+    //! Packets per forwarding-core-second through the LB on the namespace
+    //! testbed: a generator in the client namespace (pinned to CPU `GEN_CPU`,
+    //! default 0) sends TCP frames at the LB's MAC; the LB worker thread is
+    //! pinned to CPU `LB_CPU` (default 1); frames received by the 4
+    //! backends are counted (backends drop them at their netdev ingress hook,
+    //! so no reply traffic loads the path). The same generator drives the
+    //! nftables LB (kube-proxy style DNAT + conntrack) in the LB namespace.
+    //!
+    //! CPU actually consumed by the forwarding work, from /proc:
+    //! * keyplane (Concury / Maglev, AF_XDP or AF_PACKET): the `lb-worker`
+    //!   thread's utime + stime (`/proc/self/task/<tid>/stat`) plus the
+    //!   softirq time of its CPU (`/proc/stat`: its transmissions' bridge
+    //!   and backend-ingress processing) = `lb`; plus the softirq time of the
+    //!   generator's CPU (the kernel delivering frames to the LB's socket) =
+    //!   `all_in`;
+    //! * nftables: the softirq time of both CPUs (the NAT runs in the
+    //!   generator's CPU's softirq, from the client veth through the bridge,
+    //!   conntrack, DNAT, forwarding and the bridge again) = `lb` = `all_in`.
+    //!
+    //! `all_in` charges both kinds of LB for the same kernel path from the
+    //! generator's veth on; `lb` leaves out keyplane's socket delivery.
+    //! Runs alternate (every LB once per repetition, every variant once per
+    //! LB start), and every figure is reported per run. Ticks are 10 ms.
+    use super::{Out, env};
+    use keyplane_lb::testbed::{self, Testbed};
     use keyplane_lb::{IoKind, Lb, Mode, Options};
+    use std::net::Ipv4Addr;
     use std::time::{Duration, Instant};
+
+    fn vip(v: usize) -> Ipv4Addr {
+        Ipv4Addr::new(198, 18, 100, 1 + v as u8)
+    }
+
+    /// Source address and port of flow `f` (198.19.0.0/16, 1024 ports each).
+    fn flow(f: u32) -> ([u8; 4], u16) {
+        let a = 0xc613_0000u32 + (f >> 10);
+        (a.to_be_bytes(), 1024 + (f & 1023) as u16)
+    }
+
+    /// A checksummed TCP frame of `size` bytes of flow `f` to VIP `v`.
+    fn frame(lbmac: [u8; 6], own: [u8; 6], f: u32, v: usize, size: usize, flags: u8) -> Vec<u8> {
+        let mut b = super::frame(0, 0, size, flags);
+        b[0..6].copy_from_slice(&lbmac);
+        b[6..12].copy_from_slice(&own);
+        let (src, sport) = flow(f);
+        b[26..30].copy_from_slice(&src);
+        b[30..34].copy_from_slice(&vip(v).octets());
+        b[34..36].copy_from_slice(&sport.to_be_bytes());
+        b[38..42].copy_from_slice(&1u32.to_be_bytes());
+        b[42..46].copy_from_slice(&1u32.to_be_bytes());
+        b[48..50].copy_from_slice(&64000u16.to_be_bytes());
+        let ck = keyplane_net::checksum::internet_checksum(&b[14..34]);
+        b[24..26].copy_from_slice(&ck.to_be_bytes());
+        let l4 = b.len() - 34;
+        let mut sum = 6u32 + l4 as u32;
+        for w in b[26..34].chunks_exact(2) {
+            sum += u16::from_be_bytes([w[0], w[1]]) as u32;
+        }
+        let ck = keyplane_net::checksum::fold(keyplane_net::checksum::sum(&b[34..], sum as u64));
+        b[50..52].copy_from_slice(&ck.to_be_bytes());
+        b
+    }
+
+    fn pin(tid: i32, cpu: usize) {
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes
+        // inside it; sched_setaffinity reads it.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            if libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                eprintln!("pinning thread {tid} to CPU {cpu} failed: {}", std::io::Error::last_os_error());
+            }
+        }
+    }
+
+    /// (utime + stime) ticks of the thread named `name` in this process.
+    fn thread_ticks(name: &str) -> Option<(i32, u64)> {
+        for t in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            if comm.trim() == name {
+                let st = std::fs::read_to_string(t.path().join("stat")).ok()?;
+                let rest = &st[st.rfind(')')? + 2..];
+                let f: Vec<&str> = rest.split_whitespace().collect();
+                let tid = t.file_name().to_str()?.parse().ok()?;
+                return Some((tid, f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?));
+            }
+        }
+        None
+    }
+
+    /// Softirq ticks per CPU from /proc/stat.
+    fn softirq() -> Vec<u64> {
+        let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        s.lines()
+            .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
+            .map(|l| l.split_whitespace().nth(7).and_then(|x| x.parse().ok()).unwrap_or(0))
+            .collect()
+    }
+
+    fn loadavg() -> String {
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
 
     fn rx_packets(tb: &Testbed) -> u64 {
         tb.backends
@@ -342,86 +512,311 @@ mod net {
             .sum()
     }
 
-    /// Sends UDP-less TCP ACK frames of `size` bytes (flows spread over
-    /// `flows` sources) to the LB's MAC for `secs`; returns frames sent.
-    fn generate(tb: &Testbed, lbmac: [u8; 6], size: usize, secs: u64) -> u64 {
+    /// Sends `frames` round robin for `secs` from client 0, pinned to `cpu`;
+    /// returns frames handed to the kernel.
+    fn send(tb: &Testbed, frames: &[Vec<u8>], secs: f64, cpu: usize) -> u64 {
         tb.in_client(0, || {
-            let own = keyplane_lb::io::port_info("eth0").unwrap().0.mac;
+            pin(0, cpu);
             let mut p =
                 keyplane_net::open("eth0", keyplane_net::IoKind::AfPacket, 0, &keyplane_net::PortOptions::default())
-                    .unwrap();
-            // 4096 flows, checksummed (conntrack drops bad TCP checksums).
-            let frames: Vec<Vec<u8>> = (0..4096u32)
-                .map(|c| {
-                    let mut f = super::frame(0, 0, size, 0x10);
-                    f[0..6].copy_from_slice(&lbmac);
-                    f[6..12].copy_from_slice(&own);
-                    f[26..30].copy_from_slice(&[198, 18, 0, 100]);
-                    f[30..34].copy_from_slice(&VIP4.octets());
-                    f[34..36].copy_from_slice(&(1024 + c as u16).to_be_bytes());
-                    let ck = keyplane_net::checksum::internet_checksum(&f[14..34]);
-                    f[24..26].copy_from_slice(&ck.to_be_bytes());
-                    let l4 = f.len() - 34;
-                    let mut sum = 6u32 + l4 as u32;
-                    for w in f[26..34].chunks_exact(2) {
-                        sum += u16::from_be_bytes([w[0], w[1]]) as u32;
-                    }
-                    let ck = keyplane_net::checksum::fold(keyplane_net::checksum::sum(&f[34..], sum as u64));
-                    f[50..52].copy_from_slice(&ck.to_be_bytes());
-                    f
-                })
-                .collect();
+                    .expect("generator port");
             let t0 = Instant::now();
             let mut sent = 0u64;
-            while t0.elapsed() < Duration::from_secs(secs) {
-                for f in frames[(sent as usize % 4096)..].iter().take(64) {
-                    let _ = p.tx_stage(f);
+            let mut i = 0usize;
+            while t0.elapsed().as_secs_f64() < secs {
+                for _ in 0..64 {
+                    if matches!(p.tx_stage(&frames[i]), Ok(true)) {
+                        sent += 1;
+                    }
+                    i = (i + 1) % frames.len();
                 }
                 let _ = p.tx_flush();
-                sent += 64;
             }
             sent
         })
-        .unwrap()
+        .expect("client namespace")
     }
 
-    pub fn run(out: &mut Out, secs: u64) {
-        let dir = std::env::temp_dir().join(format!("lb-bench-{}", std::process::id()));
-        let tb = Testbed::new("bench", 1, 4, &dir).expect("testbed (root)");
-        let lbmac = tb.in_lb(|| keyplane_lb::io::port_info("eth0").unwrap().0.mac).unwrap();
-        let mut cfg = String::from("[health]\nkind = \"none\"\n");
-        cfg += &format!("[[vip]]\naddress = \"{VIP4}\"\nport = 80\nprotocol = \"tcp\"\nmethod = \"dsr\"\n");
+    /// One 64-byte frame per flow (`flags`), flow `f` to VIP `f % vips`,
+    /// back to back.
+    /// Then the measured sample's flows to VIP 0 (the one-VIP runs use them).
+    fn warm_frames(lbmac: [u8; 6], own: [u8; 6], flows: u32, sample: u32, flags: u8) -> Vec<u8> {
+        let mut all = Vec::with_capacity((flows + sample) as usize * 64);
+        for f in 0..flows {
+            all.extend_from_slice(&frame(lbmac, own, f, f as usize % 64, 64, flags));
+        }
+        for i in 0..sample {
+            let f = (i as u64 * flows as u64 / sample as u64) as u32;
+            all.extend_from_slice(&frame(lbmac, own, f, 0, 64, flags));
+        }
+        all
+    }
+
+    /// Sends `frames` (64-byte frames back to back) once, paced so that a
+    /// user-space LB keeps up; returns frames sent.
+    fn warm(tb: &Testbed, frames: &[u8], cpu: usize, pause: Duration) -> u64 {
+        tb.in_client(0, || {
+            pin(0, cpu);
+            let mut p =
+                keyplane_net::open("eth0", keyplane_net::IoKind::AfPacket, 0, &keyplane_net::PortOptions::default())
+                    .expect("generator port");
+            let mut n = 0u64;
+            for b in frames.chunks(64 * 64) {
+                for x in b.chunks(64) {
+                    n += matches!(p.tx_stage(x), Ok(true)) as u64;
+                }
+                let _ = p.tx_flush();
+                std::thread::sleep(pause);
+            }
+            n
+        })
+        .expect("client namespace")
+    }
+
+    fn config(flows: u32, weight4: u32) -> String {
+        let mut cfg = format!(
+            "[lb]\nmax_connections = {}\nreport_rate = 1000000\nreport_queue = 262144\n[health]\nkind = \"none\"\n",
+            flows as usize * 5 / 4
+        );
+        for v in 0..64 {
+            cfg += &format!("[[vip]]\naddress = \"{}\"\nport = 80\nprotocol = \"tcp\"\nmethod = \"dsr\"\n", vip(v));
+            for i in 1..=4 {
+                cfg += &format!(
+                    "[[vip.backend]]\naddress = \"{}\"\nweight = {}\n",
+                    testbed::backend4(i),
+                    if i == 4 { weight4 } else { 1 }
+                );
+            }
+        }
+        cfg
+    }
+
+    /// kube-proxy style: a vmap from VIP:port to a service chain, `numgen
+    /// random mod 4` to endpoint chains that DNAT, masquerade.
+    fn nft_rules(tb: &Testbed) -> String {
+        let mut s = String::from("table ip kplb {}\nflush table ip kplb\ntable ip kplb {\n");
         for i in 1..=4 {
-            cfg += &format!("[[vip.backend]]\naddress = \"{}\"\n", testbed::backend4(i));
+            s += &format!("  chain ep{i} {{ dnat to {}; }}\n", testbed::backend4(i));
+        }
+        s += "  chain svc { numgen random mod 4 vmap { 0 : jump ep1, 1 : jump ep2, 2 : jump ep3, 3 : jump ep4 }; }\n";
+        let elems: Vec<String> = (0..64).map(|v| format!("{} . 80 : jump svc", vip(v))).collect();
+        s += &format!(
+            "  chain pre {{ type nat hook prerouting priority dstnat; ip daddr . tcp dport vmap {{ {} }}; }}\n",
+            elems.join(", ")
+        );
+        s += "  chain post { type nat hook postrouting priority srcnat; ct status dnat masquerade; }\n}\n";
+        let _ = tb;
+        s
+    }
+
+    struct Restore(Option<String>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some(v) = &self.0 {
+                let _ = std::fs::write("/proc/sys/net/netfilter/nf_conntrack_max", v);
+            }
+        }
+    }
+
+    #[derive(Clone, Copy, PartialEq)]
+    enum Kind {
+        Keyplane(Mode, IoKind),
+        Nft,
+    }
+
+    impl Kind {
+        fn name(self) -> String {
+            match self {
+                Kind::Keyplane(m, io) => format!("{m:?} {}", io.as_str()),
+                Kind::Nft => "nftables".into(),
+            }
+        }
+    }
+
+    pub fn run(out: &mut Out, _secs: u64) {
+        let secs = env("NET_SECONDS", 3) as f64;
+        let flows = env("FLOWS", 1_000_000) as u32;
+        let reps = env("REPS_NET", 2);
+        let (gen_cpu, lb_cpu) = (env("GEN_CPU", 0), env("LB_CPU", 1));
+        let dir = std::env::temp_dir().join(format!("lb-bench-{}", std::process::id()));
+        // conntrack must hold every flow for the nftables LB (a global
+        // limit, copied into a namespace when it is created: raised before
+        // the testbed; the old value is put back on exit).
+        let cur: usize = std::fs::read_to_string("/proc/sys/net/netfilter/nf_conntrack_max")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
+        let _restore = if cur < flows as usize * 5 / 4 {
+            let _ = std::fs::write("/proc/sys/net/netfilter/nf_conntrack_max", (flows as usize * 5 / 4).to_string());
+            Restore(Some(cur.to_string()))
+        } else {
+            Restore(None)
+        };
+        let tb = Testbed::new("bench", 1, 4, &dir).expect("testbed (root)");
+        // Backends drop the frames at ingress: rx_packets counts them, no
+        // TCP reset comes back through the LB.
+        let drop = dir.join("drop.nft");
+        std::fs::write(
+            &drop,
+            "table netdev kpdrop {\n  chain ingress_drop {\n    type filter hook ingress device eth0 priority 0;\n    \
+             ip protocol tcp drop\n  }\n}\n",
+        )
+        .unwrap();
+        for b in &tb.backends {
+            tb.net.run(b, &["nft", "-f", &drop.display().to_string()]).expect("backend drop rule");
+        }
+        // Full-size frames leave the client as they are (DSR adds nothing).
+        tb.net.ip(&tb.clients[0], &["link", "set", "eth0", "mtu", "1500"]).expect("client MTU");
+        let lbmac = tb.in_lb(|| keyplane_lb::io::port_info("eth0").unwrap().0.mac).unwrap();
+        let own = tb.in_client(0, || keyplane_lb::io::port_info("eth0").unwrap().0.mac).unwrap();
+        for v in 1..64 {
+            let _ = tb.net.ip(&tb.lb, &["route", "add", "blackhole", &format!("{}/32", vip(v))]);
         }
         let path = dir.join("lb.toml");
-        std::fs::write(&path, &cfg).unwrap();
-        for size in [64usize, 1400] {
-            for mode in [Mode::Concury, Mode::Maglev] {
-                let opts = Options { mode, io: IoKind::AfPacket, ..Options::new("eth0", &path) };
-                let lb = tb.in_lb(|| Lb::start(opts)).unwrap().unwrap();
+        // Measured traffic: 65,536 of the tracked flows (spread over all of
+        // them), one VIP or 64 VIPs.
+        let sample = 65_536u32.min(flows);
+        let variants: Vec<(usize, usize)> = vec![(64, 1), (64, 64), (1500, 1), (1500, 64)];
+        let traffic: Vec<Vec<Vec<u8>>> = variants
+            .iter()
+            .map(|&(size, vips)| {
+                (0..sample)
+                    .map(|i| {
+                        let f = (i as u64 * flows as u64 / sample as u64) as u32;
+                        frame(lbmac, own, f, if vips == 1 { 0 } else { f as usize % 64 }, size, 0x10)
+                    })
+                    .collect()
+            })
+            .collect();
+        let kinds: Vec<Kind> = env_kinds();
+        let warm_syn = warm_frames(lbmac, own, flows, sample, 0x02);
+        let warm_ack = warm_frames(lbmac, own, flows, sample, 0x10);
+        for rep in 0..reps {
+            for &kind in &kinds {
+                let t0 = Instant::now();
+                std::fs::write(&path, config(flows, 1)).unwrap();
+                let lb = match kind {
+                    Kind::Keyplane(mode, io) => {
+                        let opts = Options { mode, io, ..Options::new("eth0", &path) };
+                        match tb.in_lb(|| Lb::start(opts)).unwrap() {
+                            Ok(lb) => Some(lb),
+                            Err(e) => {
+                                eprintln!("{}: not started: {e}", kind.name());
+                                continue;
+                            }
+                        }
+                    }
+                    Kind::Nft => {
+                        let f = dir.join("kplb.nft");
+                        std::fs::write(&f, nft_rules(&tb)).unwrap();
+                        tb.net.run(&tb.lb, &["sysctl", "-qw", "net.ipv4.ip_forward=1"]).unwrap();
+                        tb.net.run(&tb.lb, &["nft", "-f", &f.display().to_string()]).unwrap();
+                        None
+                    }
+                };
+                if let Some(lb) = &lb {
+                    std::thread::sleep(Duration::from_millis(300));
+                    if let Some((tid, _)) = thread_ticks("lb-worker") {
+                        pin(tid, lb_cpu);
+                    }
+                    // Neighbours resolved before traffic.
+                    let t = Instant::now();
+                    while lb.counters().neighbors_resolved.get() < 4 && t.elapsed() < Duration::from_secs(5) {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                }
+                // Every flow once: SYN for keyplane (Concury records it from
+                // the report; Maglev learns it), ACK for nftables (conntrack
+                // picks established flows up); then a pool change (weight of
+                // backend 4: 1 → 2) so Concury's BAS holds the states.
+                // (nftables: slower, conntrack entries cost more to create.)
+                let warmed = match kind {
+                    Kind::Nft => {
+                        warm(&tb, &warm_ack, gen_cpu, Duration::from_micros(env("NFT_WARM_PAUSE_US", 500) as u64))
+                    }
+                    _ => warm(&tb, &warm_syn, gen_cpu, Duration::from_micros(500)),
+                };
                 std::thread::sleep(Duration::from_millis(500));
-                let before = rx_packets(&tb);
-                let sent = generate(&tb, lbmac, size, secs);
-                std::thread::sleep(Duration::from_millis(300));
-                let got = rx_packets(&tb) - before;
-                let fwd = lb.counters().tx.get();
-                lb.stop();
-                out.put(format!(
-                    "{{\"bench\":\"net_pps\",\"lb\":\"{mode:?}\",\"io\":\"AF_PACKET (TPACKET_V3 rx, sendmmsg tx), 1 worker thread\",\"frame_bytes\":{size},\"seconds\":{secs},\"sent\":{sent},\"forwarded\":{fwd},\"received_by_backends\":{got},\"pps\":{:.0}}}",
-                    got as f64 / secs as f64
-                ));
+                let tracked = match &lb {
+                    Some(lb) => {
+                        std::fs::write(&path, config(flows, 2)).unwrap();
+                        lb.reload().expect("reload");
+                        // Maglev tracks in its data plane (learned from the
+                        // warm-up frames), not on the control side.
+                        if matches!(kind, Kind::Keyplane(Mode::Maglev, _)) {
+                            warmed
+                        } else {
+                            lb.counters().tracked.get()
+                        }
+                    }
+                    None => tb
+                        .net
+                        .run(
+                            &tb.lb,
+                            &["sh", "-c", "conntrack -C 2>/dev/null || cat /proc/sys/net/netfilter/nf_conntrack_count"],
+                        )
+                        .unwrap_or_default()
+                        .trim()
+                        .parse()
+                        .unwrap_or(0),
+                };
+                let warm_s = t0.elapsed().as_secs_f64();
+                for (vi, &(size, vips)) in variants.iter().enumerate() {
+                    let la = loadavg();
+                    let (rx0, si0) = (rx_packets(&tb), softirq());
+                    let w0 = thread_ticks("lb-worker").map_or(0, |x| x.1);
+                    let t = Instant::now();
+                    let sent = send(&tb, &traffic[vi], secs, gen_cpu);
+                    std::thread::sleep(Duration::from_millis(200));
+                    let el = t.elapsed().as_secs_f64();
+                    let (rx1, si1) = (rx_packets(&tb), softirq());
+                    let w1 = thread_ticks("lb-worker").map_or(0, |x| x.1);
+                    let got = rx1 - rx0;
+                    let si = |c: usize| si1.get(c).unwrap_or(&0) - si0.get(c).unwrap_or(&0);
+                    let hz = 100.0;
+                    let (worker, si_lb, si_gen) =
+                        ((w1 - w0) as f64 / hz, si(lb_cpu) as f64 / hz, si(gen_cpu) as f64 / hz);
+                    let (lb_s, all_s) = match kind {
+                        Kind::Nft => (si_lb + si_gen, si_lb + si_gen),
+                        _ => (worker + si_lb, worker + si_lb + si_gen),
+                    };
+                    let per = |c: f64| if c > 0.0 { got as f64 / c } else { 0.0 };
+                    out.put(format!(
+                        "{{\"bench\":\"net_pps\",\"rep\":{rep},\"lb\":\"{}\",\"frame_bytes\":{size},\"vips\":{vips},\"flows_warmed\":{warmed},\"tracked\":{tracked},\"seconds\":{el:.2},\"sent\":{sent},\"delivered\":{got},\"pps\":{:.0},\"worker_cpu_s\":{worker:.2},\"softirq_lb_cpu_s\":{si_lb:.2},\"softirq_gen_cpu_s\":{si_gen:.2},\"pps_per_core_lb\":{:.0},\"pps_per_core_all_in\":{:.0},\"loadavg\":\"{la}\",\"warmup_s\":{warm_s:.1}}}",
+                        kind.name(),
+                        got as f64 / el,
+                        per(lb_s),
+                        per(all_s),
+                    ));
+                }
+                match lb {
+                    Some(lb) => lb.stop(),
+                    None => {
+                        tb.nft_clear().unwrap();
+                    }
+                }
             }
-            tb.nft_lb(VIP4, &[(1, 1), (2, 1), (3, 1), (4, 1)]).unwrap();
-            let before = rx_packets(&tb);
-            let sent = generate(&tb, lbmac, size, secs);
-            std::thread::sleep(Duration::from_millis(300));
-            let got = rx_packets(&tb) - before;
-            tb.nft_clear().unwrap();
-            out.put(format!(
-                "{{\"bench\":\"net_pps\",\"lb\":\"nftables\",\"io\":\"kernel forwarding, DNAT numgen vmap + conntrack + masquerade\",\"frame_bytes\":{size},\"seconds\":{secs},\"sent\":{sent},\"received_by_backends\":{got},\"pps\":{:.0}}}",
-                got as f64 / secs as f64
-            ));
         }
+    }
+
+    /// `LBS=concury-af_xdp,concury-af_packet,maglev-af_xdp,maglev-af_packet,nftables` (the default).
+    fn env_kinds() -> Vec<Kind> {
+        let s = std::env::var("LBS")
+            .unwrap_or_else(|_| "concury-af_xdp,concury-af_packet,maglev-af_xdp,maglev-af_packet,nftables".into());
+        s.split(',')
+            .filter_map(|k| {
+                let (m, io) = k.split_once('-').unwrap_or((k, ""));
+                let io = match io {
+                    "af_xdp" => IoKind::AfXdp,
+                    _ => IoKind::AfPacket,
+                };
+                match m {
+                    "concury" => Some(Kind::Keyplane(Mode::Concury, io)),
+                    "maglev" => Some(Kind::Keyplane(Mode::Maglev, io)),
+                    "nftables" => Some(Kind::Nft),
+                    _ => None,
+                }
+            })
+            .collect()
     }
 }

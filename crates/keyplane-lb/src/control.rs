@@ -397,6 +397,13 @@ impl ControlSide {
             _ => 0,
         };
         let us = t.elapsed().as_micros() as u64;
+        // A removal dropped its states in O(1); their edges leave the
+        // OthelloMap now, after the data plane has its new plane.
+        if let Some((ctl, _)) = self.concury.as_mut()
+            && ops.iter().any(|o| matches!(o, PoolOp::Remove(_)))
+        {
+            ctl.reap_dropped()?;
+        }
         for op in &ops {
             if let PoolOp::Remove(b) = op {
                 self.conns.remove_backend(id, *b);

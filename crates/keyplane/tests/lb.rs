@@ -500,6 +500,49 @@ fn concurrent_lookups_during_plane_swaps_stay_inside_the_pool() {
 
 // ------------------------------------------------------------------ data plane API
 
+/// Mixed-VIP bursts read every row width (one VIP has 300 backends, so
+/// 16-bit DIP-row entries), empty pools, unused and out-of-range VIP
+/// indices, and answer exactly like single lookups.
+#[test]
+fn mixed_batches_cover_wide_rows_empty_pools_and_unknown_vips() {
+    let mut ctl = Control::new(small()).unwrap();
+    let wide: Vec<(Backend, u32)> = (0..300).map(|i| (be(1000 + i), 1 + i % 3)).collect();
+    let (w, _) = ctl.add_vip(vip(0), &wide).unwrap();
+    let (n, _) = ctl.add_vip(vip(1), &[(be(1), 1), (be(2), 2)]).unwrap();
+    let (e, _) = ctl.add_vip(vip(2), &[(be(3), 1)]).unwrap();
+    ctl.remove_backend(e, be(3)).unwrap();
+    for i in 0..3000u64 {
+        let v = [w, n][(i % 2) as usize];
+        let b = ctl.pool(v)[(i % 7) as usize % ctl.pool(v).len()].0;
+        ctl.connection_start(v, &key(i), b).unwrap();
+    }
+    ctl.refresh(w).unwrap();
+    ctl.refresh(n).unwrap();
+    let dp = ctl.export();
+    let keys: Vec<Vec<u8>> = (0..5000u64).map(key).collect();
+    let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+    let choices = [w, n, e, 7, 15, 16, 9999, u32::MAX];
+    let vids: Vec<VipId> = (0..keys.len()).map(|i| choices[(i * 7 + i / 3) % choices.len()]).collect();
+    let mut out = vec![Some(be(0)); keys.len()];
+    dp.reader().lookup_batch(&vids, &refs, &mut out);
+    let mut wide_hits = 0;
+    for i in 0..keys.len() {
+        assert_eq!(out[i], dp.lookup(vids[i], &keys[i]), "packet {i} to VIP index {}", vids[i]);
+        if vids[i] == w {
+            assert!(out[i].is_some());
+            wide_hits += 1;
+            if i < 3000 && i % 2 == 0 {
+                assert_eq!(out[i], ctl.backend_of(w, &keys[i]));
+            }
+        } else if vids[i] != n {
+            assert_eq!(out[i], None);
+        }
+    }
+    assert!(wide_hits > 100);
+    let distinct: std::collections::HashSet<_> = (0..4096u32).filter_map(|d| dp.dip_array_entry(w, d)).collect();
+    assert_eq!(distinct.len(), 300);
+}
+
 #[test]
 fn batch_lookups_match_single_lookups_across_vips_and_families() {
     let mut ctl = Control::new(small()).unwrap();

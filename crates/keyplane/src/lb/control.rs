@@ -38,16 +38,30 @@ struct Entry {
 ///   second Othello value change; a free list keeps indices stable and `C`
 ///   as dense as the peak state count.)
 ///
-/// **The BAS is a bit-slice of `O`.** `O`'s value for a state is
-/// `index << l_d | Dcode`. XOR acts bit by bit, so the low `l_d`
-/// bits of `O`'s two arrays *are* a BAS mapping every state to its
-/// Dcode, on `O`'s own graph (§5.4.5: "re-use the G from the
-/// OthelloMap and assign the Dcode values"). Instead of recolouring the
-/// whole graph at each pool change ([`OthelloMap::recoloured_bas`], the
-/// `export_with` route, kept for comparison), the Dcode part is kept current
-/// as states arrive, and a pool change only recolours the trees of states
-/// whose Dcode moved, then copies the low bits of the arrays: O(m) sequential
-/// work plus O(moved states) tree walks.
+/// **The BAS is a bit-slice of `O`, kept current.** `O`'s value for a state
+/// is `index << l_d | Dcode`. XOR acts bit by bit, so the low `l_d` bits of
+/// `O`'s two arrays *are* a BAS mapping every state to its Dcode, on `O`'s
+/// own graph (§5.4.5: "re-use the G from the OthelloMap and assign the Dcode
+/// values"). The map keeps that slice as the byte images the data plane
+/// reads and patches it with every delta `O` emits (a handful of slots per
+/// state arrival), so publishing a BAS is one copy of the images, with no
+/// walk over the states and no recolouring ([`OthelloMap::recoloured_bas`]
+/// is the `export_with` route, kept for comparison).
+///
+/// **Pin Dcodes.** A state may take any Dcode of its backend; the map counts
+/// states per (backend, Dcode) and [`Control`] gives every new state its
+/// backend's *pin* Dcode, one Dcode per backend that the rebalance never
+/// moves while states hold it. A pool change (add, reweight, drain) then
+/// moves only Dcodes that hold no tracked state, so it re-pins nothing; a
+/// re-pin (one Othello value change per state, found by one scan) is left
+/// for the rare states that hold a Dcode their backend lost.
+///
+/// **Dropped backends.** Removing a backend drops its states at once
+/// (logically: their slot is marked dead, O(1)); their edges leave `O`
+/// later ([`OthelloMap::reap`], which the control plane runs at the next
+/// connection report, or the caller runs when convenient). Until then they
+/// are invisible to every query and their slots keep their values, so
+/// nothing the data plane reads changes.
 ///
 /// A state may hold several connections (multi-connection states, §5.3): it
 /// stays until its last connection ends.
@@ -57,6 +71,12 @@ pub struct OthelloMap {
     c: Vec<Entry>,
     free: Vec<u32>,
     dbits: u32,
+    bas: NarrowBas,
+    /// Per backend slot: `(Dcode, states)` of its live states.
+    pins: Vec<Vec<(u16, u32)>>,
+    /// Backend slots dropped whose states are still in `O`.
+    dead: Vec<bool>,
+    dead_states: usize,
 }
 
 /// Smallest capacity of a VIP's Othello: arrays of at least `2^min(l_d, 12)`
@@ -70,7 +90,88 @@ fn min_bas_capacity(dcode_bits: u32) -> usize {
 
 /// The Dcode among `dcodes` a state uses: spread by a fixed-seed hash.
 fn pick(dcodes: &[u16], key: &[u8]) -> u16 {
-    if dcodes.is_empty() { NO_BACKEND } else { dcodes[((spread(key) >> 32) % dcodes.len() as u64) as usize] }
+    match dcodes {
+        [] => NO_BACKEND,
+        [d] => *d,
+        _ => dcodes[((spread(key) >> 32) % dcodes.len() as u64) as usize],
+    }
+}
+
+/// The low `bits` of an Othello's arrays as the little-endian byte images
+/// of packed words (the layout [`VipPlane`] reads), patched in place. The
+/// images are shared with the last published plane: the first patch after
+/// a publication copies them (copy on write), so a pool change hands the
+/// data plane its BAS without copying it.
+#[derive(Debug, Clone)]
+struct NarrowBas {
+    p: othello::Params,
+    a: Arc<[u8]>,
+    b: Arc<[u8]>,
+}
+
+impl NarrowBas {
+    fn of(wp: &othello::Params, wa: &PackedArray, wb: &PackedArray, bits: u32) -> Self {
+        let p = othello::Params { vbits: bits, fbits: 0, empt: false, ..*wp };
+        let bytes = |m: u32| crate::bits::words_for(m as usize, bits) * 8;
+        let mut n = Self { p, a: vec![0; bytes(p.ma)].into(), b: vec![0; bytes(p.mb)].into() };
+        let m = mask(bits);
+        for i in 0..p.ma as usize {
+            n.put(false, i, wa.get(i) & m);
+        }
+        for i in 0..p.mb as usize {
+            n.put(true, i, wb.get(i) & m);
+        }
+        n
+    }
+
+    /// The 32-bit window holding slot `i` of one side, and the slot's shift.
+    #[inline]
+    fn window(&mut self, side_b: bool, i: usize) -> (&mut [u8], u32) {
+        let bit = i * self.p.vbits as usize;
+        let img = Arc::make_mut(if side_b { &mut self.b } else { &mut self.a });
+        // `words_for` keeps a padding word, so 4 bytes from any slot's first
+        // byte are inside the image (indices come from `O`, below m).
+        (&mut img[bit >> 3..(bit >> 3) + 4], (bit & 7) as u32)
+    }
+
+    #[inline]
+    fn put(&mut self, side_b: bool, i: usize, v: u64) {
+        let m = mask(self.p.vbits) as u32;
+        let (w, sh) = self.window(side_b, i);
+        let x = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+        let x = (x & !(m << sh)) | ((v as u32 & m) << sh);
+        w.copy_from_slice(&x.to_le_bytes());
+    }
+
+    #[inline]
+    fn xor(&mut self, side_b: bool, i: usize, d: u32) {
+        let (w, sh) = self.window(side_b, i);
+        let x = u32::from_le_bytes([w[0], w[1], w[2], w[3]]) ^ (d << sh);
+        w.copy_from_slice(&x.to_le_bytes());
+    }
+
+    /// Applies one delta of the wide Othello to the slice.
+    fn apply(&mut self, d: &othello::Delta) {
+        let m = mask(self.p.vbits);
+        match &d.body {
+            othello::Body::Slots { xor, xors, sets, .. } => {
+                let x = (xor & m) as u32;
+                if x != 0 {
+                    for &s in xors {
+                        self.xor(s & 1 == 1, (s >> 1) as usize, x);
+                    }
+                }
+                for &(s, v) in sets {
+                    self.put(s & 1 == 1, (s >> 1) as usize, v & m);
+                }
+            }
+            othello::Body::Replace(img) => *self = Self::of(&img.p, &img.a, &img.b, self.p.vbits),
+        }
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.a.len() + self.b.len()
+    }
 }
 
 impl OthelloMap {
@@ -78,11 +179,18 @@ impl OthelloMap {
     pub fn new(seed: u64, dcode_bits: u32) -> Result<Self> {
         crate::check_value_bits(dcode_bits, super::MIN_DCODE_BITS, super::MAX_DCODE_BITS)?;
         let opts = othello::Options { seed, ..othello::Options::default() };
+        let o = othello::Control::with_min_capacity(INDEX_BITS + dcode_bits, opts, min_bas_capacity(dcode_bits))?;
+        let s = o.export().snapshot_arc();
+        let bas = NarrowBas::of(&s.p, &s.a, &s.b, dcode_bits);
         Ok(Self {
-            o: othello::Control::with_min_capacity(INDEX_BITS + dcode_bits, opts, min_bas_capacity(dcode_bits))?,
+            o,
             c: Vec::new(),
             free: Vec::new(),
             dbits: dcode_bits,
+            bas,
+            pins: Vec::new(),
+            dead: Vec::new(),
+            dead_states: 0,
         })
     }
 
@@ -96,36 +204,98 @@ impl OthelloMap {
         self.o.get(state).map(|v| (v >> self.dbits) as u32)
     }
 
-    /// Set query: `(backend slot, live connections)` of a state.
-    pub fn get(&self, state: &[u8]) -> Option<(u16, u32)> {
-        let e = self.c.get(self.index(state)? as usize)?;
-        (e.conns != FREE).then_some((e.backend, e.conns))
+    #[inline]
+    fn slot_dead(&self, backend: u16) -> bool {
+        self.dead.get(backend as usize).copied().unwrap_or(false)
     }
 
-    /// The Dcode recorded for a state ([`u16::MAX`] before its first pin at
-    /// `l_d < 16`).
+    #[inline]
+    fn live(&self, e: &Entry) -> bool {
+        e.conns != FREE && !self.slot_dead(e.backend)
+    }
+
+    /// The live entry of a state and its index in `C`.
+    fn entry(&self, state: &[u8]) -> Option<(u32, Entry)> {
+        let i = self.index(state)?;
+        let e = *self.c.get(i as usize)?;
+        self.live(&e).then_some((i, e))
+    }
+
+    fn o_insert(&mut self, state: &[u8], v: u64) -> Result<()> {
+        let d = self.o.insert(state, v)?;
+        self.bas.apply(&d);
+        Ok(())
+    }
+
+    fn o_remove(&mut self, state: &[u8]) -> Result<()> {
+        if let Some(d) = self.o.remove(state)? {
+            self.bas.apply(&d);
+        }
+        Ok(())
+    }
+
+    fn pin_add(&mut self, backend: u16, d: u16) {
+        let b = backend as usize;
+        if self.pins.len() <= b {
+            self.pins.resize(b + 1, Vec::new());
+        }
+        match self.pins[b].iter_mut().find(|x| x.0 == d) {
+            Some(x) => x.1 += 1,
+            None => self.pins[b].push((d, 1)),
+        }
+    }
+
+    fn pin_sub(&mut self, backend: u16, d: u16) {
+        if let Some(l) = self.pins.get_mut(backend as usize)
+            && let Some(j) = l.iter().position(|x| x.0 == d)
+        {
+            l[j].1 -= 1;
+            if l[j].1 == 0 {
+                l.swap_remove(j);
+            }
+        }
+    }
+
+    /// Set query: `(backend slot, live connections)` of a state.
+    pub fn get(&self, state: &[u8]) -> Option<(u16, u32)> {
+        self.entry(state).map(|(_, e)| (e.backend, e.conns))
+    }
+
+    /// The Dcode recorded for a state ([`u16::MAX`] when its backend had no
+    /// Dcode at `l_d < 16`).
     pub fn dcode(&self, state: &[u8]) -> Option<u16> {
-        let e = self.c.get(self.index(state)? as usize)?;
-        (e.conns != FREE).then_some(e.dcode)
+        self.entry(state).map(|(_, e)| e.dcode)
     }
 
     /// Adds a connection of `state` on backend slot `backend`, which owns the
-    /// Dcodes `dcodes` (the state takes one of them). A known state counts
-    /// one more connection and moves to `backend` if it differs (the host
-    /// agent is authoritative). Returns the previous backend of a known state.
+    /// Dcodes `dcodes` (the state takes one of them; [`Control`] passes the
+    /// backend's pin alone). A known state counts one more connection and
+    /// moves to `backend` if it differs (the host agent is authoritative).
+    /// Returns the previous backend of a known state.
     pub fn add(&mut self, state: &[u8], backend: u16, dcodes: &[u16]) -> Result<Option<u16>> {
         if let Some(i) = self.index(state) {
             let e = self.c[i as usize];
-            if e.backend != backend {
-                let d = pick(dcodes, state);
-                let v = self.value(i, d);
-                self.o.insert(state, v)?;
-                self.c[i as usize].dcode = d;
+            if self.live(&e) {
+                if e.backend != backend {
+                    let d = pick(dcodes, state);
+                    self.o_insert(state, self.value(i, d))?;
+                    self.pin_sub(e.backend, e.dcode);
+                    self.pin_add(backend, d);
+                    self.c[i as usize].dcode = d;
+                }
+                let e2 = &mut self.c[i as usize];
+                e2.conns = e2.conns.saturating_add(1);
+                e2.backend = backend;
+                return Ok(Some(e.backend));
             }
-            let e2 = &mut self.c[i as usize];
-            e2.conns = e2.conns.saturating_add(1);
-            e2.backend = backend;
-            return Ok(Some(e.backend));
+            // A state of a dropped backend, not reaped yet: it starts afresh
+            // on its entry.
+            let d = pick(dcodes, state);
+            self.o_insert(state, self.value(i, d))?;
+            self.dead_states -= 1;
+            self.c[i as usize] = Entry { backend, dcode: d, conns: 1 };
+            self.pin_add(backend, d);
+            return Ok(None);
         }
         let i = match self.free.pop() {
             Some(i) => i,
@@ -138,18 +308,19 @@ impl OthelloMap {
             }
         };
         let d = pick(dcodes, state);
-        if let Err(e) = self.o.insert(state, self.value(i, d)) {
+        if let Err(e) = self.o_insert(state, self.value(i, d)) {
             self.free.push(i);
             return Err(e);
         }
         self.c[i as usize] = Entry { backend, dcode: d, conns: 1 };
+        self.pin_add(backend, d);
         Ok(None)
     }
 
     /// Ends one connection of `state`; the state is deleted with its last
     /// connection. Returns whether the state was known.
     pub fn end(&mut self, state: &[u8]) -> Result<bool> {
-        let Some(i) = self.index(state) else { return Ok(false) };
+        let Some((i, _)) = self.entry(state) else { return Ok(false) };
         let e = &mut self.c[i as usize];
         e.conns -= 1;
         if e.conns == FREE {
@@ -160,13 +331,15 @@ impl OthelloMap {
 
     /// Deletes a state regardless of its connection count.
     pub fn delete(&mut self, state: &[u8]) -> Result<bool> {
-        let Some(i) = self.index(state) else { return Ok(false) };
+        let Some((i, _)) = self.entry(state) else { return Ok(false) };
         self.delete_at(state, i)?;
         Ok(true)
     }
 
     fn delete_at(&mut self, state: &[u8], i: u32) -> Result<()> {
-        self.o.remove(state)?;
+        self.o_remove(state)?;
+        let e = self.c[i as usize];
+        self.pin_sub(e.backend, e.dcode);
         self.c[i as usize].conns = FREE;
         self.free.push(i);
         Ok(())
@@ -174,35 +347,114 @@ impl OthelloMap {
 
     /// Number of states.
     pub fn len(&self) -> usize {
-        self.o.len()
+        self.o.len() - self.dead_states
     }
 
     /// True when no state is tracked.
     pub fn is_empty(&self) -> bool {
-        self.o.is_empty()
+        self.len() == 0
     }
 
     /// Iterates over `(state, backend slot, connections)`.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], u16, u32)> + '_ {
-        self.o.iter().map(|(k, v)| {
+        self.o.iter().filter_map(|(k, v)| {
             let e = self.c[(v >> self.dbits) as usize];
-            (k, e.backend, e.conns)
+            self.live(&e).then_some((k, e.backend, e.conns))
         })
     }
 
-    /// Heap bytes: the Othello (keys, graph, arrays), `C` and the free list.
+    /// Heap bytes: the Othello (keys, graph, arrays), `C`, the free list and
+    /// the BAS slice.
     pub fn memory_bytes(&self) -> usize {
-        self.o.memory_bytes() + self.c.capacity() * std::mem::size_of::<Entry>() + self.free.capacity() * 4
+        self.o.memory_bytes()
+            + self.c.capacity() * std::mem::size_of::<Entry>()
+            + self.free.capacity() * 4
+            + self.bas.memory_bytes()
+            + self.pins.iter().map(|l| l.capacity() * 8 + 24).sum::<usize>()
     }
 
-    /// The states of a backend slot.
-    fn states_of(&self, backend: u16) -> Vec<Vec<u8>> {
-        self.iter().filter(|&(_, b, _)| b == backend).map(|(k, _, _)| k.to_vec()).collect()
+    /// Drops every state of a backend slot in O(1) (their edges leave `O` at
+    /// the next [`Self::reap`]). Returns how many were dropped.
+    fn drop_slot(&mut self, backend: u16) -> usize {
+        let n: usize = self.pins.get_mut(backend as usize).map_or(0, |l| l.drain(..).map(|x| x.1 as usize).sum());
+        if n > 0 {
+            let b = backend as usize;
+            if self.dead.len() <= b {
+                self.dead.resize(b + 1, false);
+            }
+            self.dead[b] = true;
+            self.dead_states += n;
+        }
+        n
     }
 
-    /// Re-pins every state whose Dcode no longer points at its backend to one
-    /// of the backend's Dcodes (`dcodes_of[slot]`); the others keep theirs.
-    fn repin(&mut self, row: &[u16], dcodes_of: &[Vec<u16>]) -> Result<usize> {
+    /// States of dropped backends still in `O`.
+    pub fn dropped_pending(&self) -> usize {
+        self.dead_states
+    }
+
+    /// Removes the states of dropped backends from `O` (one scan of the
+    /// states; nothing the data plane reads changes). Returns how many.
+    pub fn reap(&mut self) -> Result<usize> {
+        if self.dead_states == 0 {
+            self.dead.clear();
+            return Ok(0);
+        }
+        let gone: Vec<(Vec<u8>, u32)> = self
+            .o
+            .iter()
+            .filter_map(|(k, v)| {
+                let i = (v >> self.dbits) as u32;
+                let e = self.c[i as usize];
+                (e.conns != FREE && self.slot_dead(e.backend)).then(|| (k.to_vec(), i))
+            })
+            .collect();
+        for (k, i) in &gone {
+            self.o_remove(k)?;
+            self.c[*i as usize].conns = FREE;
+            self.free.push(*i);
+        }
+        self.dead.clear();
+        self.dead_states = 0;
+        Ok(gone.len())
+    }
+
+    /// Marks the Dcodes of `row` (Dcode → slot) that hold live states of
+    /// the slot they belong to: the rebalance keeps those first.
+    fn held(&self, row: &[u16]) -> Vec<bool> {
+        let mut h = vec![false; row.len()];
+        for (s, l) in self.pins.iter().enumerate() {
+            for &(d, _) in l {
+                if row.get(d as usize).is_some_and(|&x| x as usize == s) {
+                    h[d as usize] = true;
+                }
+            }
+        }
+        h
+    }
+
+    /// The Dcode new states of `backend` take: one its states already hold
+    /// (so pins stay put), else its first Dcode `first`.
+    fn pin_for(&self, backend: u16, row: &[u16], first: u16) -> u16 {
+        self.pins
+            .get(backend as usize)
+            .and_then(|l| l.iter().find(|&&(d, _)| row.get(d as usize) == Some(&backend)))
+            .map_or(first, |x| x.0)
+    }
+
+    /// Re-pins every state whose Dcode no longer points at its backend to its
+    /// backend's pin (`pin[slot]`); the others keep theirs. The per-Dcode
+    /// counts tell in O(backends) whether any state is stale; only then are
+    /// the states scanned.
+    fn repin(&mut self, row: &[u16], pin: &[u16]) -> Result<usize> {
+        let stale_any = self
+            .pins
+            .iter()
+            .enumerate()
+            .any(|(s, l)| l.iter().any(|&(d, _)| row.get(d as usize).is_none_or(|&x| x as usize != s)));
+        if !stale_any {
+            return Ok(0);
+        }
         let stale: Vec<(Vec<u8>, u32)> = self
             .o
             .iter()
@@ -210,22 +462,24 @@ impl OthelloMap {
                 let i = (v >> self.dbits) as u32;
                 let e = self.c[i as usize];
                 let ok = row.get(e.dcode as usize).is_some_and(|&s| s == e.backend);
-                (!ok).then(|| (k.to_vec(), i))
+                (self.live(&e) && !ok).then(|| (k.to_vec(), i))
             })
             .collect();
         for (k, i) in &stale {
-            let b = self.c[*i as usize].backend;
-            let d = pick(dcodes_of.get(b as usize).map_or(&[][..], |x| x), k);
+            let e = self.c[*i as usize];
+            let d = pin.get(e.backend as usize).copied().unwrap_or(NO_BACKEND);
             let v = self.value(*i, d);
-            self.o.insert(k, v)?;
+            self.o_insert(k, v)?;
+            self.pin_sub(e.backend, e.dcode);
+            self.pin_add(e.backend, d);
             self.c[*i as usize].dcode = d;
         }
         Ok(stale.len())
     }
 
-    /// The VIP's BAS: the low `l_d` bits of `O`'s arrays.
-    fn bas(&self) -> othello::Lookup {
-        narrow(&self.o.export(), self.dbits)
+    /// The VIP's BAS as byte images: `(skeleton, A, B)` (shared, not copied).
+    fn bas_images(&self) -> (othello::Params, Arc<[u8]>, Arc<[u8]>) {
+        (self.bas.p, self.bas.a.clone(), self.bas.b.clone())
     }
 
     /// The same BAS built the §5.4.5 way: recolour `O`'s graph from scratch
@@ -281,8 +535,8 @@ struct VipCtl {
     map: OthelloMap,
     /// Dcode → pool slot.
     row: Vec<u16>,
-    /// Pool slot → its Dcodes.
-    dcodes_of: Vec<Vec<u16>>,
+    /// Pool slot → the pin Dcode its new states take.
+    pin: Vec<u16>,
     plane: Arc<VipPlane>,
     generation: u64,
 }
@@ -411,13 +665,14 @@ impl Control {
         }
         let seed = mix64(self.p.seed ^ (id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let map = OthelloMap::new(seed, self.p.dcode_bits)?;
-        let empty = VipPlane::new(vip, 0, self.p.dcode_bits, map.bas(), Box::new([]), &[])?;
+        let (bp, ba, bb) = map.bas_images();
+        let empty = VipPlane::from_images(vip, 0, self.p.dcode_bits, bp, ba, bb, Box::new([]), &[])?;
         let mut v = VipCtl {
             vip,
             pool: Vec::new(),
             map,
             row: vec![NO_BACKEND; 1 << self.p.dcode_bits],
-            dcodes_of: Vec::new(),
+            pin: Vec::new(),
             plane: Arc::new(empty),
             generation: 0,
         };
@@ -440,9 +695,11 @@ impl Control {
     }
 
     /// Applies pool changes to one VIP and emits the delta replacing its
-    /// plane (§5.4.5): DIP row rebalanced with the fewest moves, tracked
-    /// states re-pinned, BAS recoloured on the OthelloMap's graph. All
-    /// changes are checked before any takes effect.
+    /// plane (§5.4.5): DIP row rebalanced with the fewest moves (Dcodes
+    /// holding tracked states stay), stale states re-pinned (none unless a
+    /// state's Dcode moved), BAS taken from the OthelloMap's patched slice
+    /// (shared, not copied); a removed backend's states dropped in O(1).
+    /// All changes are checked before any takes effect.
     pub fn update_pool(&mut self, id: VipId, ops: &[PoolOp]) -> Result<Delta> {
         let p = self.p;
         let mut stats = self.stats;
@@ -514,7 +771,9 @@ impl Control {
                     Some(s) => v.pool[s].as_mut().map_or((), |m| m.weight = w),
                     None => {
                         let m = Member { backend: b, weight: w, tracked: 0 };
-                        match v.pool.iter().position(|s| s.is_none()) {
+                        // A slot whose dropped states are not reaped yet stays unused.
+                        let map = &v.map;
+                        match v.pool.iter().enumerate().position(|(i, s)| s.is_none() && !map.slot_dead(i as u16)) {
                             Some(s) => v.pool[s] = Some(m),
                             None => v.pool.push(Some(m)),
                         }
@@ -522,11 +781,7 @@ impl Control {
                 },
                 PoolOp::Remove(b) => {
                     let s = v.slot_of(&b).ok_or_else(|| Error::InvalidParameter(format!("{b:?} not in the pool")))?;
-                    let gone = v.map.states_of(s as u16);
-                    for k in &gone {
-                        v.map.delete(k)?;
-                    }
-                    stats.states_dropped += gone.len() as u64;
+                    stats.states_dropped += v.map.drop_slot(s as u16) as u64;
                     v.pool[s] = None;
                 }
                 PoolOp::SetWeight(b, w) => {
@@ -545,17 +800,19 @@ impl Control {
         let shares: Vec<Option<Share>> =
             v.pool.iter().map(|m| m.map(|m| Share { weight: m.weight, tracked: m.tracked })).collect();
         let target = apportion(&shares, total);
-        stats.dcodes_moved += rebalance(&mut v.row, &target) as u64;
-        // Each slot's Dcodes; re-pin states whose Dcode moved; slice the BAS.
-        let mut dcodes_of = vec![Vec::new(); v.pool.len()];
-        for (d, &s) in v.row.iter().enumerate() {
-            if let Some(l) = dcodes_of.get_mut(s as usize) {
-                l.push(d as u16);
+        // Dcodes holding tracked states stay with their backend; only free
+        // ones move, so (pins being stable) no state needs a new Dcode.
+        let held = v.map.held(&v.row);
+        stats.dcodes_moved += rebalance(&mut v.row, &target, &held) as u64;
+        let mut first = vec![NO_BACKEND; v.pool.len()];
+        for (d, &s) in v.row.iter().enumerate().rev() {
+            if let Some(f) = first.get_mut(s as usize) {
+                *f = d as u16;
             }
         }
-        v.dcodes_of = dcodes_of;
-        stats.states_repinned += v.map.repin(&v.row, &v.dcodes_of)? as u64;
-        let bas = v.map.bas();
+        v.pin = (0..v.pool.len()).map(|s| v.map.pin_for(s as u16, &v.row, first[s])).collect();
+        stats.states_repinned += v.map.repin(&v.row, &v.pin)? as u64;
+        let (bp, ba, bb) = v.map.bas_images();
         let mut compact = vec![NO_BACKEND; v.pool.len()];
         let mut backends = Vec::new();
         for (s, m) in v.pool.iter().enumerate() {
@@ -567,7 +824,7 @@ impl Control {
         let da: Box<[u16]> =
             if backends.is_empty() { Box::new([]) } else { v.row.iter().map(|&s| compact[s as usize]).collect() };
         v.generation += 1;
-        v.plane = Arc::new(VipPlane::new(v.vip, v.generation, p.dcode_bits, bas, da, &backends)?);
+        v.plane = Arc::new(VipPlane::from_images(v.vip, v.generation, p.dcode_bits, bp, ba, bb, da, &backends)?);
         stats.rebuilds += 1;
         Ok(())
     }
@@ -580,7 +837,11 @@ impl Control {
         let s = v
             .slot_of(&backend)
             .ok_or_else(|| Error::InvalidParameter(format!("{backend:?} is not in the pool of VIP {id}")))?;
-        let dcodes = v.dcodes_of.get(s).map_or(&[][..], |x| x);
+        if v.map.dropped_pending() > 0 {
+            v.map.reap()?;
+        }
+        let pin = v.pin.get(s).copied().unwrap_or(NO_BACKEND);
+        let dcodes = if pin == NO_BACKEND { &[][..] } else { std::slice::from_ref(&pin) };
         if let Some(old) = v.map.add(state, s as u16, dcodes)? {
             if let Some(m) = v.pool.get_mut(old as usize).and_then(|m| m.as_mut()) {
                 m.tracked -= 1;
@@ -591,6 +852,19 @@ impl Control {
         }
         self.stats.reports += 1;
         Ok(())
+    }
+
+    /// Removes the states of backends removed by earlier pool changes from
+    /// the OthelloMaps (a pool change drops them in O(1) and leaves their
+    /// edges for later; the next connection report of the VIP reaps them
+    /// otherwise). Nothing the data plane reads changes. Returns how many
+    /// states were reaped.
+    pub fn reap_dropped(&mut self) -> Result<usize> {
+        let mut n = 0;
+        for v in self.vips.iter_mut().flatten() {
+            n += v.map.reap()?;
+        }
+        Ok(n)
     }
 
     /// Host-agent report: a connection of `state` ended. The state is
@@ -665,5 +939,156 @@ impl Control {
 impl VipCtl {
     fn slot_of(&self, b: &Backend) -> Option<usize> {
         self.pool.iter().position(|m| m.is_some_and(|m| m.backend == *b))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn key(i: u64) -> Vec<u8> {
+        super::super::StateKey::four_tuple(Ipv4Addr::from(0x6400_0000 ^ (i >> 16) as u32).into(), i as u16, 80, 6)
+            .as_ref()
+            .to_vec()
+    }
+
+    fn be(i: u32) -> Backend {
+        Backend::new(Ipv4Addr::from(0x0a00_0000 + i), 80)
+    }
+
+    /// The BAS slice patched delta by delta equals the low bits of `O`'s
+    /// arrays, slot for slot (free slots included), through inserts, value
+    /// changes, deletes and the rebuilds growth forces.
+    #[test]
+    fn patched_bas_slice_equals_the_sliced_othello() {
+        let mut m = OthelloMap::new(9, 12).unwrap();
+        let mut rng = crate::conformance::Rng::new(4);
+        for i in 0..40_000u64 {
+            let k = key(rng.below(30_000));
+            match rng.below(8) {
+                0..=4 => {
+                    let b = rng.below(20) as u16;
+                    m.add(&k, b, &[b * 3, b * 3 + 1]).unwrap();
+                }
+                5 | 6 => {
+                    m.end(&k).unwrap();
+                }
+                _ => {
+                    m.delete(&k).unwrap();
+                }
+            }
+            if i % 10_000 == 9_999 {
+                let s = m.o.export().snapshot_arc();
+                let want = NarrowBas::of(&s.p, &s.a, &s.b, 12);
+                assert_eq!(m.bas.p, want.p);
+                assert!(m.bas.a == want.a && m.bas.b == want.b, "slice differs after {i} operations");
+                // A published copy is never patched afterwards.
+                let (_, pa, _) = m.bas_images();
+                let before = pa.to_vec();
+                m.add(&key(1 << 40 | i), 1, &[3]).unwrap();
+                assert_eq!(&pa[..], &before[..]);
+            }
+        }
+        assert!(m.o.stats().grow_rebuilds > 0, "the run must cross a growth rebuild");
+    }
+
+    /// Adding, reweighting and draining backends re-pins no tracked state
+    /// and scans none (states sit on pin Dcodes the rebalance keeps); every
+    /// state still reads its backend.
+    #[test]
+    fn pool_changes_repin_nothing_and_keep_every_state() {
+        let mut ctl = Control::new(Params { max_vips: 4, ..Params::default() }).unwrap();
+        let pool: Vec<(Backend, u32)> = (0..8).map(|i| (be(i), 1)).collect();
+        let (v, _) = ctl.add_vip(Vip::new(Ipv4Addr::new(192, 0, 2, 1), 80, 6), &pool).unwrap();
+        let dp = ctl.export();
+        let mut states = Vec::new();
+        for i in 0..20_000u64 {
+            let k = key(i);
+            let b = dp.lookup(v, &k).unwrap();
+            ctl.connection_start(v, &k, b).unwrap();
+            states.push((k, b));
+        }
+        let changes = [
+            vec![PoolOp::Add(be(8), 2)],
+            vec![PoolOp::SetWeight(be(1), 5)],
+            vec![PoolOp::SetWeight(be(2), 0)],
+            vec![PoolOp::Add(be(9), 1), PoolOp::SetWeight(be(3), 3)],
+            vec![PoolOp::SetWeight(be(1), 1), PoolOp::SetWeight(be(2), 1)],
+        ];
+        for ops in &changes {
+            dp.apply(&ctl.update_pool(v, ops).unwrap()).unwrap();
+            assert_eq!(ctl.stats().states_repinned, 0, "{ops:?}");
+            for (k, b) in &states {
+                assert_eq!(dp.lookup(v, k), Some(*b));
+            }
+        }
+        assert!(ctl.stats().dcodes_moved > 0);
+    }
+
+    /// Removing a backend drops its states in O(1): they vanish from every
+    /// query at once, its slot is not reused before they are reaped, a
+    /// dropped state reported again starts afresh, and the others keep
+    /// their backends through the removal and the reaping.
+    #[test]
+    fn removal_drops_states_at_once_and_reaps_them_later() {
+        let mut ctl = Control::new(Params { max_vips: 4, ..Params::default() }).unwrap();
+        let pool: Vec<(Backend, u32)> = (0..4).map(|i| (be(i), 1)).collect();
+        let (v, _) = ctl.add_vip(Vip::new(Ipv4Addr::new(192, 0, 2, 1), 80, 6), &pool).unwrap();
+        let dp = ctl.export();
+        let mut states = Vec::new();
+        for i in 0..8_000u64 {
+            let k = key(i);
+            let b = dp.lookup(v, &k).unwrap();
+            ctl.connection_start(v, &k, b).unwrap();
+            states.push((k, b));
+        }
+        let on0 = states.iter().filter(|s| s.1 == be(0)).count();
+        assert!(on0 > 1000);
+        dp.apply(&ctl.remove_backend(v, be(0)).unwrap()).unwrap();
+        assert_eq!(ctl.stats().states_dropped, on0 as u64);
+        assert_eq!(ctl.states(v), states.len() - on0);
+        assert_eq!(ctl.othello_map(v).unwrap().dropped_pending(), on0);
+        // A new backend takes a fresh slot while slot 0's states wait.
+        dp.apply(&ctl.add_backend(v, be(7), 1).unwrap()).unwrap();
+        for (k, b) in &states {
+            if *b == be(0) {
+                assert_eq!(ctl.backend_of(v, k), None);
+            } else {
+                assert_eq!(dp.lookup(v, k), Some(*b));
+                assert_eq!(ctl.backend_of(v, k), Some(*b));
+            }
+        }
+        // A dropped state comes back on another backend.
+        let (k0, _) = states.iter().find(|s| s.1 == be(0)).unwrap().clone();
+        ctl.connection_start(v, &k0, be(7)).unwrap();
+        assert_eq!(ctl.backend_of(v, &k0), Some(be(7)));
+        // That report reaped the rest.
+        assert_eq!(ctl.othello_map(v).unwrap().dropped_pending(), 0);
+        assert_eq!(ctl.states(v), states.len() - on0 + 1);
+        assert_eq!(ctl.othello_map(v).unwrap().iter().count(), ctl.states(v));
+        dp.apply(&ctl.refresh(v).unwrap()).unwrap();
+        assert_eq!(dp.lookup(v, &k0), Some(be(7)));
+        for (k, b) in states.iter().filter(|s| s.1 != be(0)) {
+            assert_eq!(dp.lookup(v, k), Some(*b));
+        }
+    }
+
+    /// A state reported on a backend that owns no Dcode (weight 0, nothing
+    /// tracked) has no Dcode; the next update gives the backend a pin and
+    /// re-pins that state (the scan fallback), which then reads its backend.
+    #[test]
+    fn states_without_a_dcode_are_repinned_at_the_next_update() {
+        let mut ctl = Control::new(Params { max_vips: 4, ..Params::default() }).unwrap();
+        let (v, _) = ctl.add_vip(Vip::new(Ipv4Addr::new(192, 0, 2, 1), 80, 6), &[(be(0), 1), (be(1), 0)]).unwrap();
+        assert_eq!(ctl.pool(v)[1].3, 0);
+        let k = key(42);
+        ctl.connection_start(v, &k, be(1)).unwrap();
+        assert_eq!(ctl.othello_map(v).unwrap().dcode(&k), Some(NO_BACKEND));
+        let dp = ctl.export();
+        dp.apply(&ctl.refresh(v).unwrap()).unwrap();
+        assert_eq!(ctl.stats().states_repinned, 1);
+        assert_eq!(ctl.pool(v)[1].3, 1);
+        assert_eq!(dp.lookup(v, &k), Some(be(1)));
     }
 }

@@ -91,13 +91,17 @@
 //! which **never** produce a data-plane update. Only backend-pool changes
 //! (add, remove or fail a backend, change a weight; [`Control::update_pool`])
 //! do, and only for the affected VIP: the control plane rebalances the
-//! VIP's DIP-array row with the fewest moves, re-pins every tracked state
-//! whose Dcode moved to a Dcode of its current backend, and publishes the
-//! VIP's new BAS, which is the low `l_d` bits of the OthelloMap's own Othello
-//! (same graph, Dcode values; see [`OthelloMap`] for why this beats
-//! recolouring the graph with `export_with` at every change, and
-//! [`OthelloMap::recoloured_bas`] for that route). The resulting [`Delta`]
-//! replaces that VIP's plane (BAS + DIP row + backend list) as one unit.
+//! VIP's DIP-array row with the fewest moves (keeping the Dcodes tracked
+//! states hold), re-pins the tracked states whose Dcode moved to their
+//! backend's pin Dcode (none in the common case), and publishes the VIP's
+//! new BAS, which is the low `l_d` bits of the OthelloMap's own Othello,
+//! kept current as states arrive (same graph, Dcode values; see
+//! [`OthelloMap`] for why this beats recolouring the graph with
+//! `export_with` at every change, and [`OthelloMap::recoloured_bas`] for
+//! that route). The resulting [`Delta`] replaces that VIP's plane (BAS + DIP
+//! row + backend list) as one unit. A pool change touches no per-state data
+//! unless a state must move Dcode; a removed backend's states are dropped in
+//! O(1) and reaped later ([`Control::reap_dropped`]).
 //!
 //! # Consistency guarantee (§5.5)
 //!

@@ -36,12 +36,18 @@ pub(crate) struct VipPlane {
     p: othello::Params,
     /// The BAS arrays A and B as the little-endian bytes of their packed
     /// words (padding word included): a slot of ≤ 16 bits is one unaligned
-    /// 32-bit load and one shift ([`slot`]).
-    a: Box<[u8]>,
-    b: Box<[u8]>,
+    /// 32-bit load and one shift ([`slot`]). Shared with the control plane,
+    /// which copies them only when it next patches them (copy on write), so
+    /// publishing a plane does not copy the BAS.
+    a: Arc<[u8]>,
+    b: Arc<[u8]>,
     /// `DA[vip][Dcode]`, `2^dbits` entries: an index into `outs` (l_v = 8
     /// bits when the pool has at most 256 backends, else 16).
     da: DipRow,
+    /// `log2` of the row's entry width in bytes and the entry mask, so a
+    /// mixed-VIP burst reads any row without a branch ([`Self::answer_of`]).
+    rshift: u32,
+    rmask: u32,
     /// The answers `DA` points at: `Some(backend)` for each pool member in
     /// pool order, or a single `None` for an empty pool (whose row is all
     /// zeros), so a lookup copies its answer without a branch.
@@ -75,7 +81,7 @@ fn image_array(bytes: &[u8], len: u32, bits: u32) -> PackedArray {
 }
 
 impl VipPlane {
-    /// Validates and assembles a plane.
+    /// Validates and assembles a plane from a BAS lookup form.
     pub fn new(
         vip: Vip,
         generation: u64,
@@ -84,15 +90,40 @@ impl VipPlane {
         da: Box<[u16]>,
         backends: &[Backend],
     ) -> Result<Self> {
-        if !(MIN_DCODE_BITS..=MAX_DCODE_BITS).contains(&dbits) {
-            return Err(Error::Corrupt(format!("dcode bits {dbits} out of range")));
-        }
         if bas.value_bits() != dbits || bas.fingerprint_bits() != 0 || bas.has_emptiness() {
             return Err(Error::Corrupt(format!(
                 "BAS has {} value bits / {} fingerprint bits / emptiness {}, expected {dbits} / 0 / false",
                 bas.value_bits(),
                 bas.fingerprint_bits(),
                 bas.has_emptiness()
+            )));
+        }
+        let snap = bas.snapshot_arc();
+        let (a, b) = (image_bytes(&snap.a).into(), image_bytes(&snap.b).into());
+        Self::from_images(vip, generation, dbits, snap.p, a, b, da, backends)
+    }
+
+    /// Validates and assembles a plane from the BAS arrays' byte images
+    /// (little-endian packed words of `dbits`-bit slots, padding included),
+    /// the form the control plane keeps current.
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_images(
+        vip: Vip,
+        generation: u64,
+        dbits: u32,
+        p: othello::Params,
+        a: Arc<[u8]>,
+        b: Arc<[u8]>,
+        da: Box<[u16]>,
+        backends: &[Backend],
+    ) -> Result<Self> {
+        if !(MIN_DCODE_BITS..=MAX_DCODE_BITS).contains(&dbits) {
+            return Err(Error::Corrupt(format!("dcode bits {dbits} out of range")));
+        }
+        if p.vbits != dbits || p.fbits != 0 || p.empt {
+            return Err(Error::Corrupt(format!(
+                "BAS has {} value bits / {} fingerprint bits / emptiness {}, expected {dbits} / 0 / false",
+                p.vbits, p.fbits, p.empt
             )));
         }
         let max_b = (1usize << dbits) / super::DCODES_PER_BACKEND;
@@ -106,22 +137,22 @@ impl VipPlane {
         if let Some(&bad) = da.iter().find(|&&i| i as usize >= backends.len()) {
             return Err(Error::Corrupt(format!("DIP row names backend #{bad} of {}", backends.len())));
         }
-        let snap = bas.snapshot_arc();
-        let (p, a, b) = (snap.p, image_bytes(&snap.a), image_bytes(&snap.b));
         // Every slot a lookup reads: index < m (Lemire reduction), so its
         // first bit is at most (m - 1)·dbits and its load ends 4 bytes on.
+        // The encoder needs the packed array's exact word count.
         for (name, m, img) in [("A", p.ma, &a), ("B", p.mb, &b)] {
             let need = (((m.max(1) as usize - 1) * dbits as usize) >> 3) + 4;
-            if img.len() < need {
+            if img.len() < need || img.len() != crate::bits::words_for(m as usize, dbits) * 8 {
                 return Err(Error::Corrupt(format!("BAS array {name}: {} bytes for {m} slots", img.len())));
             }
         }
         let (da, outs): (DipRow, Box<[Option<Backend>]>) = if backends.is_empty() {
-            (DipRow::U8(vec![0; 1 << dbits].into()), Box::new([None]))
+            (DipRow::new(&vec![0; 1 << dbits], 1), Box::new([None]))
         } else {
-            (DipRow::new(da, backends.len()), backends.iter().map(|&b| Some(b)).collect())
+            (DipRow::new(&da, backends.len()), backends.iter().map(|&b| Some(b)).collect())
         };
-        Ok(Self { vip, generation, dbits, dmask: mask(dbits) as u32, p, a, b, da, outs })
+        let (rshift, rmask) = if da.wide { (1, 0xffff) } else { (0, 0xff) };
+        Ok(Self { vip, generation, dbits, dmask: mask(dbits) as u32, p, a, b, da, rshift, rmask, outs })
     }
 
     /// The VIP's backends, in pool order.
@@ -165,34 +196,39 @@ impl VipPlane {
         *self.answer_of(d)
     }
 
-    /// [`Self::resolve`] in place (batches copy it out with [`put`]).
+    /// [`Self::resolve`] in place (batches copy it out with [`put`]), for
+    /// a row of either width without a branch: a 2-byte load at
+    /// `d << rshift`, masked to the entry width.
     #[inline(always)]
     fn answer_of(&self, d: usize) -> &Option<Backend> {
-        match &self.da {
-            DipRow::U8(row) => self.answer(row, d),
-            DipRow::U16(row) => self.answer(row, d),
-        }
-    }
-
-    /// Prefetches `DA[d]` (mixed-VIP bursts).
-    #[inline(always)]
-    fn prefetch_entry(&self, d: usize) {
-        match &self.da {
-            DipRow::U8(row) => prefetch(row.as_ptr().wrapping_add(d)),
-            DipRow::U16(row) => prefetch(row.as_ptr().wrapping_add(d) as *const u8),
-        }
-    }
-
-    /// The answer `outs[DA[d]]` in place.
-    #[inline(always)]
-    fn answer<T: Copy + Into<u16>>(&self, row: &[T], d: usize) -> &Option<Backend> {
-        debug_assert!(d < row.len());
-        // SAFETY: `d` is masked to `dbits` bits and every row has `2^dbits`
-        // entries; `new` checked that every entry indexes `outs`.
+        debug_assert!(d < self.da.len);
+        // SAFETY: `d` is masked to `dbits` bits; the row's bytes hold
+        // `2^dbits << rshift` bytes of entries plus one padding byte, so the
+        // 2-byte load at `d << rshift` is inside them; `new` checked that
+        // every entry indexes `outs`.
         unsafe {
-            let i: u16 = (*row.get_unchecked(d)).into();
-            debug_assert!((i as usize) < self.outs.len());
-            self.outs.get_unchecked(i as usize)
+            let p = self.da.bytes.as_ptr().add(d << self.rshift);
+            let i = (u16::from_le(p.cast::<u16>().read_unaligned()) as u32 & self.rmask) as usize;
+            debug_assert!(i < self.outs.len());
+            self.outs.get_unchecked(i)
+        }
+    }
+
+    /// The answer `outs[DA[d]]` in place, for a row whose width is known at
+    /// compile time (one-VIP bursts).
+    #[inline(always)]
+    fn answer<const WIDE: bool>(&self, row: &[u8], d: usize) -> &Option<Backend> {
+        debug_assert!(d < self.da.len && self.da.wide == WIDE);
+        // SAFETY: as in `answer_of`; a narrow row's entry is byte `d`, a
+        // wide row's the two bytes at `2d`.
+        unsafe {
+            let i = if WIDE {
+                u16::from_le(row.as_ptr().add(2 * d).cast::<u16>().read_unaligned()) as usize
+            } else {
+                *row.get_unchecked(d) as usize
+            };
+            debug_assert!(i < self.outs.len());
+            self.outs.get_unchecked(i)
         }
     }
 
@@ -263,35 +299,44 @@ impl VipPlane {
 
 /// A DIP-array row with the narrowest index width that fits the pool
 /// (§5.4.2: "DA[i][Dcode] can be a DIP index"): the row is the largest part
-/// of a small VIP's plane, and it is read on every lookup.
+/// of a small VIP's plane, and it is read on every lookup. Entries are one
+/// byte (at most 256 backends) or two little-endian bytes, followed by one
+/// padding byte so that a 2-byte load at any entry stays inside.
 #[derive(Debug)]
-enum DipRow {
-    U8(Box<[u8]>),
-    U16(Box<[u16]>),
+struct DipRow {
+    bytes: Box<[u8]>,
+    wide: bool,
+    len: usize,
 }
 
 impl DipRow {
-    fn new(row: Box<[u16]>, backends: usize) -> Self {
-        if backends <= 256 { DipRow::U8(row.iter().map(|&i| i as u8).collect()) } else { DipRow::U16(row) }
+    fn new(row: &[u16], backends: usize) -> Self {
+        let wide = backends > 256;
+        let mut bytes = Vec::with_capacity((row.len() << wide as usize) + 1);
+        for &i in row {
+            if wide {
+                bytes.extend_from_slice(&i.to_le_bytes());
+            } else {
+                bytes.push(i as u8);
+            }
+        }
+        bytes.push(0);
+        Self { bytes: bytes.into(), wide, len: row.len() }
     }
-    #[inline(always)]
     fn get(&self, d: usize) -> Option<u16> {
-        match self {
-            DipRow::U8(r) => r.get(d).map(|&i| i as u16),
-            DipRow::U16(r) => r.get(d).copied(),
+        if d >= self.len {
+            None
+        } else if self.wide {
+            Some(u16::from_le_bytes([self.bytes[2 * d], self.bytes[2 * d + 1]]))
+        } else {
+            Some(self.bytes[d] as u16)
         }
     }
     fn len(&self) -> usize {
-        match self {
-            DipRow::U8(r) => r.len(),
-            DipRow::U16(r) => r.len(),
-        }
+        self.len
     }
     fn bytes(&self) -> usize {
-        match self {
-            DipRow::U8(r) => r.len(),
-            DipRow::U16(r) => r.len() * 2,
-        }
+        self.bytes.len()
     }
 }
 
@@ -302,10 +347,33 @@ struct PlaneSet {
     seq: u64,
     dbits: u32,
     vips: Box<[Option<Arc<VipPlane>>]>,
+    /// The same array with every unused index holding one empty plane
+    /// (empty pool: every lookup answers `None`), so a mixed-VIP burst
+    /// selects a packet's plane with one load and no test of its own.
+    dense: Box<[Arc<VipPlane>]>,
+    none: Arc<VipPlane>,
     by_addr: HashMap<Vip, VipId>,
 }
 
 impl PlaneSet {
+    fn new(table: crate::lineage::Lineage, seq: u64, dbits: u32, vips: Vec<Option<Arc<VipPlane>>>) -> Result<Self> {
+        let by_addr = Self::index(&vips)?;
+        let words = crate::bits::words_for(1, dbits) * 8;
+        let p = othello::Params { seed: 0, ma: 1, mb: 1, vbits: dbits, fbits: 0, empt: false };
+        let none = Arc::new(VipPlane::from_images(
+            Vip::new(std::net::Ipv4Addr::UNSPECIFIED, 0, 0),
+            0,
+            dbits,
+            p,
+            vec![0; words].into(),
+            vec![0; words].into(),
+            Box::new([]),
+            &[],
+        )?);
+        let dense = vips.iter().map(|v| v.clone().unwrap_or_else(|| none.clone())).collect();
+        Ok(Self { table, seq, dbits, vips: vips.into(), dense, none, by_addr })
+    }
+
     fn index(vips: &[Option<Arc<VipPlane>>]) -> Result<HashMap<Vip, VipId>> {
         let mut m = HashMap::new();
         for (i, p) in vips.iter().enumerate() {
@@ -370,38 +438,25 @@ impl PacketReader<'_> {
 
 fn batch_mixed(g: &PlaneSet, vips: &[VipId], keys: &[&[u8]], out: &mut [Option<Backend>]) {
     let n = vips.len().min(keys.len()).min(out.len());
-    let mut loc: [(Option<&VipPlane>, (usize, usize)); BATCH] = [(None, (0, 0)); BATCH];
-    let mut start = 0;
-    while start < n {
-        let end = (start + BATCH).min(n);
-        for ((v, k), l) in vips[start..end].iter().zip(&keys[start..end]).zip(loc.iter_mut()) {
-            let p = g.vips.get(*v as usize).and_then(|p| p.as_deref());
-            *l = match p {
-                Some(p) => {
-                    let s = p.slots(k);
-                    p.prefetch_slots(s);
-                    (Some(p), s)
-                }
-                None => (None, (0, 0)),
-            };
+    let (vips, keys, out) = (&vips[..n], &keys[..n], &mut out[..n]);
+    // Two stages, as one-VIP bursts: hash and prefetch the BAS slots of 16
+    // packets, then read them, the DIP-row entry (any width, no branch) and
+    // the answer. (A third stage prefetching the row entries cost 18
+    // instructions per packet for rows that sit in L1/L2: 64 VIPs' rows are
+    // 256 KiB.)
+    let mut loc: [(&VipPlane, (usize, usize)); BATCH] = [(&g.none, (0, 0)); BATCH];
+    for ((vs, ks), os) in vips.chunks(BATCH).zip(keys.chunks(BATCH)).zip(out.chunks_mut(BATCH)) {
+        for ((v, k), l) in vs.iter().zip(ks).zip(loc.iter_mut()) {
+            // An index outside the array reads a key-independent plane that
+            // answers `None` (any unused index's); inside, one load.
+            let p: &VipPlane = g.dense.get(*v as usize).unwrap_or(&g.none);
+            let s = p.slots(k);
+            p.prefetch_slots(s);
+            *l = (p, s);
         }
-        // Mixed VIPs read DIP rows all over 128 rows (not one VIP's hot 4 KiB),
-        // so the row entry gets a prefetch stage of its own: 15.3–15.5 →
-        // 13.7–14.1 ns per packet in DIP-V Large, unchanged in DIP-E Small.
-        let mut dc = [0usize; BATCH];
-        for (l, d) in loc.iter().zip(dc.iter_mut()) {
-            if let Some(p) = l.0 {
-                *d = p.dcode_at(l.1);
-                p.prefetch_entry(*d);
-            }
+        for (o, (p, s)) in os.iter_mut().zip(loc.iter()) {
+            put(o, p.answer_of(p.dcode_at(*s)));
         }
-        for ((o, l), d) in out[start..end].iter_mut().zip(loc.iter()).zip(dc.iter()) {
-            match l.0 {
-                Some(p) => put(o, p.answer_of(*d)),
-                None => *o = None,
-            }
-        }
-        start = end;
     }
 }
 
@@ -411,10 +466,7 @@ fn batch_vip(g: &PlaneSet, vip: VipId, keys: &[&[u8]], out: &mut [Option<Backend
         return;
     };
     // One row type per burst, so the per-packet loop has no dispatch.
-    match &p.da {
-        DipRow::U8(row) => batch_row(p, row, keys, out),
-        DipRow::U16(row) => batch_row(p, row, keys, out),
-    }
+    if p.da.wide { batch_row::<true>(p, keys, out) } else { batch_row::<false>(p, keys, out) }
 }
 
 /// Copies an answer into a batch's output as 20 plain bytes: a typed copy
@@ -431,7 +483,8 @@ fn put(o: &mut Option<Backend>, a: &Option<Backend>) {
 /// `batch_vip`: 84 instead of 89 instructions per packet (callgrind,
 /// `examples/lb_ir.rs concury-batch`).
 #[inline(never)]
-fn batch_row<T: Copy + Into<u16>>(p: &VipPlane, row: &[T], keys: &[&[u8]], out: &mut [Option<Backend>]) {
+fn batch_row<const WIDE: bool>(p: &VipPlane, keys: &[&[u8]], out: &mut [Option<Backend>]) {
+    let row = &p.da.bytes[..];
     let mut loc = [(0usize, 0usize); BATCH];
     for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
         for (k, l) in ks.iter().zip(loc.iter_mut()) {
@@ -440,7 +493,7 @@ fn batch_row<T: Copy + Into<u16>>(p: &VipPlane, row: &[T], keys: &[&[u8]], out: 
             *l = s;
         }
         for (l, o) in loc.iter().zip(os.iter_mut()) {
-            put(o, p.answer(row, p.dcode_at(*l)));
+            put(o, p.answer::<WIDE>(row, p.dcode_at(*l)));
         }
     }
 }
@@ -452,11 +505,7 @@ impl DataPlane {
         dbits: u32,
         vips: Vec<Option<Arc<VipPlane>>>,
     ) -> Result<Self> {
-        let by_addr = PlaneSet::index(&vips)?;
-        Ok(Self {
-            cur: ArcSwap::from_pointee(PlaneSet { table, seq, dbits, vips: vips.into(), by_addr }),
-            writer: Mutex::new(()),
-        })
+        Ok(Self { cur: ArcSwap::from_pointee(PlaneSet::new(table, seq, dbits, vips)?), writer: Mutex::new(()) })
     }
 
     /// The backend for a packet of state `key` sent to VIP `vip`
@@ -559,7 +608,7 @@ impl DataPlane {
         let g = self.cur.load();
         std::mem::size_of::<Self>()
             + std::mem::size_of::<PlaneSet>()
-            + g.vips.len() * std::mem::size_of::<Option<Arc<VipPlane>>>()
+            + g.vips.len() * std::mem::size_of::<Option<Arc<VipPlane>>>() * 2
             + g.vips.iter().flatten().map(|p| p.memory_bytes()).sum::<usize>()
             + g.by_addr.capacity() * (std::mem::size_of::<(Vip, VipId)>() + 1)
     }
@@ -586,14 +635,8 @@ impl DataPlane {
             })?;
             *slot = new;
         }
-        let by_addr = PlaneSet::index(&vips).map_err(|e| Error::DeltaMismatch(e.to_string()))?;
-        self.cur.store(Arc::new(PlaneSet {
-            table: c.table,
-            seq: delta.seq,
-            dbits: c.dbits,
-            vips: vips.into(),
-            by_addr,
-        }));
+        let set = PlaneSet::new(c.table, delta.seq, c.dbits, vips).map_err(|e| Error::DeltaMismatch(e.to_string()))?;
+        self.cur.store(Arc::new(set));
         Ok(())
     }
 }

@@ -53,17 +53,29 @@ pub(crate) fn apportion(slots: &[Option<Share>], total: usize) -> Vec<usize> {
 }
 
 /// Rewrites `row` (Dcode → slot, [`NO_BACKEND`] when unassigned) so slot `s`
-/// holds exactly `target[s]` Dcodes, moving the fewest: every slot keeps its
-/// lowest `min(old, target)` Dcodes and only the surplus (and Dcodes of
-/// removed slots) moves. Returns the number of Dcodes that changed slot.
-pub(crate) fn rebalance(row: &mut [u16], target: &[usize]) -> usize {
+/// holds exactly `target[s]` Dcodes, moving the fewest: every slot keeps
+/// `min(old, target)` of its Dcodes — first those marked in `held` (they
+/// hold tracked states), then its lowest others — and only the surplus (and
+/// Dcodes of removed slots) moves. Returns the number of Dcodes that changed
+/// slot.
+pub(crate) fn rebalance(row: &mut [u16], target: &[usize], held: &[bool]) -> usize {
     let mut kept = vec![0usize; target.len()];
+    let mut keep = vec![false; row.len()];
+    for first in [true, false] {
+        for (d, &s) in row.iter().enumerate() {
+            let i = s as usize;
+            if keep[d] || s == NO_BACKEND || i >= target.len() || held.get(d).copied().unwrap_or(false) != first {
+                continue;
+            }
+            if kept[i] < target[i] {
+                kept[i] += 1;
+                keep[d] = true;
+            }
+        }
+    }
     let mut free = Vec::new();
     for (d, s) in row.iter_mut().enumerate() {
-        let i = *s as usize;
-        if *s != NO_BACKEND && i < target.len() && kept[i] < target[i] {
-            kept[i] += 1;
-        } else {
+        if !keep[d] {
             *s = NO_BACKEND;
             free.push(d);
         }
@@ -113,10 +125,10 @@ mod tests {
     #[test]
     fn rebalance_moves_only_the_surplus() {
         let mut row = vec![NO_BACKEND; 16];
-        assert_eq!(rebalance(&mut row, &[8, 8]), 16);
+        assert_eq!(rebalance(&mut row, &[8, 8], &[]), 16);
         let before = row.clone();
         // Add a third backend taking 4: exactly 4 Dcodes move.
-        let moved = rebalance(&mut row, &[6, 6, 4]);
+        let moved = rebalance(&mut row, &[6, 6, 4], &[]);
         assert_eq!(moved, 4);
         assert_eq!(row.iter().zip(&before).filter(|(a, b)| a != b).count(), 4);
         for s in 0..3u16 {
@@ -124,7 +136,22 @@ mod tests {
         }
         // Remove slot 0 (target 0): its 6 Dcodes move, nothing else.
         let before = row.clone();
-        assert_eq!(rebalance(&mut row, &[0, 9, 7]), 6);
+        assert_eq!(rebalance(&mut row, &[0, 9, 7], &[]), 6);
         assert_eq!(row.iter().zip(&before).filter(|(a, b)| a != b).count(), 6);
+    }
+
+    #[test]
+    fn rebalance_keeps_held_dcodes() {
+        let mut row = vec![NO_BACKEND; 16];
+        rebalance(&mut row, &[8, 8], &[]);
+        // Slot 0 holds states on Dcode 7 (its last one): shrinking to 2
+        // keeps Dcode 7 and one other, and Dcode 7 never moves.
+        let mut held = vec![false; 16];
+        let d7 = row.iter().enumerate().filter(|&(_, &s)| s == 0).map(|(d, _)| d).nth(7).unwrap();
+        held[d7] = true;
+        assert_eq!(rebalance(&mut row, &[2, 8, 6], &held), 6);
+        assert_eq!(row[d7], 0);
+        assert_eq!(row.iter().filter(|&&s| s == 0).count(), 2);
+        assert_eq!(row.iter().filter(|&&s| s == 2).count(), 6);
     }
 }
