@@ -184,7 +184,7 @@ fn check_value(name: &'static str) -> impl Fn(&str) -> Result<String, String> + 
             "dist" => {
                 matches!(v, "uniform" | "zipf").then(|| v.to_string()).ok_or_else(|| "expected uniform or zipf".into())
             }
-            "zipf-s" | "secs" => v
+            "zipf-s" | "secs" | "dyn-secs" => v
                 .parse::<f64>()
                 .ok()
                 .filter(|f| f.is_finite() && *f >= 0.0)

@@ -351,6 +351,21 @@ fn batch_under_updates(ctl: &mut Control, table: &ludo::Lookup, w: &Workload, ra
 }
 
 /// PtrHash (minimal perfect hash) + packed value array: the static baseline.
+/// Memory of the static baseline (PtrHash MPHF over `hash64` plus an
+/// `l`-bit packed value array) for these keys, in bytes.
+pub fn mphf_memory(keys: &crate::common::KeySet, values: &[u64], l: u32) -> usize {
+    use ptr_hash::{DefaultPtrHash, PtrHashParams};
+    let n = keys.len();
+    let hs: Vec<u64> = keys.iter().map(|k| keyplane::hash::hash64(k, 0)).collect();
+    let mphf = <DefaultPtrHash>::new(&hs, PtrHashParams::default());
+    let vals = PackedArray::new(n, l);
+    for (h, &v) in hs.iter().zip(values) {
+        vals.set(mphf.index(h), v);
+    }
+    let (pil, rem) = mphf.bits_per_element();
+    ((pil + rem) * n as f64 / 8.0) as usize + vals.memory_bytes()
+}
+
 fn baseline_ptrhash(w: &Workload) -> Record {
     use ptr_hash::{DefaultPtrHash, PtrHashParams};
     let n = w.n();
