@@ -23,6 +23,7 @@ pub const BENCHMARKS: &[Spec] = &[
             ("memory-only", false, "only the memory figures"),
             ("no-fingerprints", false, "skip the fingerprinted variant"),
             ("concurrent-updates-per-s", true, "update rate during the concurrent lookup run"),
+            ("secs", true, "seconds of the concurrent lookup run (default 3)"),
         ],
     ),
     (

@@ -47,6 +47,8 @@ pub struct Scale {
     pub depth_names: u64,
     /// Connection states of the load-balancer runs.
     pub lb_ns: Vec<u64>,
+    /// VIPs of the load-balancer runs (128 in the thesis).
+    pub lb_vips: u64,
     /// States of the dynamic (Fig. 5.17) run.
     pub lb_dyn_n: u64,
     /// Seconds per arrival rate in the dynamic run.
@@ -81,6 +83,7 @@ impl Scale {
                 share_names: 8 * k,
                 depth_names: 4 * k,
                 lb_ns: vec![2 * k, 8 * k],
+                lb_vips: 16,
                 lb_dyn_n: 4 * k,
                 lb_dyn_secs: 0.05,
                 lb_rates: vec![k, 64 * k],
@@ -90,42 +93,44 @@ impl Scale {
             },
             "small" => Scale {
                 name: "small",
-                ns: vec![100 * k, 300 * k, m],
-                setsep_ns: vec![100 * k, 300 * k],
-                sweep_n: 250 * k,
-                bits,
-                updates: 50 * k,
-                table2_div: 20,
-                setsep_table_n: 300 * k,
-                name_n: 250 * k,
-                share_names: m,
-                depth_names: 250 * k,
-                lb_ns: vec![100 * k, 300 * k, m],
-                lb_dyn_n: 300 * k,
-                lb_dyn_secs: 0.5,
-                lb_rates: vec![k, 16 * k, 64 * k, 256 * k],
-                secs: 0.25,
-                fig10_n: m,
-                fig10_rates: vec![16 * k, 64 * k, 256 * k, 500 * k],
+                ns: vec![30 * k, 100 * k, 300 * k],
+                setsep_ns: vec![30 * k, 100 * k],
+                sweep_n: 100 * k,
+                bits: bits.clone(),
+                updates: 20 * k,
+                table2_div: 50,
+                setsep_table_n: 100 * k,
+                name_n: 100 * k,
+                share_names: 300 * k,
+                depth_names: 100 * k,
+                lb_ns: vec![30 * k, 100 * k, 300 * k],
+                lb_vips: 128,
+                lb_dyn_n: 100 * k,
+                lb_dyn_secs: 0.25,
+                lb_rates: vec![k, 16 * k, 256 * k],
+                secs: 0.1,
+                fig10_n: 300 * k,
+                fig10_rates: vec![64 * k, 500 * k],
             },
             "medium" => Scale {
                 name: "medium",
-                ns: vec![100 * k, m, 4 * m, 8 * m],
-                setsep_ns: vec![100 * k, m, 2 * m],
-                sweep_n: m,
-                bits,
-                updates: 200 * k,
-                table2_div: 4,
-                setsep_table_n: 2 * m,
-                name_n: m,
-                share_names: 4 * m,
-                depth_names: m,
-                lb_ns: vec![100 * k, m, 4 * m],
-                lb_dyn_n: m,
-                lb_dyn_secs: 1.0,
+                ns: vec![100 * k, 300 * k, m],
+                setsep_ns: vec![100 * k, 300 * k],
+                sweep_n: 300 * k,
+                bits: bits.clone(),
+                updates: 50 * k,
+                table2_div: 10,
+                setsep_table_n: 300 * k,
+                name_n: 300 * k,
+                share_names: m,
+                depth_names: 300 * k,
+                lb_ns: vec![100 * k, 300 * k, m],
+                lb_vips: 128,
+                lb_dyn_n: 300 * k,
+                lb_dyn_secs: 0.5,
                 lb_rates: vec![k, 4 * k, 16 * k, 64 * k, 256 * k],
-                secs: 0.5,
-                fig10_n: 2 * m,
+                secs: 0.25,
+                fig10_n: m,
                 fig10_rates: vec![16 * k, 64 * k, 256 * k, 500 * k],
             },
             "paper" => Scale {
@@ -141,6 +146,7 @@ impl Scale {
                 share_names: 64 * m,
                 depth_names: 16 * m,
                 lb_ns: vec![m, 4 * m, 16 * m],
+                lb_vips: 128,
                 lb_dyn_n: m,
                 lb_dyn_secs: 10.0,
                 lb_rates: vec![k, 4 * k, 16 * k, 64 * k, 256 * k],
@@ -228,7 +234,13 @@ pub fn jobs(sc: &Scale) -> Vec<Job> {
                 work: Work::Bench(
                     "ludo",
                     args(
-                        &[("keys", s(n)), ("value-bits", "20".into()), ("updates", u(n)), ("dist", dist.into())],
+                        &[
+                            ("keys", s(n)),
+                            ("value-bits", "20".into()),
+                            ("updates", u(n)),
+                            ("dist", dist.into()),
+                            ("secs", (sc.secs * 4.0).to_string()),
+                        ],
                         &["core"],
                     ),
                 ),
@@ -246,9 +258,9 @@ pub fn jobs(sc: &Scale) -> Vec<Job> {
                         ("keys", s(n)),
                         ("value-bits", "20".into()),
                         ("updates", u(n)),
-                        ("max-updates", u(n)),
+                        ("max-updates", sc.updates.min(n).min(2000).to_string()),
                         ("rounds", "1".into()),
-                        ("growth-keys", s(n.min(100_000))),
+                        ("growth-keys", s(n.min(50_000))),
                     ],
                     &["core"],
                 ),
@@ -265,7 +277,7 @@ pub fn jobs(sc: &Scale) -> Vec<Job> {
                     ("keys", s(sc.setsep_table_n)),
                     ("value-bits", "2".into()),
                     ("updates", u(sc.setsep_table_n)),
-                    ("max-updates", u(sc.setsep_table_n)),
+                    ("max-updates", "1000".into()),
                     ("rounds", "1".into()),
                     ("growth-keys", s(sc.setsep_table_n.min(50_000))),
                     ("table-bits", "1,2,3,4".into()),
@@ -360,7 +372,10 @@ pub fn jobs(sc: &Scale) -> Vec<Job> {
     for &n in &sc.lb_ns {
         out.push(Job {
             id: format!("lb/n={n}"),
-            work: Work::Bench("lb", args(&[("keys", s(n)), ("rounds", "1".into())], &["core"])),
+            work: Work::Bench(
+                "lb",
+                args(&[("keys", s(n)), ("vips", s(sc.lb_vips)), ("rounds", "1".into())], &["core"]),
+            ),
             estimate: 2.0 + n as f64 * 8e-6,
         });
     }
@@ -371,6 +386,7 @@ pub fn jobs(sc: &Scale) -> Vec<Job> {
             args(
                 &[
                     ("keys", s(sc.lb_dyn_n)),
+                    ("vips", s(sc.lb_vips)),
                     ("rounds", "1".into()),
                     ("dyn-secs", sc.lb_dyn_secs.to_string()),
                     ("pool-every-ms", ((sc.lb_dyn_secs * 1000.0 / 3.0).max(10.0) as u64).to_string()),
@@ -677,7 +693,7 @@ pub fn run(o: &Options) -> Result<Summary, String> {
             "n": sc.ns, "setsep_n": sc.setsep_ns, "sweep_n": sc.sweep_n, "value_bits": sc.bits,
             "updates": sc.updates, "table2_div": sc.table2_div, "setsep_table_n": sc.setsep_table_n,
             "name_n": sc.name_n, "share_names": sc.share_names, "depth_names": sc.depth_names,
-            "lb_n": sc.lb_ns, "lb_dyn_n": sc.lb_dyn_n, "lb_dyn_secs": sc.lb_dyn_secs, "lb_rates": sc.lb_rates,
+            "lb_n": sc.lb_ns, "lb_vips": sc.lb_vips, "lb_dyn_n": sc.lb_dyn_n, "lb_dyn_secs": sc.lb_dyn_secs, "lb_rates": sc.lb_rates,
             "timed_phase_secs": sc.secs, "fig10_n": sc.fig10_n, "fig10_rates": sc.fig10_rates,
         },
     });
@@ -737,9 +753,8 @@ fn render(dir: &str, doc: &mut Value, figs: &[&FigureDef]) -> Result<Summary, St
         let out = (f.build)(&data, &ctx);
         let mut chart = out.chart;
         chart.caption = format!(
-            "{}{}Machine: {machine}. Scale: {scale}. keyplane, one run; the paper's values are in index.md.",
-            chart.caption,
-            if chart.caption.is_empty() { "" } else { " " }
+            "{}\nMachine: {machine}. Scale: {scale}. keyplane, one run; the paper's values are in index.md.",
+            chart.caption
         );
         let file = format!("{}.svg", f.id);
         let (drawn, why) = match svg::render(&chart) {
