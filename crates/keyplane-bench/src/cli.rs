@@ -23,6 +23,7 @@ pub const BENCHMARKS: &[Spec] = &[
             ("memory-only", false, "only the memory figures"),
             ("no-fingerprints", false, "skip the fingerprinted variant"),
             ("concurrent-updates-per-s", true, "update rate during the concurrent lookup run"),
+            ("secs", true, "seconds of the concurrent lookup run (default 3)"),
         ],
     ),
     (
@@ -184,7 +185,7 @@ fn check_value(name: &'static str) -> impl Fn(&str) -> Result<String, String> + 
             "dist" => {
                 matches!(v, "uniform" | "zipf").then(|| v.to_string()).ok_or_else(|| "expected uniform or zipf".into())
             }
-            "zipf-s" | "secs" => v
+            "zipf-s" | "secs" | "dyn-secs" => v
                 .parse::<f64>()
                 .ok()
                 .filter(|f| f.is_finite() && *f >= 0.0)

@@ -190,7 +190,8 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
         "separate" => vec![("cuckoo_separate_values", ValueLayout::Separate)],
         _ => vec![("cuckoo", ValueLayout::Auto)],
     };
-    let fresh = gen_keys(w.kt, 1 << 20, 9);
+    // Fresh keys for the churn writer (it cycles through them).
+    let fresh = gen_keys(w.kt, n.clamp(4 * CHURN_LAG as usize, 1 << 20), 9);
     let mut out = Vec::new();
     for (name, layout) in layouts {
         let opts = Options { values: layout, ..Options::default() };

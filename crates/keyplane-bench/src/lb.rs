@@ -734,7 +734,12 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
 
     // --- Fig. 5.17: lookups while states arrive, pool change every period
     if !a.flag("skip-dynamic") && !core {
-        let secs = a.num("dyn-secs", 3) as f64;
+        let secs: f64 = a
+            .str("dyn-secs", "3")
+            .parse()
+            .ok()
+            .filter(|s: &f64| s.is_finite() && *s >= 0.0)
+            .ok_or_else(|| "--dyn-secs: not a non-negative number of seconds".to_string())?;
         let every = a.num("pool-every-ms", 1000) as f64 / 1e3;
         for rate in a.nums("rates", &[1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10]) {
             let (cm, cp) = {

@@ -11,6 +11,7 @@ pub mod lb;
 pub mod ludo;
 pub mod names;
 pub mod othello;
+pub mod report;
 pub mod setsep;
 
 use common::{Args, Record};

@@ -129,6 +129,12 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
     let mut out = Vec::new();
     let fp_bits = a.num("fingerprint-bits", 8) as u32;
     let rate = a.num("concurrent-updates-per-s", 10_000);
+    let secs: f64 = a
+        .str("secs", "3")
+        .parse()
+        .ok()
+        .filter(|s: &f64| s.is_finite() && *s >= 0.0)
+        .ok_or_else(|| "--secs: not a non-negative number of seconds".to_string())?;
     let mut variants = vec![("ludo", Options::default())];
     if fp_bits > 0 && l + fp_bits <= 64 && !a.flag("no-fingerprints") {
         variants.push(("ludo_fp", Options::filtered(fp_bits)));
@@ -169,7 +175,7 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
         }
         // Lookups under concurrent updates (taken before the update timing so
         // the table is at its built load).
-        let (quiet, busy, achieved) = batch_under_updates(&mut ctl, &table, &w, rate);
+        let (quiet, busy, achieved) = batch_under_updates(&mut ctl, &table, &w, rate, secs);
         r.set("batch_lookup_cpu_ns_quiet", quiet);
         r.set("batch_lookup_cpu_ns_under_updates", busy);
         r.set("concurrent_updates_per_s", achieved);
@@ -277,8 +283,7 @@ fn memory_only(w: &Workload) -> Record {
 /// Both figures are best-of thread-CPU ns per key (so other jobs on the
 /// machine do not distort the comparison). Returns (quiet ns per key, busy
 /// ns per key, achieved updates per second).
-fn batch_under_updates(ctl: &mut Control, table: &ludo::Lookup, w: &Workload, rate: u64) -> (f64, f64, f64) {
-    let secs = 3.0f64;
+fn batch_under_updates(ctl: &mut Control, table: &ludo::Lookup, w: &Workload, rate: u64, secs: f64) -> (f64, f64, f64) {
     let count = ((rate as f64 * secs) as usize).max(3);
     let fresh = gen_keys(w.kt, count / 3 + 1, 11);
     let vm = keyplane::mask(w.value_bits);
@@ -352,6 +357,21 @@ fn batch_under_updates(ctl: &mut Control, table: &ludo::Lookup, w: &Workload, ra
 }
 
 /// PtrHash (minimal perfect hash) + packed value array: the static baseline.
+/// Memory of the static baseline (PtrHash MPHF over `hash64` plus an
+/// `l`-bit packed value array) for these keys, in bytes.
+pub fn mphf_memory(keys: &crate::common::KeySet, values: &[u64], l: u32) -> usize {
+    use ptr_hash::{DefaultPtrHash, PtrHashParams};
+    let n = keys.len();
+    let hs: Vec<u64> = keys.iter().map(|k| keyplane::hash::hash64(k, 0)).collect();
+    let mphf = <DefaultPtrHash>::new(&hs, PtrHashParams::default());
+    let vals = PackedArray::new(n, l);
+    for (h, &v) in hs.iter().zip(values) {
+        vals.set(mphf.index(h), v);
+    }
+    let (pil, rem) = mphf.bits_per_element();
+    ((pil + rem) * n as f64 / 8.0) as usize + vals.memory_bytes()
+}
+
 fn baseline_ptrhash(w: &Workload) -> Record {
     use ptr_hash::{DefaultPtrHash, PtrHashParams};
     let n = w.n();

@@ -16,8 +16,9 @@
 use crate::common::*;
 use keyplane::{ControlTable, LookupTable, fht, fpt, name};
 
-/// Generated hierarchical names: `/tld/label-id[/sub[/sub]]`.
-fn gen_names(n: usize, salt: u64) -> KeySet {
+/// `n` distinct generated hierarchical names `/tld/label-id[/sub[/sub]]`
+/// (`keyplane::name::generate`); `salt` selects disjoint sets.
+pub fn gen_names(n: usize, salt: u64) -> KeySet {
     let mut ks = KeySet::default();
     for i in 0..n as u64 {
         ks.push(&name::generate(i + (salt << 40), (i % 3) as usize, 1));

@@ -205,16 +205,16 @@ pub struct ApplyArgs {
 /// `keyplane bench`.
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
-    /// Write the full report (JSON + SVG plots + index.md) into this directory.
+    /// Write the papers' figures, reproduced (SVG + PNG per figure, results.json, index.md) into this directory.
     #[arg(long)]
     report: Option<String>,
-    /// Report scale: tiny (smoke test), small (minutes), medium, large (16M keys, ~4 GB).
+    /// Report scale: tiny (smoke test), small (≤ 10 min), medium (≤ 45 min), paper (as close to the papers as memory allows).
     #[arg(long, default_value = "small")]
     scale: String,
     /// With --report: only redraw the plots and index.md from DIR/results.json.
     #[arg(long, requires = "report")]
     plot_only: bool,
-    /// Report only these benchmarks (comma-separated; default: every registered one).
+    /// Report only these figures (comma-separated ids or prefixes, e.g. concise,thesis-fig5.8; default: all).
     #[arg(long)]
     only: Option<String>,
     /// Without --report: a benchmark name and its flags, e.g. `othello --keys 1M --json`.

@@ -285,7 +285,7 @@ fn bad_blobs_deltas_and_usage() {
     fails(
         &run(&["bench", "--report", &p(&d, "r"), "--scale", "huge"]),
         2,
-        "--scale huge: expected tiny, small, medium or large",
+        "--scale huge: expected tiny, small, medium or paper",
     );
     let h = ok(&run(&["--help"]));
     assert!(h.contains("Exit codes:"), "{h}");
@@ -306,26 +306,26 @@ fn demo_runs_through_the_cli_paths() {
 fn bench_report_writes_json_and_plots() {
     let d = dir("report");
     let r = d.display().to_string();
-    ok(&run(&["bench", "--report", &r, "--scale", "tiny", "--only", "othello"]));
+    ok(&run(&["bench", "--report", &r, "--scale", "tiny", "--only", "concise-fig5"]));
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(d.join("results.json")).unwrap()).unwrap();
-    assert_eq!(json["meta"]["benchmarks"], serde_json::json!(["othello"]));
+    assert_eq!(json["meta"]["figures_requested"], serde_json::json!(["concise-fig5"]));
     let recs = json["records"].as_array().unwrap();
-    for name in ["othello_compact", "hashbrown", "xorf_binary_fuse8"] {
-        assert!(recs.iter().any(|x| x["structure"] == name && x["dist"] == "zipf"), "{name} zipf missing");
+    for name in ["othello_compact", "cuckoo", "hashbrown", "xorf_binary_fuse8"] {
+        assert!(recs.iter().any(|x| x["structure"] == name), "{name} missing");
     }
-    for f in [
-        "bits_per_key_vs_value_bits",
-        "lookup_uniform",
-        "lookup_zipf",
-        "batch_lookup_uniform",
-        "update_throughput",
-        "construction",
-    ] {
-        let svg = std::fs::read_to_string(d.join(format!("{f}.svg"))).unwrap();
-        assert!(svg.starts_with("<svg") && svg.contains("othello_compact") && svg.contains("hashbrown"), "{f}");
-    }
+    let svg = std::fs::read_to_string(d.join("concise-fig5.svg")).unwrap();
+    let series = keyplane_bench::report::check_svg(&svg).unwrap();
+    assert!(
+        series.iter().any(|s| s.contains("Othello")) && series.iter().any(|s| s.contains("hashbrown")),
+        "{series:?}"
+    );
+    assert!(d.join("concise-fig5.png").exists());
     let idx = std::fs::read_to_string(d.join("index.md")).unwrap();
-    assert!(idx.contains("![") && idx.contains("| othello_compact |"), "{idx}");
+    assert!(idx.contains("![Concise Fig. 5](concise-fig5.svg)") && idx.contains("| quantity | paper |"), "{idx}");
+    // Unknown figure names are usage errors.
+    let o = run(&["bench", "--report", &r, "--only", "nosuch"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--only nosuch: no such figure (known: concise-table2,"), "{}", stderr(&o));
 }
 
 /// `keyplane switch` refuses bad flags and files with the documented exit codes and a message
