@@ -46,12 +46,15 @@ pub mod mem;
 pub mod name;
 pub mod othello;
 pub mod setsep;
+pub mod snapshot;
 pub mod store;
 pub mod sync;
 pub mod wire;
+pub mod work;
 
 pub use error::{Error, Result, check_value, check_value_bits, mask};
 pub use lineage::TableId;
+pub use snapshot::Snapshot;
 pub use wire::Wire;
 
 /// The control plane of a table: full state, construction, updates, deltas.

@@ -1,0 +1,169 @@
+//! Control-form snapshots, every structure: a loaded snapshot continues
+//! exactly where the saved control form stopped (same table id, same
+//! deltas, same exported blobs, for the same random updates), loading
+//! hashes no key, every byte flip and truncation is an error, and one
+//! structure's snapshot is refused by every other.
+
+use keyplane::key::KeyFormat;
+use keyplane::wire::Wire;
+use keyplane::{ControlTable, Error, Snapshot, work};
+
+/// splitmix64: a small deterministic generator (no test dependency).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Keys of varied lengths (1 to 40 bytes, so long keys reach the cuckoo
+/// arena); names for the name tables (FHT, FPT).
+fn key(i: u64, names: bool) -> Vec<u8> {
+    if names {
+        format!("/com/example/n{}/{}", i % 97, i).into_bytes()
+    } else {
+        let len = 1 + (i.wrapping_mul(0x9e37) % 40) as usize;
+        let mut k = i.to_le_bytes().to_vec();
+        k.resize(len.max(8), (i % 251) as u8);
+        k
+    }
+}
+
+struct Case {
+    n: u64,
+    ops: usize,
+    vbits: u32,
+    names: bool,
+}
+
+fn bytes_of<T: Wire>(d: &T) -> Vec<u8> {
+    d.to_bytes()
+}
+
+/// Applies the same random updates to `a` and `b`; every delta (and
+/// every "absent" answer) must be identical.
+fn same_updates<C: ControlTable>(a: &mut C, b: &mut C, rng: &mut Rng, c: &Case, key_space: u64) {
+    let vmask = if c.vbits >= 64 { u64::MAX } else { (1u64 << c.vbits) - 1 };
+    for step in 0..c.ops {
+        let k = key(rng.below(key_space), c.names);
+        if rng.below(10) < 3 {
+            let (da, db) = (a.remove(&k).unwrap(), b.remove(&k).unwrap());
+            assert_eq!(da.as_ref().map(bytes_of), db.as_ref().map(bytes_of), "remove at step {step}");
+        } else {
+            let v = rng.next() & vmask;
+            let (da, db) = (a.insert(&k, v).unwrap(), b.insert(&k, v).unwrap());
+            assert_eq!(da.to_bytes(), db.to_bytes(), "insert at step {step}");
+        }
+    }
+    assert_eq!(a.len(), b.len());
+}
+
+fn round_trip<C: ControlTable + Snapshot>(c: Case) {
+    let mut rng = Rng(c.n ^ c.vbits as u64);
+    let vmask = if c.vbits >= 64 { u64::MAX } else { (1u64 << c.vbits) - 1 };
+    let items: Vec<(Vec<u8>, u64)> = (0..c.n).map(|i| (key(i, c.names), rng.next() & vmask)).collect();
+    let mut a = C::from_items(items.clone(), c.vbits).unwrap();
+    a.set_key_format(Some(if c.names { KeyFormat::Name } else { KeyFormat::Hex }));
+    // Some history first, so sequence numbers, free lists and garbage are not trivial.
+    let mut warm = C::from_snapshot(&a.snapshot()).unwrap();
+    same_updates(&mut a, &mut warm, &mut rng, &Case { ops: c.ops / 2, ..c }, c.n * 2 + 100);
+
+    let snap = a.snapshot();
+    let before = work::keys_hashed();
+    let mut b = C::from_snapshot(&snap).unwrap();
+    assert_eq!(work::keys_hashed(), before, "loading a snapshot hashes no key");
+    assert_eq!(b.snapshot(), snap, "a loaded snapshot saves to the same bytes");
+    assert_eq!(b.lineage(), a.lineage());
+    assert_eq!(b.key_format(), a.key_format());
+    assert_eq!(b.len(), a.len());
+    assert_eq!(b.value_bits(), a.value_bits());
+    assert_eq!(b.export().to_bytes(), a.export().to_bytes(), "exported lookup blobs");
+    for (k, _) in items.iter().take(200) {
+        assert_eq!(b.get(k), a.get(k));
+    }
+    same_updates(&mut a, &mut b, &mut rng, &c, c.n * 2 + 100);
+    assert_eq!(b.export().to_bytes(), a.export().to_bytes(), "exported lookup blobs after updates");
+    assert_eq!(b.snapshot(), a.snapshot(), "snapshots after updates");
+}
+
+/// Every single-byte change and every truncation of a snapshot is an error.
+fn corruption_sweep<C: ControlTable + Snapshot>(names: bool) {
+    let items: Vec<(Vec<u8>, u64)> = (0..40).map(|i| (key(i, names), i % 16)).collect();
+    let mut c = C::from_items(items, 4).unwrap();
+    c.remove(&key(3, names)).unwrap();
+    c.insert(&key(99, names), 5).unwrap();
+    let snap = c.snapshot();
+    C::from_snapshot(&snap).unwrap();
+    for n in 0..snap.len() {
+        assert!(C::from_snapshot(&snap[..n]).is_err(), "truncation to {n} bytes");
+    }
+    let mut longer = snap.clone();
+    longer.push(0);
+    assert!(C::from_snapshot(&longer).is_err(), "a trailing byte");
+    for i in 0..snap.len() {
+        for x in [0x01u8, 0x80, 0xff] {
+            let mut bad = snap.clone();
+            bad[i] ^= x;
+            assert!(C::from_snapshot(&bad).is_err(), "byte {i} xor {x:#x}");
+        }
+    }
+}
+
+/// A snapshot of `C` is refused by `D`, with the kind named.
+fn refused_by<C: ControlTable + Snapshot, D: Snapshot>(names: bool) {
+    let c = C::from_items((0..20).map(|i| (key(i, names), 1u64)), 4).unwrap();
+    match D::from_snapshot(&c.snapshot()) {
+        Err(Error::KindMismatch { expected, found }) => {
+            assert!(expected.contains("control snapshot") && found.contains("control snapshot"));
+            assert_ne!(expected, found);
+        }
+        Err(e) => panic!("wrong error {e}"),
+        Ok(_) => panic!("a foreign snapshot was accepted"),
+    }
+    // Nor is a lookup blob or a delta a snapshot.
+    assert!(matches!(D::from_snapshot(&c.export().to_bytes()), Err(Error::KindMismatch { .. })));
+}
+
+macro_rules! structures {
+    ($($name:ident: $t:ty, names = $names:expr, vbits = $vb:expr;)*) => {
+        mod round_trip {
+            use super::*;
+            $(#[test]
+            fn $name() {
+                round_trip::<$t>(Case { n: 3_000, ops: 3_000, vbits: $vb, names: $names });
+                round_trip::<$t>(Case { n: 0, ops: 500, vbits: 1, names: $names });
+            })*
+        }
+        mod corruption {
+            use super::*;
+            $(#[test]
+            fn $name() {
+                corruption_sweep::<$t>($names);
+            })*
+        }
+        mod foreign {
+            use super::*;
+            /// Each structure's snapshot against every structure's loader.
+            fn against_all<C: ControlTable + Snapshot>(names: bool, own: &str) {
+                $(if own != stringify!($name) {
+                    refused_by::<C, $t>(names);
+                })*
+            }
+            $(#[test]
+            fn $name() {
+                against_all::<$t>($names, stringify!($name));
+            })*
+        }
+    };
+}
+
+structures! {
+    othello: keyplane::othello::Control, names = false, vbits = 7;
+}
