@@ -428,3 +428,23 @@ pub(crate) fn check_ids(what: &str, ids: &[u32], bound: usize, none: u32) -> Res
 pub(crate) fn ensure(cond: bool, what: impl FnOnce() -> String) -> Result<()> {
     Reader::ensure(cond, what)
 }
+
+impl Persist for Lineage {
+    fn put(&self, w: &mut Writer) {
+        let id = self.id.as_u128();
+        w.u64(id as u64).u64((id >> 64) as u64).u8(self.key_format.map_or(0, crate::key::KeyFormat::code));
+    }
+    fn take(r: &mut Reader<'_>) -> Result<Self> {
+        let lo = r.u64()? as u128;
+        let hi = r.u64()? as u128;
+        let key_format = match r.u8()? {
+            0 => None,
+            c => Some(
+                crate::key::KeyFormat::from_code(c)
+                    .ok_or_else(|| Error::Corrupt(format!("unknown key format code {c}")))?,
+            ),
+        };
+        Ok(Lineage { id: crate::TableId::from_u128(hi << 64 | lo), key_format })
+    }
+    const MIN_LEN: usize = 17;
+}

@@ -166,4 +166,5 @@ macro_rules! structures {
 
 structures! {
     othello: keyplane::othello::Control, names = false, vbits = 7;
+    ludo: keyplane::ludo::Control, names = false, vbits = 9;
 }
