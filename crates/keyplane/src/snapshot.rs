@@ -209,13 +209,15 @@ impl<T: Persist> Persist for Box<T> {
     const MIN_LEN: usize = T::MIN_LEN;
 }
 
-impl Persist for Box<[u8]> {
+impl<T: Persist> Persist for Box<[T]> {
     fn put(&self, w: &mut Writer) {
-        w.u64(self.len() as u64).raw(self);
+        w.u64(self.len() as u64);
+        for x in self.iter() {
+            x.put(w);
+        }
     }
     fn take(r: &mut Reader<'_>) -> Result<Self> {
-        let n = r.count(1)?;
-        Ok(r.raw(n)?.into())
+        Ok(Vec::<T>::take(r)?.into_boxed_slice())
     }
     const MIN_LEN: usize = 8;
 }
@@ -237,19 +239,20 @@ impl<T: Persist + Ord> Persist for std::collections::BTreeSet<T> {
     const MIN_LEN: usize = 8;
 }
 
-/// Hash maps are written in their iteration order and rebuilt by
-/// inserting in that order. Control forms never let a map's iteration
-/// order reach a delta (it differs between processes anyway: the maps use
-/// per-instance random hashers).
+/// Hash maps are written sorted by key (their iteration order differs
+/// between instances: the maps use per-instance random hashers, so control
+/// forms never let it reach a delta or a blob).
 impl<K, V, S> Persist for hashbrown::HashMap<K, V, S>
 where
-    K: Persist + Eq + std::hash::Hash,
+    K: Persist + Eq + std::hash::Hash + Ord,
     V: Persist,
     S: std::hash::BuildHasher + Default,
 {
     fn put(&self, w: &mut Writer) {
-        w.u64(self.len() as u64);
-        for (k, v) in self {
+        let mut all: Vec<(&K, &V)> = self.iter().collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        w.u64(all.len() as u64);
+        for (k, v) in all {
             k.put(w);
             v.put(w);
         }
@@ -266,13 +269,15 @@ where
 
 impl<K, V, S> Persist for std::collections::HashMap<K, V, S>
 where
-    K: Persist + Eq + std::hash::Hash,
+    K: Persist + Eq + std::hash::Hash + Ord,
     V: Persist,
     S: std::hash::BuildHasher + Default,
 {
     fn put(&self, w: &mut Writer) {
-        w.u64(self.len() as u64);
-        for (k, v) in self {
+        let mut all: Vec<(&K, &V)> = self.iter().collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        w.u64(all.len() as u64);
+        for (k, v) in all {
             k.put(w);
             v.put(w);
         }
@@ -447,4 +452,14 @@ impl Persist for Lineage {
         Ok(Lineage { id: crate::TableId::from_u128(hi << 64 | lo), key_format })
     }
     const MIN_LEN: usize = 17;
+}
+
+impl Persist for f64 {
+    fn put(&self, w: &mut Writer) {
+        w.u64(self.to_bits());
+    }
+    fn take(r: &mut Reader<'_>) -> Result<Self> {
+        Ok(f64::from_bits(r.u64()?))
+    }
+    const MIN_LEN: usize = 8;
 }
