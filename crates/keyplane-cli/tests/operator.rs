@@ -316,7 +316,7 @@ fn warnings_are_counted_and_fatal_only_with_strict() {
     code(&o, 0);
     assert!(err(&o).contains("the key is not in the table; nothing deleted"), "{}", err(&o));
     let ins = out(&run_in(&d, &["inspect", "fib.kpc"]));
-    assert!(ins.contains("journal ops:      0"), "{ins}");
+    assert!(ins.contains("updates:          0"), "{ins}");
     // Query continues past bad lines, reports them at the end (exit 3); --strict stops at the first.
     let o = run_stdin(
         &d,

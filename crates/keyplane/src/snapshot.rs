@@ -46,6 +46,8 @@ pub const STATE_VERSION: u16 = 1;
 /// # Ok::<(), keyplane::Error>(())
 /// ```
 pub trait Snapshot: Sized {
+    /// The frame kind of this structure's snapshots.
+    const SNAPSHOT_KIND: Kind;
     /// The whole control form as a framed, checksummed blob.
     fn snapshot(&self) -> Vec<u8>;
     /// Loads a snapshot written by [`Snapshot::snapshot`] (of this
@@ -87,6 +89,30 @@ pub(crate) fn load<T: ControlState>(bytes: &[u8]) -> Result<T> {
     let c = T::load_state(&mut r, lineage, seq)?;
     r.finish()?;
     Ok(c)
+}
+
+/// What a snapshot's header and prologue say (read without decoding the
+/// state).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    /// Which structure's control form.
+    pub kind: Kind,
+    /// Table id and key format.
+    pub lineage: Lineage,
+    /// Sequence number of the last delta the control form emitted.
+    pub seq: u64,
+}
+
+/// Validates a snapshot's frame (magic, version, length, checksum) and
+/// reads its prologue. Fails on anything that is not a control snapshot.
+pub fn peek(bytes: &[u8]) -> Result<SnapshotInfo> {
+    let info = Frame::inspect(bytes)?;
+    if !info.kind.label().ends_with("control snapshot") {
+        return Err(Error::KindMismatch { expected: "a control snapshot".into(), found: info.kind.label().into() });
+    }
+    let mut r = Frame::open(bytes, info.kind)?;
+    let (lineage, seq) = read_prologue(&mut r)?;
+    Ok(SnapshotInfo { kind: info.kind, lineage, seq })
 }
 
 /// Encoding of one piece of control-form state.
@@ -409,6 +435,7 @@ macro_rules! control_snapshot {
             }
         }
         impl $crate::snapshot::Snapshot for $t {
+            const SNAPSHOT_KIND: $crate::wire::Kind = $kind;
             fn snapshot(&self) -> Vec<u8> {
                 $crate::snapshot::save(self)
             }

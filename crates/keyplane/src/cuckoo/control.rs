@@ -384,6 +384,7 @@ impl crate::snapshot::ControlState for Control {
 }
 
 impl crate::Snapshot for Control {
+    const SNAPSHOT_KIND: crate::wire::Kind = crate::wire::Kind::CuckooControl;
     fn snapshot(&self) -> Vec<u8> {
         crate::snapshot::save(self)
     }
