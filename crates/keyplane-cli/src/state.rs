@@ -305,6 +305,35 @@ mod tests {
     }
 
     #[test]
+    fn legacy_state_migrates_to_a_snapshot() {
+        let opts = Opts::parse("filtered=8").unwrap();
+        let base: Vec<(Vec<u8>, u64)> = (0..50u64).map(|i| (i.to_le_bytes().to_vec(), i)).collect();
+        let journal = vec![Op::Set(b"x".to_vec(), 3), Op::Del(0u64.to_le_bytes().to_vec())];
+        let mut ctl = AnyControl::build("othello", base.iter().map(|(k, v)| (k, *v)), 8, &opts).unwrap();
+        let lineage = keyplane::lineage::Lineage { id: keyplane::TableId::from_seed(3), key_format: None };
+        ctl.set_lineage(lineage);
+        for op in &journal {
+            apply_op(&mut ctl, op).unwrap();
+        }
+        let export_sum = checksum(&ctl.export().to_bytes());
+        let old = State {
+            structure: "othello".into(),
+            opts: opts.clone(),
+            value_bits: 8,
+            lineage,
+            updates: 2,
+            body: Body::Legacy(Legacy { base, journal, export_sum }),
+        };
+        let read = State::from_bytes("f", &old.to_bytes()).unwrap();
+        let replayed = read.control("f").unwrap();
+        let new = State::of("othello", &opts, &replayed, read.updates);
+        let back = State::from_bytes("f", &new.to_bytes()).unwrap();
+        assert!(matches!(back.body, Body::Snapshot(_)));
+        assert_eq!((back.lineage, back.updates), (lineage, 2));
+        assert!(back.control("f").unwrap().export().to_bytes() == ctl.export().to_bytes());
+    }
+
+    #[test]
     fn snapshot_state_round_trips_and_restores_the_control_form() {
         let s = current();
         let d = State::from_bytes("f", &s.to_bytes()).unwrap();

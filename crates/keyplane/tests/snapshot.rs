@@ -69,7 +69,10 @@ fn round_trip<C: ControlTable + Snapshot>(c: Case) {
     let mut rng = Rng(c.n ^ c.vbits as u64);
     let vmask = if c.vbits >= 64 { u64::MAX } else { (1u64 << c.vbits) - 1 };
     let items: Vec<(Vec<u8>, u64)> = (0..c.n).map(|i| (key(i, c.names), rng.next() & vmask)).collect();
+    let before = work::keys_hashed();
     let mut a = C::from_items(items.clone(), c.vbits).unwrap();
+    // The counter sees construction: every key at least once.
+    assert!(work::keys_hashed() - before >= c.n, "building hashed {} keys", work::keys_hashed() - before);
     a.set_key_format(Some(if c.names { KeyFormat::Name } else { KeyFormat::Hex }));
     // Some history first, so sequence numbers, free lists and garbage are not trivial.
     let mut warm = C::from_snapshot(&a.snapshot()).unwrap();
