@@ -306,7 +306,7 @@ mod tests {
 
     #[test]
     fn legacy_state_migrates_to_a_snapshot() {
-        let opts = Opts::parse("filtered=8").unwrap();
+        let opts = Opts::parse("filtered=8,seed=5").unwrap();
         let base: Vec<(Vec<u8>, u64)> = (0..50u64).map(|i| (i.to_le_bytes().to_vec(), i)).collect();
         let journal = vec![Op::Set(b"x".to_vec(), 3), Op::Del(0u64.to_le_bytes().to_vec())];
         let mut ctl = AnyControl::build("othello", base.iter().map(|(k, v)| (k, *v)), 8, &opts).unwrap();

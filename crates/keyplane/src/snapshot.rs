@@ -490,3 +490,32 @@ impl Persist for f64 {
     }
     const MIN_LEN: usize = 8;
 }
+
+impl Persist for u128 {
+    fn put(&self, w: &mut Writer) {
+        w.u64(*self as u64).u64((*self >> 64) as u64);
+    }
+    fn take(r: &mut Reader<'_>) -> Result<Self> {
+        let lo = r.u64()? as u128;
+        Ok(lo | (r.u64()? as u128) << 64)
+    }
+    const MIN_LEN: usize = 16;
+}
+
+impl<K: Persist + Ord, V: Persist> Persist for std::collections::BTreeMap<K, V> {
+    fn put(&self, w: &mut Writer) {
+        w.u64(self.len() as u64);
+        for (k, v) in self {
+            k.put(w);
+            v.put(w);
+        }
+    }
+    fn take(r: &mut Reader<'_>) -> Result<Self> {
+        let v = Vec::<(K, V)>::take(r)?;
+        let n = v.len();
+        let m: Self = v.into_iter().collect();
+        Reader::ensure(m.len() == n, || "repeated map key".into())?;
+        Ok(m)
+    }
+    const MIN_LEN: usize = 8;
+}

@@ -278,10 +278,14 @@ impl crate::snapshot::Persist for KeyStore {
             }
             let key = &arena[s.off as usize..s.off as usize + s.len as usize];
             let h = spread(s.h);
-            ensure(map.find(h, |&j: &u32| span_eq(&arena, spans[j as usize], key)).is_none(), || {
-                format!("key store: key {id} is stored twice")
-            })?;
-            map.insert_unique(h, id as u32, |&j| spread(spans[j as usize].h));
+            match map.entry(h, |&j: &u32| span_eq(&arena, spans[j as usize], key), |&j| spread(spans[j as usize].h)) {
+                hashbrown::hash_table::Entry::Vacant(v) => {
+                    v.insert(id as u32);
+                }
+                hashbrown::hash_table::Entry::Occupied(_) => {
+                    return Err(crate::Error::Corrupt(format!("key store: key {id} is stored twice")));
+                }
+            }
         }
         Ok(KeyStore { arena, spans, values, map, free, live, garbage })
     }

@@ -181,3 +181,76 @@ structures! {
     fht: keyplane::fht::Control, names = true, vbits = 16;
     fpt: keyplane::fpt::Control, names = true, vbits = 16;
 }
+
+/// LPM (`keyplane::lpm`): prefixes as keys (`Prefix::to_key`), IPv4 and
+/// IPv6, short and long lengths (the direct tables and the per-length
+/// Othello indexes).
+mod lpm {
+    use super::*;
+    use keyplane::lpm::{Control, Prefix};
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+    fn prefix(rng: &mut Rng) -> Vec<u8> {
+        let r = rng.next();
+        let p = if r % 4 == 0 {
+            let len = (r % 129) as u32;
+            let a =
+                ((r as u128) << 64 | rng.next() as u128).checked_shr(128 - len).unwrap_or(0) << (128 - len).min(127);
+            let a = if len == 0 { 0 } else { a };
+            Prefix::new(IpAddr::V6(Ipv6Addr::from(a)), len as u8)
+        } else {
+            let len = (8 + r % 25) as u32;
+            Prefix::new(IpAddr::V4(Ipv4Addr::from((r as u32) >> (32 - len) << (32 - len))), len as u8)
+        };
+        p.unwrap().to_key()
+    }
+
+    #[test]
+    fn round_trip_continues_the_same_lineage() {
+        let mut rng = Rng(17);
+        let items: Vec<(Vec<u8>, u64)> = (0..3000).map(|_| (prefix(&mut rng), rng.below(1 << 12))).collect();
+        let mut a = Control::from_items(items, 12).unwrap();
+        let snap = a.snapshot();
+        let before = work::keys_hashed();
+        let mut b = Control::from_snapshot(&snap).unwrap();
+        assert_eq!(work::keys_hashed(), before);
+        assert!(b.snapshot() == snap, "a loaded snapshot saves to the same bytes");
+        assert_eq!((b.lineage(), b.len()), (a.lineage(), a.len()));
+        assert!(b.export().to_bytes() == a.export().to_bytes());
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        for step in 0..3000 {
+            let k = if keys.is_empty() || rng.below(3) > 0 {
+                prefix(&mut rng)
+            } else {
+                keys[rng.below(keys.len() as u64) as usize].clone()
+            };
+            if rng.below(10) < 3 {
+                let (da, db) = (a.remove(&k).unwrap(), b.remove(&k).unwrap());
+                assert!(da.map(|d| d.to_bytes()) == db.map(|d| d.to_bytes()), "remove at step {step}");
+            } else {
+                let v = rng.below(1 << 12);
+                let (da, db) = (a.insert(&k, v).unwrap(), b.insert(&k, v).unwrap());
+                assert!(da.to_bytes() == db.to_bytes(), "insert at step {step}");
+                keys.push(k);
+            }
+        }
+        assert!(b.export().to_bytes() == a.export().to_bytes());
+    }
+
+    #[test]
+    fn corruption_and_foreign_kinds_are_errors() {
+        let mut rng = Rng(3);
+        let items: Vec<(Vec<u8>, u64)> = (0..30).map(|_| (prefix(&mut rng), 1)).collect();
+        let snap = Control::from_items(items, 4).unwrap().snapshot();
+        for n in 0..snap.len() {
+            assert!(Control::from_snapshot(&snap[..n]).is_err(), "truncation to {n}");
+        }
+        for i in 0..snap.len() {
+            let mut bad = snap.clone();
+            bad[i] ^= 0x41;
+            assert!(Control::from_snapshot(&bad).is_err(), "byte {i}");
+        }
+        assert!(matches!(keyplane::othello::Control::from_snapshot(&snap), Err(Error::KindMismatch { .. })));
+        refused_by::<keyplane::othello::Control, Control>(false);
+    }
+}
