@@ -51,7 +51,7 @@ pub use keyplane::describe::Opts;
 /// each registry line.
 pub trait Structure: 'static {
     /// The control form.
-    type Control: Configure<Lookup = Self::Lookup, Delta = Self::Delta> + Send;
+    type Control: Configure<Lookup = Self::Lookup, Delta = Self::Delta> + keyplane::Snapshot + Send;
     /// The lookup form.
     type Lookup: LookupTable<Delta = Self::Delta> + Describe;
     /// The delta.

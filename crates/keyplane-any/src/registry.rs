@@ -236,6 +236,24 @@ macro_rules! registry {
                 Err(unknown_structure(name))
             }
 
+            /// Loads a control-form snapshot of any registered structure
+            /// (the kind code in the frame header selects it); see
+            /// [`keyplane::Snapshot`]. Nothing is rebuilt or rehashed.
+            pub fn from_snapshot(bytes: &[u8]) -> Result<Self> {
+                let info = keyplane::snapshot::peek(bytes)?;
+                $(
+                    if info.kind == <<$ty as Structure>::Control as keyplane::Snapshot>::SNAPSHOT_KIND {
+                        return Ok(AnyControl::$ty(keyplane::Snapshot::from_snapshot(bytes)?));
+                    }
+                )*
+                Err(Error::Unsupported(format!("{} files are not supported by this build of keyplane", info.kind.label())))
+            }
+
+            /// The whole control form as a snapshot ([`keyplane::Snapshot`]).
+            pub fn snapshot(&self) -> Vec<u8> {
+                match self { $( AnyControl::$ty(c) => keyplane::Snapshot::snapshot(c), )* }
+            }
+
             /// An empty table of structure `name`.
             pub fn empty(name: &str, value_bits: u32, opts: &Opts) -> Result<Self> {
                 Self::build(name, std::iter::empty::<(&[u8], u64)>(), value_bits, opts)

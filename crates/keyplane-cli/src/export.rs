@@ -16,22 +16,22 @@ pub struct ExportArgs {
     pub out: String,
 }
 
-/// Rebuilds the control form from the state (base items + journal, checked
-/// against the recorded export) and writes its lookup blob.
+/// Restores the control form from the state (its snapshot, or a legacy
+/// journal checked against the recorded export) and writes its lookup blob.
 pub fn export(a: &ExportArgs) -> Result<u8, CliError> {
     crate::paths::refuse_same(&[("--control", &a.control)], &[("--out", &a.out)])?;
     let bytes = crate::cmd::read_file(&a.control)?;
     let st = State::from_bytes(&a.control, &bytes)?;
-    let sp = Progress::spinner("replaying the control state");
-    let ctl = st.replay(&a.control)?;
+    let sp = Progress::spinner("loading the control state");
+    let ctl = st.control(&a.control)?;
     let blob = ctl.export().to_bytes();
     sp.finish();
     crate::cmd::write_file(&a.out, &blob)?;
     eprintln!(
-        "exported {} over {} keys ({} updates replayed), blob {} bytes → {}",
+        "exported {} over {} keys ({} updates since the build), blob {} bytes → {}",
         st.structure,
         ctl.len(),
-        st.journal.len(),
+        st.updates,
         blob.len(),
         a.out
     );

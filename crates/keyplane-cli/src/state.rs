@@ -1,12 +1,27 @@
-//! Control-plane state for `keyplane update`: the items a table was built
-//! from plus a journal of every update since, so a later `update` rebuilds
-//! exactly the same control form and its deltas fit the deployed blob.
+//! Control-plane state for `keyplane update`: the control form's snapshot
+//! ([`keyplane::Snapshot`]), so an update loads it, applies the new
+//! operations and saves it again — O(update) work, no rebuild (version 3).
 //!
 //! File layout (little-endian), checksummed like every keyplane object:
 //!
 //! ```text
-//! "KPCS" u16 version=2
+//! "KPCS" u16 version=3
 //! structure name, options (`a=1,b=2`, including `seed`): u32 length + bytes each
+//! value_bits u32
+//! updates recorded since the build: u64
+//! control snapshot: u64 length + bytes (framed and checksummed itself; its
+//!   prologue holds the table id, the last delta number and the key format)
+//! u64 XXH3 of all bytes before it
+//! ```
+//!
+//! Version 2 files (written by older builds) hold the items the table was
+//! built from plus a journal of every update since; they are still read
+//! (the control form is rebuilt from them once) and are rewritten as
+//! version 3 by the next `update`:
+//!
+//! ```text
+//! "KPCS" u16 version=2
+//! structure name, options: u32 length + bytes each
 //! value_bits u32
 //! table id: 16 bytes (u128 little-endian); key format: u8 (0 = not recorded)
 //! base items: u64 count, then per item u32 key length, key, u64 value
@@ -21,9 +36,12 @@ use keyplane::ext::wire::{Reader, checksum};
 use keyplane_any::{AnyControl, Opts};
 
 const MAGIC: &[u8; 4] = b"KPCS";
-const VERSION: u16 = 2;
+/// The version this build writes.
+const VERSION: u16 = 3;
+/// The journal format, still read (and migrated by the next `update`).
+const LEGACY_VERSION: u16 = 2;
 
-/// A loaded control state.
+/// A loaded control state: a snapshot (version 3) or a legacy journal.
 pub struct State {
     /// Structure name.
     pub structure: String,
@@ -31,8 +49,26 @@ pub struct State {
     pub opts: Opts,
     /// Value width.
     pub value_bits: u32,
-    /// Table id and key format, restored on replay so deltas fit the blob.
+    /// Table id and key format (from the snapshot's prologue, or the
+    /// legacy header), so deltas fit the blob.
     pub lineage: keyplane::lineage::Lineage,
+    /// Updates recorded since the build.
+    pub updates: u64,
+    /// What the control form is restored from.
+    pub body: Body,
+}
+
+/// How a [`State`] holds its control form.
+pub enum Body {
+    /// A control-form snapshot (version 3).
+    Snapshot(Vec<u8>),
+    /// Version 2: the items the table was built from, the journal of every
+    /// update since, and the checksum of the lookup blob it exports.
+    Legacy(Legacy),
+}
+
+/// A version 2 state.
+pub struct Legacy {
     /// Items the table was built from.
     pub base: Vec<(Vec<u8>, u64)>,
     /// Updates since.
@@ -42,18 +78,71 @@ pub struct State {
 }
 
 impl State {
-    /// Encodes the state.
+    /// The state of a control form (written by `build --control` and `update`).
+    pub fn of(structure: &str, opts: &Opts, ctl: &AnyControl, updates: u64) -> Self {
+        State {
+            structure: structure.to_string(),
+            opts: opts.clone(),
+            value_bits: ctl.value_bits(),
+            lineage: ctl.lineage(),
+            updates,
+            body: Body::Snapshot(ctl.snapshot()),
+        }
+    }
+
+    /// Restores the control form: loads the snapshot (no rebuild, no
+    /// rehash), or replays a legacy journal.
+    pub fn control(&self, path: &str) -> Result<AnyControl, CliError> {
+        match &self.body {
+            Body::Snapshot(b) => {
+                let ctl = AnyControl::from_snapshot(b).map_err(|e| CliError::lib(path, e))?;
+                if ctl.name() != self.structure || ctl.value_bits() != self.value_bits {
+                    return Err(CliError::blob(path, "the control snapshot does not match the state's header"));
+                }
+                Ok(ctl)
+            }
+            Body::Legacy(l) => l.replay(self, path),
+        }
+    }
+
+    /// Encodes the state (version 3; a legacy state encodes as version 2).
     pub fn to_bytes(&self) -> Vec<u8> {
+        let legacy = match &self.body {
+            Body::Legacy(l) => l,
+            Body::Snapshot(snap) => {
+                let mut b = Vec::with_capacity(64 + snap.len());
+                b.extend_from_slice(MAGIC);
+                b.extend_from_slice(&VERSION.to_le_bytes());
+                for s in [self.structure.as_bytes(), self.opts.render().as_bytes()] {
+                    b.extend_from_slice(&(s.len() as u32).to_le_bytes());
+                    b.extend_from_slice(s);
+                }
+                b.extend_from_slice(&self.value_bits.to_le_bytes());
+                b.extend_from_slice(&self.updates.to_le_bytes());
+                b.extend_from_slice(&(snap.len() as u64).to_le_bytes());
+                b.extend_from_slice(snap);
+                let sum = checksum(&b);
+                b.extend_from_slice(&sum.to_le_bytes());
+                return b;
+            }
+        };
+        legacy.to_bytes(self)
+    }
+}
+
+impl Legacy {
+    /// Encodes a version 2 state.
+    fn to_bytes(&self, st: &State) -> Vec<u8> {
         let mut b = Vec::with_capacity(64 + self.base.len() * 24);
         b.extend_from_slice(MAGIC);
-        b.extend_from_slice(&VERSION.to_le_bytes());
-        for s in [self.structure.as_bytes(), self.opts.render().as_bytes()] {
+        b.extend_from_slice(&LEGACY_VERSION.to_le_bytes());
+        for s in [st.structure.as_bytes(), st.opts.render().as_bytes()] {
             b.extend_from_slice(&(s.len() as u32).to_le_bytes());
             b.extend_from_slice(s);
         }
-        b.extend_from_slice(&self.value_bits.to_le_bytes());
-        b.extend_from_slice(&self.lineage.id.as_u128().to_le_bytes());
-        b.push(self.lineage.key_format.map_or(0, |f| f.code()));
+        b.extend_from_slice(&st.value_bits.to_le_bytes());
+        b.extend_from_slice(&st.lineage.id.as_u128().to_le_bytes());
+        b.push(st.lineage.key_format.map_or(0, |f| f.code()));
         b.extend_from_slice(&(self.base.len() as u64).to_le_bytes());
         for (k, v) in &self.base {
             b.extend_from_slice(&(k.len() as u32).to_le_bytes());
@@ -78,7 +167,9 @@ impl State {
         b.extend_from_slice(&sum.to_le_bytes());
         b
     }
+}
 
+impl State {
     /// Decodes a state file; `path` names it in errors.
     pub fn from_bytes(path: &str, bytes: &[u8]) -> Result<Self, CliError> {
         let bad = |m: String| CliError::blob(path, &format!("not a valid control state: {m}"));
@@ -94,13 +185,22 @@ impl State {
         let e = |x: keyplane::Error| bad(x.to_string());
         let mut r = Reader::over(&body[4..]);
         let v = r.u16().map_err(e)?;
-        if v != VERSION {
-            return Err(bad(format!("version {v}, this build reads {VERSION}")));
+        if v != VERSION && v != LEGACY_VERSION {
+            return Err(bad(format!("version {v}, this build reads {LEGACY_VERSION} and {VERSION}")));
         }
         let utf8 = |b: &[u8]| String::from_utf8(b.to_vec()).map_err(|_| bad("name is not UTF-8".into()));
         let structure = utf8(r.bytes().map_err(e)?)?;
         let opts = Opts::parse(&utf8(r.bytes().map_err(e)?)?).map_err(e)?;
         let value_bits = r.u32().map_err(e)?;
+        if v == VERSION {
+            let updates = r.u64().map_err(e)?;
+            let n = r.count(1).map_err(e)?;
+            let snap = r.raw(n).map_err(e)?.to_vec();
+            r.finish().map_err(e)?;
+            let info = keyplane::snapshot::peek(&snap).map_err(e)?;
+            let body = Body::Snapshot(snap);
+            return Ok(State { structure, opts, value_bits, lineage: info.lineage, updates, body });
+        }
         let lo = r.u64().map_err(e)? as u128;
         let hi = r.u64().map_err(e)? as u128;
         let key_format = match r.u8().map_err(e)? {
@@ -127,17 +227,20 @@ impl State {
         }
         let export_sum = r.u64().map_err(e)?;
         r.finish().map_err(e)?;
-        Ok(State { structure, opts, value_bits, lineage, base, journal, export_sum })
+        let updates = journal.len() as u64;
+        let body = Body::Legacy(Legacy { base, journal, export_sum });
+        Ok(State { structure, opts, value_bits, lineage, updates, body })
     }
+}
 
+impl Legacy {
     /// Rebuilds the control form: build from the base items, replay the
     /// journal, and check that the result exports the blob recorded at save
     /// time (so deltas computed from it fit the deployed table).
-    pub fn replay(&self, path: &str) -> Result<AnyControl, CliError> {
-        let mut ctl =
-            AnyControl::build(&self.structure, self.base.iter().map(|(k, v)| (k, *v)), self.value_bits, &self.opts)
-                .map_err(|e| CliError::lib(path, e))?;
-        ctl.set_lineage(self.lineage);
+    fn replay(&self, st: &State, path: &str) -> Result<AnyControl, CliError> {
+        let mut ctl = AnyControl::build(&st.structure, self.base.iter().map(|(k, v)| (k, *v)), st.value_bits, &st.opts)
+            .map_err(|e| CliError::lib(path, e))?;
+        ctl.set_lineage(st.lineage);
         for op in &self.journal {
             apply_op(&mut ctl, op).map_err(|e| CliError::lib(path, e))?;
         }
@@ -165,53 +268,110 @@ pub fn apply_op(ctl: &mut AnyControl, op: &Op) -> keyplane::Result<Option<Vec<u8
 mod tests {
     use super::*;
 
-    fn sample() -> State {
+    fn legacy() -> State {
         State {
             structure: "othello".into(),
             opts: Opts::parse("filtered=8").unwrap(),
             value_bits: 8,
             lineage: keyplane::lineage::Lineage { id: keyplane::TableId::from_seed(3), key_format: None },
-            base: (0..50u64).map(|i| (i.to_le_bytes().to_vec(), i)).collect(),
-            journal: vec![Op::Set(b"x".to_vec(), 3), Op::Del(b"y".to_vec())],
-            export_sum: 42,
+            updates: 2,
+            body: Body::Legacy(Legacy {
+                base: (0..50u64).map(|i| (i.to_le_bytes().to_vec(), i)).collect(),
+                journal: vec![Op::Set(b"x".to_vec(), 3), Op::Del(b"y".to_vec())],
+                export_sum: 42,
+            }),
         }
     }
 
+    fn current() -> State {
+        let opts = Opts::parse("filtered=8").unwrap();
+        let mut ctl = AnyControl::build("othello", (0..50u64).map(|i| (i.to_le_bytes(), i)), 8, &opts).unwrap();
+        ctl.insert(b"x", 3).unwrap();
+        State::of("othello", &opts, &ctl, 1)
+    }
+
     #[test]
-    fn round_trip_and_replay_check() {
-        let s = sample();
+    fn legacy_round_trip_and_replay_check() {
+        let s = legacy();
         let b = s.to_bytes();
         let d = State::from_bytes("f", &b).unwrap();
-        assert_eq!((d.structure.as_str(), d.value_bits, d.base.len(), d.journal.len()), ("othello", 8, 50, 2));
-        assert_eq!(d.journal, s.journal);
+        let Body::Legacy(l) = &d.body else { panic!("a version 2 file reads as legacy") };
+        assert_eq!((d.structure.as_str(), d.value_bits, l.base.len(), l.journal.len()), ("othello", 8, 50, 2));
+        assert_eq!(d.updates, 2);
         // The recorded export checksum is wrong on purpose: replay must notice.
-        let e = d.replay("f").unwrap_err();
+        let e = d.control("f").unwrap_err();
         assert_eq!(e.code, 4);
         assert!(e.msg.contains("did not reproduce the saved table"), "{}", e.msg);
     }
 
     #[test]
-    fn truncations_flips_and_garbage_are_errors_not_panics() {
-        let b = sample().to_bytes();
-        for n in 0..b.len() {
-            assert!(State::from_bytes("f", &b[..n]).is_err(), "truncation at {n}");
+    fn legacy_state_migrates_to_a_snapshot() {
+        let opts = Opts::parse("filtered=8,seed=5").unwrap();
+        let base: Vec<(Vec<u8>, u64)> = (0..50u64).map(|i| (i.to_le_bytes().to_vec(), i)).collect();
+        let journal = vec![Op::Set(b"x".to_vec(), 3), Op::Del(0u64.to_le_bytes().to_vec())];
+        let mut ctl = AnyControl::build("othello", base.iter().map(|(k, v)| (k, *v)), 8, &opts).unwrap();
+        let lineage = keyplane::lineage::Lineage { id: keyplane::TableId::from_seed(3), key_format: None };
+        ctl.set_lineage(lineage);
+        for op in &journal {
+            apply_op(&mut ctl, op).unwrap();
         }
-        for i in 0..b.len() {
-            let mut c = b.clone();
-            c[i] ^= 0x10;
-            assert!(State::from_bytes("f", &c).is_err(), "flip at {i}");
+        let export_sum = checksum(&ctl.export().to_bytes());
+        let old = State {
+            structure: "othello".into(),
+            opts: opts.clone(),
+            value_bits: 8,
+            lineage,
+            updates: 2,
+            body: Body::Legacy(Legacy { base, journal, export_sum }),
+        };
+        let read = State::from_bytes("f", &old.to_bytes()).unwrap();
+        let replayed = read.control("f").unwrap();
+        let new = State::of("othello", &opts, &replayed, read.updates);
+        let back = State::from_bytes("f", &new.to_bytes()).unwrap();
+        assert!(matches!(back.body, Body::Snapshot(_)));
+        assert_eq!((back.lineage, back.updates), (lineage, 2));
+        assert!(back.control("f").unwrap().export().to_bytes() == ctl.export().to_bytes());
+    }
+
+    #[test]
+    fn snapshot_state_round_trips_and_restores_the_control_form() {
+        let s = current();
+        let d = State::from_bytes("f", &s.to_bytes()).unwrap();
+        assert_eq!((d.structure.as_str(), d.value_bits, d.updates), ("othello", 8, 1));
+        assert_eq!(d.lineage, s.lineage);
+        let ctl = d.control("f").unwrap();
+        assert_eq!((ctl.len(), ctl.get(b"x")), (51, Some(3)));
+        assert_eq!(d.to_bytes(), s.to_bytes());
+    }
+
+    #[test]
+    fn truncations_flips_and_garbage_are_errors_not_panics() {
+        for b in [legacy().to_bytes(), current().to_bytes()] {
+            for n in 0..b.len() {
+                assert!(State::from_bytes("f", &b[..n]).is_err(), "truncation at {n}");
+            }
+            for i in 0..b.len() {
+                let mut c = b.clone();
+                c[i] ^= 0x10;
+                assert!(State::from_bytes("f", &c).is_err(), "flip at {i}");
+            }
         }
         // Garbage bodies with a valid magic and checksum: decoding must fail cleanly.
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        for len in 0..300usize {
-            let mut body = b"KPCS\x02\x00".to_vec();
-            for _ in 0..len {
-                x = keyplane::hash::mix64(x);
-                body.push(x as u8);
+        for version in [b"\x02\x00", b"\x03\x00"] {
+            for len in 0..300usize {
+                let mut body = b"KPCS".to_vec();
+                body.extend_from_slice(version);
+                for _ in 0..len {
+                    x = keyplane::hash::mix64(x);
+                    body.push(x as u8);
+                }
+                let sum = checksum(&body);
+                body.extend_from_slice(&sum.to_le_bytes());
+                if let Ok(st) = State::from_bytes("f", &body) {
+                    let _ = st.control("f");
+                }
             }
-            let sum = checksum(&body);
-            body.extend_from_slice(&sum.to_le_bytes());
-            let _ = State::from_bytes("f", &body);
         }
     }
 }

@@ -88,7 +88,7 @@ fn build_query_update_apply_query() {
     assert!(i.contains("checksum:         OK"), "{i}");
     assert!(i.contains("delta stream of 4 frame(s)"), "{i}");
     // `del 1.2.3.4` removed nothing, so it was not recorded.
-    assert!(i.contains("journal ops:      5"), "{i}");
+    assert!(i.contains("updates:          5"), "{i}");
 }
 
 #[test]

@@ -92,6 +92,11 @@ impl PackedArray {
     pub(crate) fn len(&self) -> usize {
         self.len
     }
+    /// Element width in bits.
+    #[inline]
+    pub(crate) fn bits(&self) -> u32 {
+        self.bits
+    }
     /// Heap bytes held.
     pub fn memory_bytes(&self) -> usize {
         self.words.len() * 8

@@ -77,6 +77,11 @@ impl SeedSeq {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         mix64(self.0)
     }
+
+    /// Current state (to persist the sequence in a snapshot).
+    pub fn state(&self) -> u64 {
+        self.0
+    }
 }
 
 impl Default for SeedSeq {

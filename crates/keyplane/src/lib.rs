@@ -46,13 +46,16 @@ pub mod ludo;
 pub mod name;
 pub mod othello;
 pub mod setsep;
+pub mod snapshot;
 mod store;
 mod sync;
+pub mod work;
 
 pub use error::{Error, Result, check_value, check_value_bits, mask};
 // The extension modules under their crate-internal paths.
 pub(crate) use ext::{bits, mem, wire};
 pub use lineage::TableId;
+pub use snapshot::Snapshot;
 pub use wire::Wire;
 
 /// The control plane of a table: full state, construction, updates, deltas.

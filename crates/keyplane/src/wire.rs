@@ -1,6 +1,7 @@
 //! Blob and delta encoding: framing, versions, checksums, bounds-checked reads.
 //!
-//! Every object that crosses a process boundary (a lookup form or a delta) is
+//! Every object that crosses a process boundary (a lookup form, a delta or a
+//! control-form snapshot, see [`crate::snapshot`]) is
 //! framed the same way, little-endian throughout:
 //!
 //! ```text
@@ -110,6 +111,28 @@ kinds! {
     LpmLookup = 0x0b01, "lpm lookup";
     /// `lpm::Delta`.
     LpmDelta = 0x0b02, "lpm delta";
+    /// `othello::Control` snapshot.
+    OthelloControl = 0x0103, "othello control snapshot";
+    /// `ludo::Control` snapshot.
+    LudoControl = 0x0203, "ludo control snapshot";
+    /// `cuckoo::Control` snapshot.
+    CuckooControl = 0x0303, "cuckoo control snapshot";
+    /// `cfw::Control` snapshot.
+    CfwControl = 0x0403, "cfw control snapshot";
+    /// `cuckoo::partial::Control` snapshot.
+    PartialCuckooControl = 0x0503, "partial-key cuckoo control snapshot";
+    /// `bfw::Control` snapshot.
+    BfwControl = 0x0603, "bfw control snapshot";
+    /// `setsep::Control` snapshot.
+    SetSepControl = 0x0703, "setsep control snapshot";
+    /// `fht::Control` snapshot.
+    FhtControl = 0x0803, "fht control snapshot";
+    /// `fpt::Control` snapshot.
+    FptControl = 0x0903, "fpt control snapshot";
+    /// `lb` control snapshot.
+    LbControl = 0x0a03, "lb control snapshot";
+    /// `lpm::Control` snapshot.
+    LpmControl = 0x0b03, "lpm control snapshot";
 }
 
 /// Builds a framed object: write the payload, then [`Writer::finish`].
@@ -385,7 +408,6 @@ impl<'a> Reader<'a> {
             .collect())
     }
     /// Reads a u64-count-prefixed vector of u32.
-    #[cfg(test)]
     pub(crate) fn u32s(&mut self) -> Result<Vec<u32>> {
         let n = self.count(4)?;
         let s = self.take(n * 4)?;

@@ -334,3 +334,36 @@ impl ControlTable for Control {
             + self.ports.values().map(|p| p.cbf.capacity() + p.keys.capacity() * 4 + 64).sum::<usize>()
     }
 }
+
+crate::snapshot::persist!(Options { hashes, seed });
+crate::snapshot::persist_codec!(Params);
+crate::snapshot::persist!(Port { keys, cbf, cap });
+crate::snapshot::control_snapshot!(
+    Control, crate::wire::Kind::BfwControl, lineage: table, seq: seq,
+    state { opts, p, store, ports, pos, filter_rebuilds },
+    check: Control::check_snapshot,
+);
+
+impl Control {
+    /// Invariants of a loaded snapshot that later operations index by.
+    fn check_snapshot(&self) -> Result<()> {
+        use crate::snapshot::ensure;
+        let bound = self.store.id_bound();
+        ensure(self.pos.len() >= bound.saturating_sub(1), || "bfw key positions".into())?;
+        let mut seen = 0;
+        for (port, st) in &self.ports {
+            ensure(!st.cbf.is_empty() && st.cbf.len() % 64 == 0 || st.cbf.is_empty() && st.keys.is_empty(), || {
+                format!("bfw port {port} filter size")
+            })?;
+            for (i, &id) in st.keys.iter().enumerate() {
+                let ok = (id as usize) < bound.min(self.pos.len())
+                    && self.store.is_live(id)
+                    && self.store.value(id) == *port as u64
+                    && self.pos[id as usize] as usize == i;
+                ensure(ok, || format!("bfw port {port} lists key id {id} wrongly"))?;
+                seen += 1;
+            }
+        }
+        ensure(seen == self.store.len(), || "a bfw key is in no port".into())
+    }
+}

@@ -653,3 +653,35 @@ impl ControlTable for Control {
             + self.owner.capacity() * 4
     }
 }
+
+crate::snapshot::persist!(Options { fingerprint_bits, seed });
+crate::snapshot::persist_codec!(Params);
+crate::snapshot::persist!(Stats { rebuilds, grow_rebuilds, demotions, promotions, stashed, cuckoo_moves, max_path });
+crate::snapshot::persist!(Meta { fp, loc, b, next });
+crate::snapshot::control_snapshot!(
+    Control, crate::wire::Kind::CfwControl, lineage: table, seq: seq,
+    state { opts, p, store, meta, head, owner, l1_count, l2_count, stats },
+    scratch { nodes, visited },
+    check: Control::check_snapshot,
+);
+
+impl Control {
+    /// Invariants of a loaded snapshot that later operations index by.
+    fn check_snapshot(&self) -> Result<()> {
+        use crate::snapshot::{check_ids, ensure};
+        let nb = self.p.nb as usize;
+        let n = self.meta.len();
+        ensure(self.head.len() == nb && self.owner.len() == nb * SLOTS, || "cfw bucket arrays".into())?;
+        ensure(n >= self.store.id_bound().saturating_sub(1) && n <= self.store.id_bound(), || {
+            "cfw key records".into()
+        })?;
+        check_ids("cfw bucket list", &self.head, n, NONE)?;
+        check_ids("cfw slot owner", &self.owner, n, NONE)?;
+        for m in &self.meta {
+            check_ids("cfw candidate bucket", &m.b, nb, NONE)?;
+            check_ids("cfw list link", &m.next, n, NONE)?;
+            ensure(m.loc == NONE || m.loc == IN_L2 || (m.loc as usize) < nb * SLOTS, || "cfw slot".into())?;
+        }
+        Ok(())
+    }
+}

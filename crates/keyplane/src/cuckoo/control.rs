@@ -208,6 +208,7 @@ impl Control {
     }
 
     fn rebuild(&mut self, t: &Table, mode: Resize, extra: usize) -> Result<()> {
+        crate::work::hashed(t.len());
         let n = t.rebuild(mode, extra)?;
         match mode {
             Resize::Grow => self.stats.grows += 1,
@@ -224,6 +225,7 @@ impl Control {
     fn put(&mut self, key: &[u8], value: u64) -> Result<()> {
         loop {
             let t = self.cur.clone();
+            crate::work::hashed(1);
             let pr: Probe = t.p.probe(key);
             if let Some((slot, old)) = t.find_writer(&pr, key) {
                 if old != value {
@@ -314,6 +316,7 @@ impl ControlTable for Control {
 
     fn remove(&mut self, key: &[u8]) -> Result<Option<Delta>> {
         let t = self.cur.clone();
+        crate::work::hashed(1);
         let pr = t.p.probe(key);
         let Some((slot, _)) = t.find_writer(&pr, key) else {
             return Ok(None);
@@ -358,5 +361,56 @@ impl crate::ReadHandle for Reader {
     }
     fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
         Reader::get_batch(self, keys, out)
+    }
+}
+
+crate::snapshot::persist!(Stats { moves, bfs_nodes, stashed, grows, shrinks, compactions });
+crate::snapshot::persist!(WriteStats { moves, bfs_nodes, stashed });
+
+/// The table as its lookup blob encodes it (every slot validated on load,
+/// no key hashed), the write counters, and the operations a failed insert
+/// left for the next delta (as a nested delta body).
+impl crate::snapshot::ControlState for Control {
+    const KIND: crate::wire::Kind = crate::wire::Kind::CuckooControl;
+
+    fn lineage_seq(&self) -> (crate::lineage::Lineage, u64) {
+        (self.table, self.seq)
+    }
+
+    fn save_state(&self, w: &mut crate::wire::Writer) {
+        use crate::snapshot::Persist;
+        self.cur.encode(w);
+        self.st.put(w);
+        self.stats.put(w);
+        let pending = Delta { table: self.table, seq: 0, seed: self.seed(), ops: self.sink.ops.clone() };
+        w.bytes(&crate::Wire::to_bytes(&pending));
+    }
+
+    fn load_state(r: &mut crate::wire::Reader<'_>, table: crate::lineage::Lineage, seq: u64) -> Result<Self> {
+        use crate::snapshot::Persist;
+        let t = Table::decode(r)?;
+        let st = WriteStats::take(r)?;
+        let stats = Stats::take(r)?;
+        let pending = <Delta as crate::Wire>::from_bytes(r.bytes()?)?;
+        let shared = Arc::new(Shared::new(t));
+        Ok(Control {
+            cur: shared.load_full(),
+            shared,
+            table,
+            seq,
+            sink: Sink { on: false, ops: pending.ops },
+            st,
+            stats,
+        })
+    }
+}
+
+impl crate::Snapshot for Control {
+    const SNAPSHOT_KIND: crate::wire::Kind = crate::wire::Kind::CuckooControl;
+    fn snapshot(&self) -> Vec<u8> {
+        crate::snapshot::save(self)
+    }
+    fn from_snapshot(bytes: &[u8]) -> Result<Self> {
+        crate::snapshot::load(bytes)
     }
 }

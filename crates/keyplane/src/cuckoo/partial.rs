@@ -707,3 +707,29 @@ impl ControlTable for Control {
             + self.a.memory_bytes()
     }
 }
+
+crate::snapshot::persist!(Options { fingerprint_bits, seed });
+crate::snapshot::persist_codec!(Params);
+crate::snapshot::control_snapshot!(
+    Control, crate::wire::Kind::PartialCuckooControl, lineage: table, seq: seq,
+    state { opts, p, store, owner, pos, a, grows, moves },
+    scratch { steps },
+    check: Control::check_snapshot,
+);
+
+impl Control {
+    /// Invariants of a loaded snapshot that later operations index by.
+    fn check_snapshot(&self) -> Result<()> {
+        use crate::snapshot::{check_ids, ensure};
+        let slots = self.p.nb as usize * 4;
+        ensure(self.a.len() == slots && self.a.bits() == self.p.width(), || "partial-key cuckoo slot array".into())?;
+        ensure(self.owner.len() == slots, || "partial-key cuckoo slot owners".into())?;
+        check_ids("partial-key cuckoo slot owner", &self.owner, self.store.id_bound(), NONE)?;
+        check_ids("partial-key cuckoo key slot", &self.pos, slots, NONE)?;
+        for id in self.store.live_ids() {
+            let ok = self.pos.get(id as usize).is_some_and(|&s| s != NONE && self.owner[s as usize] == id);
+            ensure(ok, || format!("partial-key cuckoo key {id} is not in its slot"))?;
+        }
+        Ok(())
+    }
+}

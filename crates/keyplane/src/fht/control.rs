@@ -573,3 +573,31 @@ impl ControlTable for Control {
             + self.ct.memory_bytes()
     }
 }
+
+crate::snapshot::persist_enum!(LookupOrder { CollisionTableFirst = 0, MainFirst = 1 });
+crate::snapshot::persist!(Options { subtables, bucket_entries, fingerprint_bits, max_load, order, capacity, seed });
+crate::snapshot::persist_codec!(Params);
+crate::snapshot::persist!(Stats { rebuilds, collisions, overflows });
+crate::snapshot::control_snapshot!(
+    Control, crate::wire::Kind::FhtControl, lineage: tid, seq: seq,
+    state { opts, p, limit, store, absent, table, owner, loc, ct_ids, markers, ct, main_used, stats },
+    check: Control::check_snapshot,
+);
+
+impl Control {
+    /// Invariants of a loaded snapshot that later operations index by.
+    fn check_snapshot(&self) -> Result<()> {
+        use crate::snapshot::{check_ids, ensure};
+        let slots = self.table.len();
+        ensure(self.table.bits() == self.p.width() && slots == self.p.slots(), || "fht main table size".into())?;
+        ensure(self.owner.len() == slots, || "fht slot owners".into())?;
+        let bound = self.store.id_bound().max(self.absent.id_bound());
+        check_ids("fht slot owner", &self.owner, bound, NONE)?;
+        ensure(self.loc.len() >= self.store.id_bound().saturating_sub(1), || "fht key locations".into())?;
+        for v in self.ct_ids.values().chain(self.markers.values()) {
+            check_ids("fht collision group", v, bound, u32::MAX)?;
+            ensure(!v.is_empty(), || "fht empty collision group".into())?;
+        }
+        ensure(self.ct.seed() == self.p.seed, || "fht collision table seed".into())
+    }
+}

@@ -156,3 +156,42 @@ pub(crate) fn decode_val(r: &mut Reader<'_>, vbits: u32) -> Result<Option<u64>> 
         t => Err(crate::Error::Corrupt(format!("CT value tag {t}"))),
     }
 }
+
+/// Entries with their name hashes (computed on save: the collision table
+/// keeps no hashes; it holds only the few names that collided or
+/// overflowed), so loading hashes nothing.
+impl crate::snapshot::Persist for Ct {
+    fn put(&self, w: &mut Writer) {
+        w.u64(self.seed).u64(self.t.len() as u64);
+        crate::work::hashed(self.t.len());
+        for e in self.t.iter() {
+            w.u64(crate::hash::hash64(&e.name, self.seed)).u64(e.raw).bytes(&e.name);
+        }
+        crate::snapshot::Persist::put(&self.hint, w);
+    }
+
+    fn take(r: &mut Reader<'_>) -> Result<Self> {
+        let seed = r.u64()?;
+        let n = r.count(20)?;
+        let mut ct = Ct { t: HashTable::with_capacity(n), seed, name_bytes: 0, hint: None };
+        for _ in 0..n {
+            let (h, raw, name) = (r.u64()?, r.u64()?, r.bytes()?);
+            crate::snapshot::ensure(ct.get(h, name).is_none(), || "collision table holds a name twice".into())?;
+            ct.name_bytes += name.len();
+            // The capacity covers every entry: the hasher never runs here.
+            ct.t.insert_unique(h, CtEntry { name: name.into(), raw }, |e| crate::hash::hash64(&e.name, seed));
+        }
+        ct.hint = crate::snapshot::Persist::take(r)?;
+        if let Some(hint) = &ct.hint {
+            crate::snapshot::ensure(hint.len().is_power_of_two() && hint.len() >= 8, || "collision table hint".into())?;
+        }
+        Ok(ct)
+    }
+}
+
+impl Ct {
+    /// The name hash seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+}

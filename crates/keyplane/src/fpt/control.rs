@@ -364,3 +364,27 @@ impl ControlTable for Control {
             + (self.parent.capacity() + self.owner.capacity() + self.leaf_of.capacity() + self.free.capacity()) * 4
     }
 }
+
+crate::snapshot::persist!(Options { fingerprint_bits, check_bits, seed });
+crate::snapshot::persist_codec!(Params);
+crate::snapshot::control_snapshot!(
+    Control, crate::wire::Kind::FptControl, lineage: table, seq: seq,
+    state { opts, p, store, nodes, parent, owner, leaf_of, free, next, rebuilds },
+    check: Control::check_snapshot,
+);
+
+impl Control {
+    /// Invariants of a loaded snapshot that later operations index by.
+    fn check_snapshot(&self) -> Result<()> {
+        use crate::snapshot::{check_ids, ensure};
+        let n = self.nodes.len();
+        ensure(self.parent.len() == n && self.owner.len() == n && self.next <= n && n >= MIN_NODES, || {
+            "fpt node arrays".into()
+        })?;
+        check_ids("fpt parent", &self.parent, n, NONE)?;
+        check_ids("fpt free list", &self.free, n, NONE)?;
+        check_ids("fpt leaf", &self.leaf_of, n, NONE)?;
+        check_ids("fpt owner", &self.owner, self.store.id_bound(), NONE)?;
+        ensure(self.leaf_of.len() + 1 >= self.store.id_bound(), || "fpt key leaves".into())
+    }
+}

@@ -509,3 +509,79 @@ impl ControlTable for Control {
             .sum()
     }
 }
+
+crate::snapshot::persist_enum!(Family { V4 = 0, V6 = 1 });
+crate::snapshot::persist!(CtlTop { best, val, mask });
+
+impl crate::snapshot::Persist for CtlLevel {
+    fn put(&self, w: &mut crate::wire::Writer) {
+        use crate::snapshot::ControlState;
+        let (l, seq) = self.index.lineage_seq();
+        l.put(w);
+        w.u64(seq);
+        self.index.save_state(w);
+        self.slots.put(w);
+        self.free.put(w);
+        self.count.put(w);
+    }
+    fn take(r: &mut crate::wire::Reader<'_>) -> Result<Self> {
+        use crate::snapshot::{ControlState, Persist};
+        let l = crate::lineage::Lineage::take(r)?;
+        let seq = r.u64()?;
+        let index = othello::Control::load_state(r, l, seq)?;
+        Ok(CtlLevel { index, slots: Persist::take(r)?, free: Persist::take(r)?, count: Persist::take(r)? })
+    }
+}
+
+crate::snapshot::persist!(CtlFam { f, top, short, levels, counts });
+
+/// Value width, identity, sequence number, both families (the /0–/T
+/// direct tables, the short-prefix map, and per length its Othello index
+/// with its slot table and free list) and the prefix count.
+impl crate::snapshot::ControlState for Control {
+    const KIND: crate::wire::Kind = crate::wire::Kind::LpmControl;
+
+    fn lineage_seq(&self) -> (crate::lineage::Lineage, u64) {
+        (ControlTable::lineage(self), self.seq)
+    }
+
+    fn save_state(&self, w: &mut crate::wire::Writer) {
+        use crate::snapshot::Persist;
+        self.vbits.put(w);
+        self.fams.put(w);
+        self.count.put(w);
+    }
+
+    fn load_state(r: &mut crate::wire::Reader<'_>, l: crate::lineage::Lineage, seq: u64) -> Result<Self> {
+        use crate::snapshot::{Persist, ensure};
+        let id = l.id.as_u128();
+        ensure(id >> 64 == 0 && l.key_format.is_none(), || "lpm table ids are 64-bit, without a key format".into())?;
+        let c =
+            Control { vbits: Persist::take(r)?, id: id as u64, seq, fams: Persist::take(r)?, count: Persist::take(r)? };
+        check_value_bits(c.vbits, 1, MAX_VALUE_BITS).map_err(|e| Error::Corrupt(e.to_string()))?;
+        ensure(c.fams[0].f == Family::V4 && c.fams[1].f == Family::V6, || "lpm families".into())?;
+        for fam in &c.fams {
+            if let Some(t) = &fam.top {
+                ensure(t.best.len() == BLOCKS && t.val.len() == BLOCKS && t.mask.len() == BLOCKS, || {
+                    "lpm direct tables".into()
+                })?;
+            }
+            for lv in fam.levels.values() {
+                ensure(lv.count <= lv.slots.len() && lv.free.iter().all(|&i| (i as usize) < lv.slots.len()), || {
+                    "lpm slot table".into()
+                })?;
+            }
+        }
+        Ok(c)
+    }
+}
+
+impl crate::Snapshot for Control {
+    const SNAPSHOT_KIND: crate::wire::Kind = crate::wire::Kind::LpmControl;
+    fn snapshot(&self) -> Vec<u8> {
+        crate::snapshot::save(self)
+    }
+    fn from_snapshot(bytes: &[u8]) -> Result<Self> {
+        crate::snapshot::load(bytes)
+    }
+}

@@ -493,6 +493,7 @@ impl Control {
             // Step 1: cuckoo insertion, less loaded bucket first, BFS when both are full.
             for &id in &ids {
                 let key = self.keys.key(id);
+                crate::work::hashed(1);
                 let h = p.hash(key);
                 let (b0, b1) = p.buckets(h);
                 // A repeated key (bulk construction only): the later value
@@ -852,6 +853,7 @@ impl ControlTable for Control {
         }
         // Hash once and start the key's cache misses (cuckoo cells, shadow
         // buckets, locator heads) at once.
+        crate::work::hashed(1);
         let h = self.p.hash(key);
         self.prefetch(h);
         match self.find_in(key, h) {
@@ -899,6 +901,7 @@ impl ControlTable for Control {
 
     fn remove(&mut self, key: &[u8]) -> Result<Option<Delta>> {
         self.check_poisoned()?;
+        crate::work::hashed(1);
         let h = self.p.hash(key);
         self.prefetch(h);
         let Some((id, pos)) = self.find_in(key, h) else { return Ok(None) };
@@ -941,5 +944,67 @@ impl ControlTable for Control {
             + 4 * self.visit.capacity()
             + self.fallback.capacity() * (std::mem::size_of::<(Box<[u8]>, u32)>() + 1)
             + self.fallback.keys().map(|k| k.len()).sum::<usize>()
+    }
+}
+
+crate::snapshot::persist!(Options {
+    fingerprint_bits,
+    seed,
+    max_load_permille,
+    max_cuckoo_path,
+    max_seed,
+    avoid_overflow
+});
+crate::snapshot::persist_codec!(Params, Table);
+crate::snapshot::persist!(Stats {
+    rebuilds,
+    grow_rebuilds,
+    reseed_rebuilds,
+    overflow_rebuilds,
+    max_cuckoo_path,
+    cuckoo_moves,
+    max_seed,
+    fallback_inserts,
+    locator_rebuilds,
+    relocations,
+    overflow_paths
+});
+crate::snapshot::persist!(Cell { h, id });
+crate::snapshot::control_snapshot!(
+    Control, crate::wire::Kind::LudoControl, lineage: table, seq: seq,
+    state { opts, p, seeds, keys, cells, bseed, img, loc, fallback, cap, stats, poisoned, visit, epoch },
+    scratch { queue, path },
+    check: Control::check_snapshot,
+);
+
+impl Control {
+    /// Invariants of a loaded snapshot that later operations index by.
+    fn check_snapshot(&self) -> Result<()> {
+        use crate::snapshot::ensure;
+        let nb = self.p.nb as usize;
+        ensure(self.img.p == self.p, || "ludo shadow table parameters differ from the control form's".into())?;
+        ensure(self.cells.len() == nb && self.bseed.len() == nb && self.visit.len() == nb, || {
+            format!("ludo per-bucket arrays do not have {nb} entries")
+        })?;
+        self.keys.check()?;
+        let bound = self.keys.id_bound();
+        let mut placed = vec![false; bound];
+        for (b, c) in self.cells.iter().enumerate() {
+            for &id in &c.id {
+                if id != NONE {
+                    let ok = (id as usize) < bound
+                        && self.keys.is_live(id)
+                        && !std::mem::replace(&mut placed[id as usize], true);
+                    ensure(ok, || format!("ludo bucket {b} holds key id {id}, which is unused or placed twice"))?;
+                }
+            }
+        }
+        for (k, &id) in &self.fallback {
+            let ok = (id as usize) < bound && self.keys.is_live(id) && self.keys.is(id, k) && !placed[id as usize];
+            ensure(ok, || format!("ludo fallback entry for id {id} is invalid"))?;
+            placed[id as usize] = true;
+        }
+        ensure(placed.iter().filter(|&&x| x).count() == self.keys.len(), || "a ludo key is in no bucket".into())?;
+        self.loc.check(&self.cells)
     }
 }

@@ -111,8 +111,38 @@ impl Keys {
         self.garbage = 0;
     }
 
-    /// Live ids in increasing order.
+    /// True if `id` names a live key.
+    pub fn is_live(&self, id: u32) -> bool {
+        self.recs.get(id as usize).is_some_and(|r| r.len != DEAD)
+    }
+
+    /// Checks a loaded arena (control-form snapshots).
+    pub fn check(&self) -> crate::Result<()> {
+        use crate::snapshot::ensure;
+        let mut dead = vec![false; self.recs.len()];
+        let mut live = 0;
+        for (i, r) in self.recs.iter().enumerate() {
+            if r.len == DEAD {
+                dead[i] = true;
+            } else {
+                live += 1;
+                let end = r.off.checked_add(r.len as u64);
+                ensure(end.is_some_and(|e| e <= self.arena.len() as u64), || {
+                    format!("ludo key {i} lies outside the arena")
+                })?;
+            }
+        }
+        ensure(live == self.live && live + self.free.len() == self.recs.len(), || "ludo key count".into())?;
+        for &f in &self.free {
+            let ok = (f as usize) < dead.len() && std::mem::replace(&mut dead[f as usize], false);
+            ensure(ok, || format!("ludo free id {f} is live or repeated"))?;
+        }
+        ensure(self.garbage <= self.arena.len() && self.recs.len() < DEAD as usize, || "ludo arena counters".into())
+    }
+
+    /// Live ids in increasing order (a full traversal: counted in [`crate::work`]).
     pub fn ids(&self) -> impl Iterator<Item = u32> + '_ {
+        crate::work::hashed(self.live);
         (0..self.recs.len() as u32).filter(|&i| self.recs[i as usize].len != DEAD)
     }
 
@@ -125,3 +155,6 @@ impl Keys {
         self.arena.capacity() + self.recs.capacity() * std::mem::size_of::<Rec>() + self.free.capacity() * 4
     }
 }
+
+crate::snapshot::persist!(Rec { off, len, value });
+crate::snapshot::persist!(Keys { arena, recs, free, live, garbage });

@@ -316,3 +316,23 @@ impl Locator {
         graph::unlink(&mut self.edges, &mut self.head_a, &mut self.head_b, side_b, at, id)
     }
 }
+
+crate::snapshot::persist!(Locator { p, cap, seeds, a, b, edges, head_a, head_b, len, table, seq, stats }; q);
+
+impl Locator {
+    /// Checks a loaded locator against the cuckoo cells it indexes
+    /// (control-form snapshots).
+    pub fn check(&self, cells: &[Cell]) -> Result<()> {
+        use crate::snapshot::ensure;
+        let p = &self.p;
+        ensure(p.vbits == 1 && p.fbits == 0 && !p.empt, || "ludo locator parameters".into())?;
+        ensure(self.a.len() == p.ma as usize && self.b.len() == p.mb as usize, || "ludo locator arrays".into())?;
+        ensure(self.a.bits() == 1 && self.b.bits() == 1, || "ludo locator slot width".into())?;
+        ensure(self.head_a.len() == p.ma as usize && self.head_b.len() == p.mb as usize, || {
+            "ludo locator edge lists do not match the arrays".into()
+        })?;
+        let live: Vec<u32> = cells.iter().flat_map(|c| c.id).filter(|&id| id != NONE).collect();
+        ensure(live.len() == self.len, || "ludo locator key count".into())?;
+        graph::check_forest(&self.edges, &self.head_a, &self.head_b, &live)
+    }
+}

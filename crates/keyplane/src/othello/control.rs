@@ -618,3 +618,36 @@ impl ControlTable for Control {
             + 4 * (self.head_a.capacity() + self.head_b.capacity())
     }
 }
+
+crate::snapshot::persist_enum!(super::Sizing { Compact = 0, PowerOfTwo = 1 });
+crate::snapshot::persist!(Options { sizing, fingerprint_bits, emptiness, seed, headroom_percent });
+crate::snapshot::persist_codec!(Params);
+crate::snapshot::persist!(Stats { rebuilds, cycle_rebuilds, grow_rebuilds, failed_seeds, recoloured_slots });
+crate::snapshot::persist!(Edge { a, b, na, nb });
+crate::snapshot::control_snapshot!(
+    Control, crate::wire::Kind::OthelloControl, lineage: table, seq: seq,
+    state { opts, p, cap, seeds, store, a, b, edges, head_a, head_b, stats },
+    scratch { q },
+    check: Control::check_snapshot,
+);
+
+impl Control {
+    /// Invariants of a loaded snapshot that later operations index by.
+    fn check_snapshot(&self) -> Result<()> {
+        use crate::snapshot::ensure;
+        let p = &self.p;
+        ensure(self.a.len() == p.ma as usize && self.b.len() == p.mb as usize, || {
+            "othello arrays do not match their sizes".into()
+        })?;
+        ensure(self.a.bits() == p.width() && self.b.bits() == p.width(), || "othello slot width".into())?;
+        ensure(self.head_a.len() == p.ma as usize && self.head_b.len() == p.mb as usize, || {
+            "othello edge lists do not match the arrays".into()
+        })?;
+        let bound = self.store.id_bound();
+        ensure(self.edges.len() <= bound && self.edges.len() + 1 >= bound, || {
+            "othello edge records do not match the key ids".into()
+        })?;
+        let live: Vec<u32> = self.store.live_ids().collect();
+        graph::check_forest(&self.edges, &self.head_a, &self.head_b, &live)
+    }
+}

@@ -129,3 +129,54 @@ pub(crate) fn link_all(
     }
     (head_a, head_b, edges)
 }
+
+/// Checks a loaded graph (control-form snapshots): every edge list ends,
+/// holds exactly the edges `live` whose endpoint it is, each once; every
+/// other edge record is unused; and the graph is a forest (the walks and
+/// recolouring rely on it). Fails with [`crate::Error::Corrupt`].
+pub(crate) fn check_forest(edges: &[Edge], head_a: &[u32], head_b: &[u32], live: &[u32]) -> crate::Result<()> {
+    use crate::snapshot::ensure;
+    let (ma, mb, n) = (head_a.len(), head_b.len(), edges.len());
+    let mut is_live = vec![false; n];
+    for &id in live {
+        ensure((id as usize) < n, || format!("key {id} has no edge record"))?;
+        let e = edges[id as usize];
+        ensure((e.a as usize) < ma && (e.b as usize) < mb, || format!("edge {id} lies outside the arrays"))?;
+        is_live[id as usize] = true;
+    }
+    // Walk every list once; count each edge's appearances per side.
+    let mut seen = vec![0u8; n];
+    for (side_b, heads) in [(false, head_a), (true, head_b)] {
+        for (at, &h) in heads.iter().enumerate() {
+            let mut e = h;
+            while e != NONE {
+                let i = e as usize;
+                ensure(i < n && is_live[i], || format!("edge list of slot {at} holds unused edge {e}"))?;
+                let ed = edges[i];
+                let (end, next) = if side_b { (ed.b, ed.nb) } else { (ed.a, ed.na) };
+                let bit = 1u8 << side_b as u8;
+                ensure(end as usize == at && seen[i] & bit == 0, || format!("edge {e} is listed at the wrong slot"))?;
+                seen[i] |= bit;
+                e = next;
+            }
+        }
+    }
+    ensure(live.iter().all(|&id| seen[id as usize] == 3), || "an edge is missing from its slots' lists".into())?;
+    // Union-find: a cycle means an edge joins two slots already connected.
+    let mut parent: Vec<u32> = (0..(ma + mb) as u32).collect();
+    fn root(p: &mut [u32], mut x: u32) -> u32 {
+        while p[x as usize] != x {
+            let up = p[p[x as usize] as usize];
+            p[x as usize] = up;
+            x = up;
+        }
+        x
+    }
+    for &id in live {
+        let e = edges[id as usize];
+        let (x, y) = (root(&mut parent, e.a), root(&mut parent, ma as u32 + e.b));
+        ensure(x != y, || format!("edge {id} closes a cycle; the graph must be a forest"))?;
+        parent[x as usize] = y;
+    }
+    Ok(())
+}

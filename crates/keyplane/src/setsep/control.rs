@@ -672,3 +672,47 @@ impl ControlTable for Control {
             + self.fallback.len() * 16
     }
 }
+
+crate::snapshot::persist!(Options { index_bits, array_bits, threads, balance_runs, group_limit, seed });
+crate::snapshot::persist_codec!(Params);
+crate::snapshot::persist!(Stats {
+    rebuilds,
+    grow_rebuilds,
+    shrink_rebuilds,
+    build_trials,
+    build_nanos,
+    group_solves,
+    update_trials,
+    local_moves,
+    block_rebalances,
+    fallback_events
+});
+crate::snapshot::control_snapshot!(
+    Control, crate::wire::Kind::SetSepControl, lineage: table, seq: seq,
+    state { opts, p, store, hs, choices, groups, rec, fallback, stats, ctr, elems },
+    scratch { keys },
+    check: Control::check_snapshot,
+);
+
+impl Control {
+    /// Invariants of a loaded snapshot that later operations index by.
+    fn check_snapshot(&self) -> Result<()> {
+        use crate::snapshot::ensure;
+        let bound = self.store.id_bound();
+        ensure(self.hs.len() >= bound, || "setsep key hashes do not cover every key id".into())?;
+        let l = self.rec.len().checked_div(self.groups.len().max(1)).unwrap_or(0);
+        ensure(self.rec.len() == l * self.groups.len(), || "setsep record array does not match the groups".into())?;
+        let mut seen = vec![false; bound];
+        for g in &self.groups {
+            for &id in g {
+                let ok =
+                    (id as usize) < bound && self.store.is_live(id) && !std::mem::replace(&mut seen[id as usize], true);
+                ensure(ok, || format!("setsep group holds key id {id}, which is unused or repeated"))?;
+            }
+        }
+        for &id in &self.fallback {
+            ensure((id as usize) < bound && self.store.is_live(id), || format!("setsep fallback id {id}"))?;
+        }
+        Ok(())
+    }
+}
