@@ -30,7 +30,7 @@ async fn main() {
         let cfg = ServeConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
             store: StoreConfig::Dir(dir.path().to_path_buf()),
-            metrics: None,
+            metrics: Some("127.0.0.1:0".parse().unwrap()),
             tls: None,
             retain: Retain::default(),
         };
@@ -65,6 +65,13 @@ async fn main() {
             }
             let rate = done as f64 / t.elapsed().as_secs_f64();
             eprintln!("{structure} batch {batch}: {rate:.0} durable updates/s");
+            if let Some(m) = srv.metrics {
+                for l in metrics_text(m).await.lines() {
+                    if l.starts_with("keyplane_writer_phase_seconds_sum") || l.starts_with("keyplane_writer_phase_seconds_count") {
+                        eprintln!("  {l}");
+                    }
+                }
+            }
             rows.push(format!(
                 "{{\"bench\":\"durable_writes\",\"store\":\"redb\",\"structure\":\"{structure}\",\"keys\":{keys},\"batch\":{batch},\"updates_per_s\":{rate:.0}}}"
             ));
@@ -144,4 +151,13 @@ async fn main() {
     }
     std::fs::write(&out, json).unwrap();
     eprintln!("wrote {out}");
+}
+
+async fn metrics_text(addr: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
 }

@@ -26,6 +26,15 @@ pub struct SubLabel {
     pub subscriber: String,
 }
 
+/// Label: a phase of the writer's group commit.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseLabel {
+    /// `apply` (validate, parse keys, control-form updates, deltas),
+    /// `store` (durable commit, fsync included), `publish` (delta log,
+    /// subscriber wake-up, replies).
+    pub phase: String,
+}
+
 /// The service's metrics. Writes/s is `rate(keyplane_updates_total[1m])`.
 #[derive(Debug)]
 pub struct ServiceMetrics {
@@ -41,6 +50,8 @@ pub struct ServiceMetrics {
     pub group_size: Histogram,
     /// Seconds per store commit (fsync included).
     pub store_commit_seconds: Histogram,
+    /// Seconds per writer phase per group commit.
+    pub writer_phase_seconds: Family<PhaseLabel, Histogram>,
     /// Per table: keys.
     pub table_keys: Family<TableLabel, Gauge>,
     /// Per table: lookup-form bytes.
@@ -69,6 +80,9 @@ impl ServiceMetrics {
             batch_size: Histogram::new(exponential_buckets(1.0, 4.0, 9)),
             group_size: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
             store_commit_seconds: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
+            writer_phase_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.000_005, 2.0, 20))
+            }),
             table_keys: Family::default(),
             table_memory_bytes: Family::default(),
             table_sequence: Family::default(),
@@ -87,6 +101,11 @@ impl ServiceMetrics {
             "keyplane_store_commit_seconds",
             "Store commit latency (fsync included)",
             m.store_commit_seconds.clone(),
+        );
+        reg.register(
+            "keyplane_writer_phase_seconds",
+            "Seconds per writer phase (apply, store, publish) per group commit",
+            m.writer_phase_seconds.clone(),
         );
         reg.register("keyplane_table_keys", "Keys per table", m.table_keys.clone());
         reg.register("keyplane_table_memory_bytes", "Lookup-form bytes per table", m.table_memory_bytes.clone());
