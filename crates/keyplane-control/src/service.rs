@@ -4,13 +4,14 @@
 use crate::error::Result;
 use crate::metrics::{ServiceMetrics, SubLabel, TableLabel};
 use crate::pb::{self, update::Type};
-use crate::store::{Group, Store, TableRecord};
+use crate::etcd::EtcdStore;
+use crate::store::{Group, Op, Store, TableRecord};
 use crate::table::{Retain, Table};
 use crate::{keys, topology};
 use std::collections::{BTreeMap, HashMap};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, mpsc};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use tokio::sync::oneshot;
 use tokio_stream::Stream;
@@ -36,7 +37,9 @@ pub struct State {
 #[derive(Debug)]
 pub struct Shared {
     state: Mutex<State>,
-    store: Arc<Store>,
+    store: Backend,
+    /// A client to the leader (etcd followers forward writes to it).
+    forward: tokio::sync::Mutex<Option<(String, crate::client::Client)>>,
     metrics: Arc<ServiceMetrics>,
     retain: Retain,
     next_table_id: AtomicU64,
@@ -63,7 +66,7 @@ enum Job {
 #[derive(Debug, Clone)]
 pub struct Service {
     shared: Arc<Shared>,
-    jobs: mpsc::SyncSender<JobBox>,
+    jobs: tokio::sync::mpsc::Sender<JobBox>,
 }
 
 struct JobBox(Job);
@@ -74,13 +77,67 @@ impl std::fmt::Debug for JobBox {
     }
 }
 
+/// Where the service keeps its tables.
+#[derive(Debug, Clone)]
+pub enum Backend {
+    /// The embedded log store (one directory).
+    Log(Arc<Store>),
+    /// etcd (several instances, one leader).
+    Etcd(Arc<EtcdStore>),
+}
+
+impl Backend {
+    fn commit(&self, group: &[u8]) -> Result<()> {
+        match self {
+            Backend::Log(s) => s.commit(group),
+            Backend::Etcd(e) => e.commit(group),
+        }
+    }
+
+    fn max_group_bytes(&self) -> usize {
+        match self {
+            Backend::Log(_) => usize::MAX,
+            Backend::Etcd(_) => crate::etcd::MAX_GROUP_BYTES,
+        }
+    }
+}
+
 impl Service {
-    /// Opens the store, rebuilds every table from it (a new epoch each) and
-    /// starts the writer thread.
+    /// Opens the embedded store, rebuilds every table from it (a new epoch
+    /// each) and starts the writer thread.
     pub fn open(store: Store, metrics: Arc<ServiceMetrics>, retain: Retain) -> Result<Self> {
         let store = Arc::new(store);
+        let tables = store.load()?;
+        Self::start(Backend::Log(store), tables, metrics, retain)
+    }
+
+    /// Connects to etcd, replays its log, and starts following it (and
+    /// campaigning to lead); see [`crate::etcd`].
+    pub async fn open_etcd(etcd: EtcdStore, metrics: Arc<ServiceMetrics>, retain: Retain) -> Result<Self> {
+        let etcd = Arc::new(etcd);
+        let (log, rev) = etcd.read_log(0).await?;
+        let mut state = crate::store::State::new();
+        let mut last = 0;
+        for (i, g) in log {
+            let (ops, _) = crate::store::decode_ops(&g)?;
+            crate::store::apply_ops(&mut state, ops);
+            last = i;
+        }
+        etcd.index.store(last, Ordering::Release);
+        let tables = tokio::task::block_in_place(|| crate::store::into_tables(state));
+        let svc = tokio::task::block_in_place(|| Self::start(Backend::Etcd(etcd.clone()), tables, metrics, retain))?;
+        tokio::spawn(etcd_role(svc.shared.clone(), etcd, rev));
+        Ok(svc)
+    }
+
+    fn start(
+        store: Backend,
+        tables: Vec<(TableRecord, crate::store::Entries)>,
+        metrics: Arc<ServiceMetrics>,
+        retain: Retain,
+    ) -> Result<Self> {
         let mut state = State::default();
-        for (rec, entries) in store.load()? {
+        for (rec, entries) in tables {
             let name = rec.name.clone();
             let mut t = Table::build(rec, entries)
                 .map_err(|e| crate::ControlError::Store(format!("table {name:?} does not rebuild: {e}")))?;
@@ -88,8 +145,14 @@ impl Service {
             metrics.table_rebuilds.get_or_create(&TableLabel { table: name.clone() }).inc();
             state.tables.insert(name, t);
         }
-        let shared =
-            Arc::new(Shared { state: Mutex::new(state), store, metrics, retain, next_table_id: AtomicU64::new(1) });
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            store,
+            forward: tokio::sync::Mutex::new(None),
+            metrics,
+            retain,
+            next_table_id: AtomicU64::new(1),
+        });
         {
             let mut st = shared.lock();
             for t in st.tables.values_mut() {
@@ -97,7 +160,7 @@ impl Service {
                 publish_gauges(&shared.metrics, t);
             }
         }
-        let (tx, rx) = mpsc::sync_channel::<JobBox>(4096);
+        let (tx, rx) = tokio::sync::mpsc::channel::<JobBox>(4096);
         let sh = shared.clone();
         std::thread::Builder::new().name("keyplane-writer".into()).spawn(move || writer(sh, rx))?;
         Ok(Self { shared, jobs: tx })
@@ -105,13 +168,8 @@ impl Service {
 
     async fn submit<T>(&self, make: impl FnOnce(Reply<T>) -> Job) -> Result<T, Status> {
         let (tx, rx) = oneshot::channel();
-        let jobs = self.jobs.clone();
-        let job = JobBox(make(tx));
-        // The queue is bounded: a full queue blocks this task, not the runtime.
-        tokio::task::spawn_blocking(move || jobs.send(job).map_err(|_| ()))
-            .await
-            .map_err(|_| Status::internal("writer queue task failed"))?
-            .map_err(|_| Status::unavailable("the writer has stopped"))?;
+        // The queue is bounded: a full queue makes this task wait (back-pressure).
+        self.jobs.send(JobBox(make(tx))).await.map_err(|_| Status::unavailable("the writer has stopped"))?;
         rx.await.map_err(|_| Status::internal("the writer dropped the request"))?
     }
 }
@@ -181,15 +239,9 @@ fn phase(sh: &Shared, name: &str, since: Instant) {
     sh.metrics.writer_phase_seconds.get_or_create(&l).observe(since.elapsed().as_secs_f64());
 }
 
-fn writer(sh: Arc<Shared>, rx: mpsc::Receiver<JobBox>) {
-    while let Ok(JobBox(first)) = rx.recv() {
-        let mut jobs = vec![first];
-        while jobs.len() < MAX_GROUP {
-            match rx.try_recv() {
-                Ok(JobBox(j)) => jobs.push(j),
-                Err(_) => break,
-            }
-        }
+fn writer(sh: Arc<Shared>, mut rx: tokio::sync::mpsc::Receiver<JobBox>) {
+    while let Some(JobBox(first)) = rx.blocking_recv() {
+        let jobs = vec![first];
         let t_apply = Instant::now();
         let mut st = sh.lock();
         let mut group = Group::new();
@@ -197,8 +249,14 @@ fn writer(sh: Arc<Shared>, rx: mpsc::Receiver<JobBox>) {
         // Each table touched by the group with its record before the group
         // (`None`: it did not exist), to undo the group if the commit fails.
         let mut before: HashMap<String, Option<TableRecord>> = HashMap::new();
-        let ngroup = jobs.len();
-        for job in jobs {
+        let cap = sh.store.max_group_bytes();
+        let mut ngroup = 0;
+        let mut jobs = jobs.into_iter();
+        while let Some(job) = jobs.next().or_else(|| {
+            // Take more batches while the group is small enough.
+            if ngroup < MAX_GROUP && group.len() < cap { rx.try_recv().ok().map(|JobBox(j)| j) } else { None }
+        }) {
+            ngroup += 1;
             let name = match &job {
                 Job::Create(r, _) => r.name.clone(),
                 Job::Drop(n, _) => n.clone(),
@@ -594,12 +652,230 @@ fn set_link(
     Ok((t.epoch, base, old_nh))
 }
 
+/// The etcd role loop: follow the log (apply each group) and campaign;
+/// once elected, catch up and let the writer commit until leadership ends.
+async fn etcd_role(sh: Arc<Shared>, etcd: Arc<EtcdStore>, mut rev: i64) {
+    loop {
+        if etcd.is_leader() {
+            tokio::time::sleep(crate::etcd::CAMPAIGN_EVERY).await;
+            continue;
+        }
+        // Follower: watch the log after what we have, campaign meanwhile.
+        let mut watch = match etcd.watch_log(rev + 1).await {
+            Ok(w) => Some(w),
+            Err(e) => {
+                eprintln!("keyplane serve: cannot watch the etcd log: {e}; retrying");
+                None
+            }
+        };
+        let mut tick = tokio::time::interval(crate::etcd::CAMPAIGN_EVERY);
+        loop {
+            let msg = async {
+                match watch.as_mut() {
+                    Some(w) => w.message().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                m = msg => match m {
+                    Ok(Some(resp)) => {
+                        let mut gap = false;
+                        for ev in resp.events() {
+                            let Some(kv) = ev.kv() else { continue };
+                            if ev.event_type() != etcd_client::EventType::Put {
+                                continue;
+                            }
+                            let Some(i) = etcd.index_of(kv.key()) else { continue };
+                            let have = etcd.index.load(Ordering::Acquire);
+                            if i <= have {
+                                continue;
+                            }
+                            if i != have + 1 {
+                                gap = true;
+                                break;
+                            }
+                            follow_group(&sh, &etcd, i, kv.value());
+                            rev = rev.max(kv.mod_revision());
+                        }
+                        if gap {
+                            if let Ok((log, r)) = etcd.read_log(etcd.index.load(Ordering::Acquire)).await {
+                                for (i, g) in log {
+                                    follow_group(&sh, &etcd, i, &g);
+                                }
+                                rev = r;
+                            }
+                        }
+                    }
+                    _ => break, // the watch ended: start another
+                },
+                _ = tick.tick() => {
+                    match etcd.campaign().await {
+                        Ok(true) => {
+                            // Elected: nothing can be appended by anyone else
+                            // now; take everything up to the end, then lead.
+                            match etcd.read_log(etcd.index.load(Ordering::Acquire)).await {
+                                Ok((log, r)) => {
+                                    for (i, g) in log {
+                                        follow_group(&sh, &etcd, i, &g);
+                                    }
+                                    rev = r;
+                                    etcd.lead();
+                                    eprintln!("keyplane serve: leading (etcd log index {})", etcd.index.load(Ordering::Acquire));
+                                }
+                                Err(e) => eprintln!("keyplane serve: elected but cannot read the log: {e}"),
+                            }
+                            break;
+                        }
+                        Ok(false) => {}
+                        Err(e) => eprintln!("keyplane serve: campaign failed: {e}"),
+                    }
+                }
+            }
+        }
+        // After leading, resume following from what the writer committed.
+        if !etcd.is_leader() {
+            if let Ok((log, r)) = etcd.read_log(etcd.index.load(Ordering::Acquire)).await {
+                for (i, g) in log {
+                    follow_group(&sh, &etcd, i, &g);
+                }
+                rev = r;
+            }
+        }
+    }
+}
+
+/// Applies log group `i` (written by the leader) to this follower's tables.
+fn follow_group(sh: &Shared, etcd: &EtcdStore, i: u64, bytes: &[u8]) {
+    let ops = match crate::store::decode_ops(bytes) {
+        Ok((ops, _)) => ops,
+        Err(e) => {
+            eprintln!("keyplane serve: etcd log entry {i} does not decode: {e}; skipping it");
+            etcd.index.store(i, Ordering::Release);
+            return;
+        }
+    };
+    let mut st = sh.lock();
+    // The sequence a table has after the group is its last record's.
+    let mut seqs: HashMap<String, u64> = HashMap::new();
+    for op in ops {
+        match op {
+            Op::Record(rec) => {
+                let name = rec.name.clone();
+                seqs.insert(name.clone(), rec.sequence);
+                match st.tables.get_mut(&name) {
+                    Some(t) if t.rec.down_links == rec.down_links => {
+                        t.rec = rec;
+                        t.snapshot = None;
+                        t.tx.send_replace(t.rec.sequence);
+                        publish_gauges(&sh.metrics, t);
+                    }
+                    Some(_) => rebuild(sh, &mut st, &name, Some(rec), std::iter::empty()),
+                    None => match Table::build(rec, Vec::new()) {
+                        Ok(mut t) => {
+                            t.id = sh.next_table_id.fetch_add(1, Ordering::Relaxed);
+                            publish_gauges(&sh.metrics, &mut t);
+                            st.tables.insert(name, t);
+                        }
+                        Err(e) => eprintln!("keyplane serve: table {name:?} from the etcd log does not build: {e}"),
+                    },
+                }
+            }
+            Op::Drop(name) => {
+                if st.tables.remove(&name).is_some() {
+                    forget_gauges(&sh.metrics, &name);
+                }
+            }
+            Op::Entries { table, entries } => {
+                let Some(t) = st.tables.get_mut(&table) else { continue };
+                let epoch = t.epoch;
+                let mut failed = false;
+                let net = t.net.is_some();
+                for (k, v) in entries {
+                    if !failed {
+                        let d = match v {
+                            Some(v) => t.control.insert(&k, v).map(Some),
+                            None => t.control.remove(&k),
+                        };
+                        match d {
+                            Ok(Some(d)) if !net => {
+                                let seq = t.rec.sequence + 1;
+                                let msg = pb::SubscribeResponse {
+                                    update: Some(pb::subscribe_response::Update::Delta(pb::Delta {
+                                        sequence: seq,
+                                        epoch,
+                                        delta: d.clone(),
+                                    })),
+                                };
+                                t.log.push(seq - 1, seq, msg, d.len() + 32, sh.retain);
+                                t.rec.sequence = seq;
+                            }
+                            Ok(_) => t.rec.sequence += 1,
+                            Err(_) => failed = true,
+                        }
+                    }
+                    match v {
+                        Some(v) => {
+                            t.items.insert(k, v);
+                        }
+                        None => {
+                            t.items.remove(&k);
+                        }
+                    }
+                }
+                t.snapshot = None;
+                if net {
+                    t.refresh_views(true, &[], None, sh.retain);
+                }
+                if failed {
+                    rebuild(sh, &mut st, &table, None, std::iter::empty());
+                }
+            }
+        }
+    }
+    for (name, seq) in seqs {
+        if let Some(t) = st.tables.get_mut(&name) {
+            t.rec.sequence = seq;
+        }
+    }
+    for t in st.tables.values_mut() {
+        t.tx.send_replace(t.rec.sequence);
+        publish_gauges(&sh.metrics, t);
+    }
+    etcd.index.store(i, Ordering::Release);
+}
+
+impl Service {
+    /// For etcd followers: the leader's client, or `None` when this instance
+    /// writes itself.
+    async fn leader_client(&self) -> Result<Option<crate::client::Client>, Status> {
+        let Backend::Etcd(e) = &self.shared.store else { return Ok(None) };
+        if e.is_leader() {
+            return Ok(None);
+        }
+        let url = e.leader_url().ok_or_else(|| Status::unavailable("no leader elected yet; retry in a second"))?;
+        let mut f = self.shared.forward.lock().await;
+        if let Some((u, c)) = f.as_ref() {
+            if *u == url {
+                return Ok(Some(c.clone()));
+            }
+        }
+        let c = crate::client::connect(&url)
+            .await
+            .map_err(|err| Status::unavailable(format!("cannot reach the leader at {url}: {err}; retry")))?;
+        *f = Some((url, c.clone()));
+        Ok(Some(c))
+    }
+}
+
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
 #[tonic::async_trait]
 impl pb::control_server::Control for Service {
     async fn create_table(&self, req: Request<pb::CreateTableRequest>) -> Result<Response<pb::TableInfo>, Status> {
         let r = req.into_inner();
+        if let Some(mut c) = self.leader_client().await? {
+            return c.create_table(r).await;
+        }
         self.submit(|tx| Job::Create(r, tx)).await.map(Response::new)
     }
 
@@ -620,16 +896,25 @@ impl pb::control_server::Control for Service {
 
     async fn drop_table(&self, req: Request<pb::DropTableRequest>) -> Result<Response<pb::DropTableResponse>, Status> {
         let name = req.into_inner().name;
+        if let Some(mut c) = self.leader_client().await? {
+            return c.drop_table(pb::DropTableRequest { name }).await;
+        }
         self.submit(|tx| Job::Drop(name, tx)).await.map(|()| Response::new(pb::DropTableResponse {}))
     }
 
     async fn write(&self, req: Request<pb::WriteRequest>) -> Result<Response<pb::WriteResponse>, Status> {
         let r = req.into_inner();
+        if let Some(mut c) = self.leader_client().await? {
+            return c.write(r).await;
+        }
         self.submit(|tx| Job::Write(r, tx)).await.map(|sequence| Response::new(pb::WriteResponse { sequence }))
     }
 
     async fn set_link(&self, req: Request<pb::SetLinkRequest>) -> Result<Response<pb::WriteResponse>, Status> {
         let r = req.into_inner();
+        if let Some(mut c) = self.leader_client().await? {
+            return c.set_link(r).await;
+        }
         self.submit(|tx| Job::SetLink(r, tx)).await.map(|sequence| Response::new(pb::WriteResponse { sequence }))
     }
 
