@@ -35,6 +35,10 @@ async fn main() {
     let structures: Vec<String> =
         args.get(4).map_or_else(|| vec!["othello".into(), "ludo".into()], |s| s.split(',').map(String::from).collect());
     let runs: usize = args.get(5).and_then(|s| s.parse().ok()).unwrap_or(1);
+    // "etcd:URL,URL": the etcd store (a fresh key prefix per run).
+    let etcd: Option<Vec<String>> =
+        args.get(6).and_then(|s| s.strip_prefix("etcd:")).map(|s| s.split(',').map(String::from).collect());
+    let store_name = if etcd.is_some() { "etcd" } else { "log" };
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     eprintln!("load average at start: {load}");
     let mut rows = Vec::new();
@@ -42,7 +46,13 @@ async fn main() {
         let dir = tempfile::tempdir().expect("temp dir");
         let cfg = ServeConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
-            store: StoreConfig::Dir(dir.path().to_path_buf()),
+            store: match &etcd {
+                Some(eps) => StoreConfig::Etcd {
+                    endpoints: eps.clone(),
+                    prefix: format!("/kpbench-{}-{run}-{structure}/", std::process::id()),
+                },
+                None => StoreConfig::Dir(dir.path().to_path_buf()),
+            },
             metrics: Some("127.0.0.1:0".parse().unwrap()),
             tls: None,
             retain: Retain::default(),
@@ -50,6 +60,21 @@ async fn main() {
         let srv = start(cfg).await.unwrap();
         let url = format!("http://{}", srv.addr);
         let mut c = client::connect(&url).await.unwrap();
+        // The etcd store needs a moment to elect this instance.
+        for _ in 0..100 {
+            if c.list_tables(pb::ListTablesRequest {}).await.is_ok() && etcd.is_none() {
+                break;
+            }
+            if etcd.is_some() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let probe = c
+                    .create_table(pb::CreateTableRequest { name: "probe".into(), structure: structure.into(), value_bits: 8, ..Default::default() })
+                    .await;
+                if probe.is_ok() {
+                    break;
+                }
+            }
+        }
         c.create_table(pb::CreateTableRequest {
             name: "t".into(),
             structure: structure.into(),
@@ -93,7 +118,7 @@ async fn main() {
                 ms(2)
             );
             rows.push(format!(
-                "{{\"bench\":\"durable_writes\",\"store\":\"log\",\"run\":{run},\"structure\":\"{structure}\",\"keys\":{keys},\"batch\":{batch},\"updates_per_s\":{rate:.0},\"updates_per_cpu_s\":{cpu_rate:.0},\"writer_ms_per_batch\":{{\"apply\":{:.4},\"store\":{:.4},\"publish\":{:.4}}},\"loadavg\":{}}}",
+                "{{\"bench\":\"durable_writes\",\"store\":\"{store_name}\",\"run\":{run},\"structure\":\"{structure}\",\"keys\":{keys},\"batch\":{batch},\"updates_per_s\":{rate:.0},\"updates_per_cpu_s\":{cpu_rate:.0},\"writer_ms_per_batch\":{{\"apply\":{:.4},\"store\":{:.4},\"publish\":{:.4}}},\"loadavg\":{}}}",
                 ms(0),
                 ms(1),
                 ms(2),
@@ -108,7 +133,7 @@ async fn main() {
         let blob = f.handle().current().unwrap().to_bytes().len();
         eprintln!("{structure}: catch-up from a {blob}-byte blob in {catch:.3} s");
         rows.push(format!(
-            "{{\"bench\":\"catch_up\",\"store\":\"log\",\"run\":{run},\"structure\":\"{structure}\",\"keys\":{},\"blob_bytes\":{blob},\"seconds\":{catch:.4}}}",
+            "{{\"bench\":\"catch_up\",\"store\":\"{store_name}\",\"run\":{run},\"structure\":\"{structure}\",\"keys\":{},\"blob_bytes\":{blob},\"seconds\":{catch:.4}}}",
             next
         ));
         // Latency at a paced 10K updates/s (batches of 10 every ms): ack -> applied.
@@ -172,7 +197,7 @@ async fn main() {
             lat.len()
         );
         rows.push(format!(
-            "{{\"bench\":\"ack_to_applied\",\"store\":\"log\",\"run\":{run},\"structure\":\"{structure}\",\"offered_updates_per_s\":{rate:.0},\"batch\":10,\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3},\"samples\":{},\"loadavg\":{}}}",
+            "{{\"bench\":\"ack_to_applied\",\"store\":\"{store_name}\",\"run\":{run},\"structure\":\"{structure}\",\"offered_updates_per_s\":{rate:.0},\"batch\":10,\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3},\"samples\":{},\"loadavg\":{}}}",
             pct(0.5),
             pct(0.99),
             pct(1.0),

@@ -111,9 +111,18 @@ pub async fn start(cfg: ServeConfig) -> Result<Running> {
     let server = builder.add_service(
         ControlServer::new(svc).max_decoding_message_size(MAX_MESSAGE).max_encoding_message_size(MAX_MESSAGE),
     );
+    // Small messages (acks, deltas) must not wait for the peer's delayed ACK
+    // (Nagle: up to 40 ms): no-delay on every accepted connection.
+    use tokio_stream::StreamExt;
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|s| {
+        if let Ok(s) = &s {
+            let _ = s.set_nodelay(true);
+        }
+        s
+    });
     let task = tokio::spawn(async move {
         server
-            .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), async {
+            .serve_with_incoming_shutdown(incoming, async {
                 let _ = stopped.await;
             })
             .await
