@@ -68,7 +68,12 @@ async fn main() {
             if etcd.is_some() {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 let probe = c
-                    .create_table(pb::CreateTableRequest { name: "probe".into(), structure: structure.into(), value_bits: 8, ..Default::default() })
+                    .create_table(pb::CreateTableRequest {
+                        name: "probe".into(),
+                        structure: structure.into(),
+                        value_bits: 8,
+                        ..Default::default()
+                    })
                     .await;
                 if probe.is_ok() {
                     break;

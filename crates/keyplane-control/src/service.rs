@@ -2,9 +2,9 @@
 //! them to the store; RPC handlers validate, read and stream.
 
 use crate::error::Result;
+use crate::etcd::EtcdStore;
 use crate::metrics::{ServiceMetrics, SubLabel, TableLabel};
 use crate::pb::{self, update::Type};
-use crate::etcd::EtcdStore;
 use crate::store::{Group, Op, Store, TableRecord};
 use crate::table::{Retain, Table};
 use crate::{keys, topology};
@@ -616,11 +616,7 @@ fn write(st: &mut State, req: pb::WriteRequest, group: &mut Group) -> Result<Wro
     Ok((t.epoch, base, deltas, net.then_some(nc), changes))
 }
 
-fn set_link(
-    st: &mut State,
-    req: &pb::SetLinkRequest,
-    group: &mut Group,
-) -> Result<(u64, u64, Vec<Vec<u16>>), Status> {
+fn set_link(st: &mut State, req: &pb::SetLinkRequest, group: &mut Group) -> Result<(u64, u64, Vec<Vec<u16>>), Status> {
     let t = st.tables.get_mut(&req.table).ok_or_else(|| no_table(&req.table))?;
     let net = t.net.as_mut().ok_or_else(|| {
         Status::failed_precondition(format!("table {:?} is not network-wide (create it with a topology)", req.table))

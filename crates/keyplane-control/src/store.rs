@@ -208,7 +208,9 @@ pub fn encode_ops(ops: &[Op]) -> Vec<u8> {
 }
 
 fn bad(what: &str) -> ControlError {
-    ControlError::Store(format!("log or snapshot record is corrupt ({what}); restore the store directory from a backup"))
+    ControlError::Store(format!(
+        "log or snapshot record is corrupt ({what}); restore the store directory from a backup"
+    ))
 }
 
 struct Reader<'a>(&'a [u8]);
@@ -288,14 +290,12 @@ pub type State = HashMap<String, (TableRecord, HashMap<Vec<u8>, u64>)>;
 pub fn apply_ops(state: &mut State, ops: Vec<Op>) {
     for op in ops {
         match op {
-            Op::Record(r) => {
-                match state.get_mut(&r.name) {
-                    Some(t) => t.0 = r,
-                    None => {
-                        state.insert(r.name.clone(), (r, HashMap::new()));
-                    }
+            Op::Record(r) => match state.get_mut(&r.name) {
+                Some(t) => t.0 = r,
+                None => {
+                    state.insert(r.name.clone(), (r, HashMap::new()));
                 }
-            }
+            },
             Op::Drop(n) => {
                 state.remove(&n);
             }

@@ -170,8 +170,9 @@ impl Table {
         for (k, v) in &rec.options {
             opts.push(k, v);
         }
-        let control = AnyControl::build(&rec.structure, items.iter().map(|(k, v)| (k.as_slice(), *v)), rec.value_bits, &opts)
-            .map_err(|e| e.to_string())?;
+        let control =
+            AnyControl::build(&rec.structure, items.iter().map(|(k, v)| (k.as_slice(), *v)), rec.value_bits, &opts)
+                .map_err(|e| e.to_string())?;
         let net = if rec.topology.is_empty() {
             None
         } else {

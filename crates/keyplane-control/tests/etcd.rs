@@ -61,7 +61,11 @@ fn etcd_cluster() -> Etcd {
         members.push(Proc(child));
         dirs.push(dir);
     }
-    Etcd { _members: members, _dirs: dirs, clients: client_ports.iter().map(|p| format!("http://127.0.0.1:{p}")).collect() }
+    Etcd {
+        _members: members,
+        _dirs: dirs,
+        clients: client_ports.iter().map(|p| format!("http://127.0.0.1:{p}")).collect(),
+    }
 }
 
 async fn wait_etcd(endpoints: &[String]) {
@@ -86,7 +90,10 @@ fn etcd_child_server() {
     rt.block_on(async move {
         let cfg = ServeConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
-            store: StoreConfig::Etcd { endpoints: eps.split(',').map(String::from).collect(), prefix: "/keyplane/".into() },
+            store: StoreConfig::Etcd {
+                endpoints: eps.split(',').map(String::from).collect(),
+                prefix: "/keyplane/".into(),
+            },
             metrics: None,
             tls: None,
             retain: Retain::default(),
@@ -127,9 +134,10 @@ fn key(i: u64) -> Vec<u8> {
 async fn write_batch(url: &str, first: u64, n: u64) -> Result<u64, tonic::Status> {
     let mut c = client::connect(url).await.map_err(|e| tonic::Status::unavailable(e.to_string()))?;
     let ups = (first..first + n).map(|i| insert(raw_key(key(i)), i % 251)).collect();
-    let r = tokio::time::timeout(Duration::from_secs(10), c.write(pb::WriteRequest { table: "t".into(), updates: ups }))
-        .await
-        .map_err(|_| tonic::Status::deadline_exceeded("write timed out"))??;
+    let r =
+        tokio::time::timeout(Duration::from_secs(10), c.write(pb::WriteRequest { table: "t".into(), updates: ups }))
+            .await
+            .map_err(|_| tonic::Status::deadline_exceeded("write timed out"))??;
     Ok(r.into_inner().sequence)
 }
 
