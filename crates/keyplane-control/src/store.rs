@@ -514,6 +514,8 @@ pub struct Store {
     comp: Arc<(Mutex<Compaction>, Condvar)>,
     compact_tx: Mutex<Option<mpsc::Sender<u64>>>,
     initial: Mutex<Option<State>>,
+    /// Held for the store's lifetime (`LOCK`, an advisory file lock).
+    _lock: File,
 }
 
 impl std::fmt::Debug for Store {
@@ -537,6 +539,15 @@ impl Store {
     /// starts a new log generation.
     pub fn open_with(dir: &Path, opts: Options) -> Result<Self> {
         std::fs::create_dir_all(dir)?;
+        // One service per directory: two appending to the same log would
+        // interleave frames. The lock goes with the process (also on kill -9).
+        let lock_file = OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("LOCK"))?;
+        if lock_file.try_lock().is_err() {
+            return Err(ControlError::Store(format!(
+                "{} is in use by another keyplane serve (its LOCK file is held)",
+                dir.display()
+            )));
+        }
         for e in std::fs::read_dir(dir)? {
             let p = e?.path();
             if p.extension().is_some_and(|x| x == "tmp") {
@@ -593,6 +604,7 @@ impl Store {
             comp: Arc::new((Mutex::new(Compaction::default()), Condvar::new())),
             compact_tx: Mutex::new(None),
             initial: Mutex::new(Some(state)),
+            _lock: lock_file,
         };
         store.start_compactor()?;
         if generation > base {

@@ -134,6 +134,9 @@ fn torn_log_tail_is_cut_and_the_rest_replays() {
     let store = Store::open(dir.path()).unwrap();
     check(&store, &oracle);
     assert_eq!(std::fs::metadata(&wal).unwrap().len(), before as u64, "the torn tail is cut off");
+    // A second service on the same directory is refused while this one runs.
+    let err = Store::open(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("in use by another keyplane serve"), "{err}");
     // Writes after the restart land after the cut and replay too.
     let ops = random_group(&mut rng, &mut oracle);
     store.commit(&encode_ops(&ops)).unwrap();
