@@ -33,6 +33,10 @@ echo "== packages for the control-plane tests"
 if ! command -v protoc >/dev/null 2>&1; then
   apt_install protobuf-compiler
 fi
+# keyplane-control's etcd test starts a three-member etcd cluster.
+if ! command -v etcd >/dev/null 2>&1; then
+  apt_install etcd-server
+fi
 PY=${PYTHON:-python3}
 if ! command -v "$PY" >/dev/null 2>&1 || ! "$PY" -c 'import venv, ensurepip' >/dev/null 2>&1; then
   apt_install python3 python3-venv python3-dev

@@ -180,13 +180,25 @@ fn addr(s: &str, flag: &str) -> Result<std::net::SocketAddr, CliError> {
 
 /// Runs `keyplane serve` until Ctrl-C / SIGTERM.
 pub fn serve(a: &ServeArgs) -> Result<u8, CliError> {
-    if a.etcd.is_some() {
-        return Err(CliError::usage("--etcd: the etcd store is not available in this build (use --store DIR)"));
-    }
-    let store = a.store.clone().ok_or_else(|| CliError::usage("--store DIR is required"))?;
+    let store = match (&a.etcd, &a.store) {
+        (Some(urls), _) => {
+            let endpoints: Vec<String> = urls
+                .split(',')
+                .map(str::trim)
+                .filter(|u| !u.is_empty())
+                .map(|u| if u.contains("://") { u.to_string() } else { format!("http://{u}") })
+                .collect();
+            if endpoints.is_empty() {
+                return Err(CliError::usage("--etcd URL[,URL]: no endpoint given"));
+            }
+            StoreConfig::Etcd { endpoints, prefix: "/keyplane/".into() }
+        }
+        (None, Some(dir)) => StoreConfig::Dir(dir.into()),
+        (None, None) => return Err(CliError::usage("--store DIR or --etcd URL[,URL] is required")),
+    };
     let cfg = ServeConfig {
         listen: addr(&a.listen, "--listen")?,
-        store: StoreConfig::Dir(store.into()),
+        store,
         metrics: a.metrics.as_deref().map(|m| addr(m, "--metrics")).transpose()?,
         tls: a.tls_cert.clone().zip(a.tls_key.clone()).map(|(c, k)| (c.into(), k.into())),
         retain: Retain { messages: a.log_retain, bytes: a.log_bytes },

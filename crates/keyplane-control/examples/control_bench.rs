@@ -2,9 +2,17 @@
 //! 100, 1000) on a preloaded table, subscriber catch-up from a blob, and
 //! write-ack -> applied-at-subscriber latency under a paced load.
 //!
-//! `cargo run --release -p keyplane-control --example control_bench -- [KEYS] [SECONDS] [OUT.json]`
-//! (defaults 1000000, 3, docs/bench/control.json). The store is a
-//! temporary directory on the same disk as the target directory.
+//! `cargo run --release -p keyplane-control --example control_bench -- [KEYS] [SECONDS] [OUT.json] [STRUCTURES] [RUNS]`
+//! (defaults 1000000, 3, docs/bench/control.json, othello,ludo, 1). The
+//! store is a temporary directory on the same disk as the target
+//! directory. Structures alternate within each of the RUNS rounds.
+//!
+//! Each durable-writes row has the wall-clock rate and the rate per CPU
+//! second of the whole process (client and service together; the machine
+//! is shared, so wall-clock rates fall with its load) and the writer's own
+//! time per batch by phase (apply / store / publish). The latency run
+//! offers 10 000 updates/s as one 10-update batch per millisecond, each
+//! write on its own task (the pace does not wait for acknowledgements).
 
 use keyplane_control::client::{self, insert};
 use keyplane_control::follow::{Follower, Subscriber};
@@ -24,19 +32,54 @@ async fn main() {
     let keys: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
     let secs: f64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(3.0);
     let out = args.get(3).cloned().unwrap_or_else(|| "docs/bench/control.json".into());
+    let structures: Vec<String> =
+        args.get(4).map_or_else(|| vec!["othello".into(), "ludo".into()], |s| s.split(',').map(String::from).collect());
+    let runs: usize = args.get(5).and_then(|s| s.parse().ok()).unwrap_or(1);
+    // "etcd:URL,URL": the etcd store (a fresh key prefix per run).
+    let etcd: Option<Vec<String>> =
+        args.get(6).and_then(|s| s.strip_prefix("etcd:")).map(|s| s.split(',').map(String::from).collect());
+    let store_name = if etcd.is_some() { "etcd" } else { "log" };
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    eprintln!("load average at start: {load}");
     let mut rows = Vec::new();
-    for structure in ["othello", "ludo"] {
+    for (run, structure) in (0..runs).flat_map(|r| structures.iter().map(move |s| (r, s.as_str()))) {
         let dir = tempfile::tempdir().expect("temp dir");
         let cfg = ServeConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
-            store: StoreConfig::Dir(dir.path().to_path_buf()),
-            metrics: None,
+            store: match &etcd {
+                Some(eps) => StoreConfig::Etcd {
+                    endpoints: eps.clone(),
+                    prefix: format!("/kpbench-{}-{run}-{structure}/", std::process::id()),
+                },
+                None => StoreConfig::Dir(dir.path().to_path_buf()),
+            },
+            metrics: Some("127.0.0.1:0".parse().unwrap()),
             tls: None,
             retain: Retain::default(),
         };
         let srv = start(cfg).await.unwrap();
         let url = format!("http://{}", srv.addr);
         let mut c = client::connect(&url).await.unwrap();
+        // The etcd store needs a moment to elect this instance.
+        for _ in 0..100 {
+            if c.list_tables(pb::ListTablesRequest {}).await.is_ok() && etcd.is_none() {
+                break;
+            }
+            if etcd.is_some() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let probe = c
+                    .create_table(pb::CreateTableRequest {
+                        name: "probe".into(),
+                        structure: structure.into(),
+                        value_bits: 8,
+                        ..Default::default()
+                    })
+                    .await;
+                if probe.is_ok() {
+                    break;
+                }
+            }
+        }
         c.create_table(pb::CreateTableRequest {
             name: "t".into(),
             structure: structure.into(),
@@ -55,18 +98,36 @@ async fn main() {
         }
         eprintln!("{structure}: preloaded {keys} keys in {:.1} s", t0.elapsed().as_secs_f64());
         for batch in [1u64, 100, 1000] {
+            let ph0 = phases(srv.metrics).await;
+            let cpu0 = cpu_seconds();
             let t = Instant::now();
             let mut done = 0u64;
+            let mut nb = 0u64;
             while t.elapsed().as_secs_f64() < secs {
                 let ups = (next..next + batch).map(|i| insert(raw_key(k(i)), i & 0xff)).collect();
                 c.write(pb::WriteRequest { table: "t".into(), updates: ups }).await.unwrap();
                 next += batch;
                 done += batch;
+                nb += 1;
             }
-            let rate = done as f64 / t.elapsed().as_secs_f64();
-            eprintln!("{structure} batch {batch}: {rate:.0} durable updates/s");
+            let wall = t.elapsed().as_secs_f64();
+            let cpu = cpu_seconds() - cpu0;
+            let ph1 = phases(srv.metrics).await;
+            let ms = |p: usize| (ph1[p] - ph0[p]) / nb as f64 * 1e3;
+            let rate = done as f64 / wall;
+            let cpu_rate = done as f64 / cpu.max(1e-9);
+            eprintln!(
+                "{structure} batch {batch}: {rate:.0} durable updates/s wall, {cpu_rate:.0} per CPU second; writer ms/batch apply {:.3} store {:.3} publish {:.3}",
+                ms(0),
+                ms(1),
+                ms(2)
+            );
             rows.push(format!(
-                "{{\"bench\":\"durable_writes\",\"store\":\"redb\",\"structure\":\"{structure}\",\"keys\":{keys},\"batch\":{batch},\"updates_per_s\":{rate:.0}}}"
+                "{{\"bench\":\"durable_writes\",\"store\":\"{store_name}\",\"run\":{run},\"structure\":\"{structure}\",\"keys\":{keys},\"batch\":{batch},\"updates_per_s\":{rate:.0},\"updates_per_cpu_s\":{cpu_rate:.0},\"writer_ms_per_batch\":{{\"apply\":{:.4},\"store\":{:.4},\"publish\":{:.4}}},\"loadavg\":{}}}",
+                ms(0),
+                ms(1),
+                ms(2),
+                loadavg()
             ));
         }
         // Catch-up: a new subscriber loads the whole blob.
@@ -77,7 +138,7 @@ async fn main() {
         let blob = f.handle().current().unwrap().to_bytes().len();
         eprintln!("{structure}: catch-up from a {blob}-byte blob in {catch:.3} s");
         rows.push(format!(
-            "{{\"bench\":\"catch_up\",\"store\":\"redb\",\"structure\":\"{structure}\",\"keys\":{},\"blob_bytes\":{blob},\"seconds\":{catch:.4}}}",
+            "{{\"bench\":\"catch_up\",\"store\":\"{store_name}\",\"run\":{run},\"structure\":\"{structure}\",\"keys\":{},\"blob_bytes\":{blob},\"seconds\":{catch:.4}}}",
             next
         ));
         // Latency at a paced 10K updates/s (batches of 10 every ms): ack -> applied.
@@ -104,15 +165,25 @@ async fn main() {
         });
         let t = Instant::now();
         let mut tick = tokio::time::interval(Duration::from_millis(1));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
         let mut sent = 0u64;
+        let mut inflight = Vec::new();
         while t.elapsed().as_secs_f64() < secs {
             tick.tick().await;
+            // Offered at the pace, not at the acknowledgement rate: each
+            // write is in flight on its own task.
             let ups = (next..next + 10).map(|i| insert(raw_key(k(i)), i & 0xff)).collect();
-            let r = c.write(pb::WriteRequest { table: "t".into(), updates: ups }).await.unwrap().into_inner();
-            let _ = tx.send((r.sequence, Instant::now()));
+            let mut c2 = c.clone();
+            let tx2 = tx.clone();
+            inflight.push(tokio::spawn(async move {
+                let r = c2.write(pb::WriteRequest { table: "t".into(), updates: ups }).await.unwrap().into_inner();
+                let _ = tx2.send((r.sequence, Instant::now()));
+            }));
             next += 10;
             sent += 10;
+        }
+        for w in inflight {
+            w.await.unwrap();
         }
         let rate = sent as f64 / t.elapsed().as_secs_f64();
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -131,10 +202,12 @@ async fn main() {
             lat.len()
         );
         rows.push(format!(
-            "{{\"bench\":\"ack_to_applied\",\"store\":\"redb\",\"structure\":\"{structure}\",\"offered_updates_per_s\":{rate:.0},\"batch\":10,\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"samples\":{}}}",
+            "{{\"bench\":\"ack_to_applied\",\"store\":\"{store_name}\",\"run\":{run},\"structure\":\"{structure}\",\"offered_updates_per_s\":{rate:.0},\"batch\":10,\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3},\"samples\":{},\"loadavg\":{}}}",
             pct(0.5),
             pct(0.99),
-            lat.len()
+            pct(1.0),
+            lat.len(),
+            loadavg()
         ));
         srv.stop().await.unwrap();
     }
@@ -144,4 +217,41 @@ async fn main() {
     }
     std::fs::write(&out, json).unwrap();
     eprintln!("wrote {out}");
+}
+
+/// Process CPU seconds (user + system, all threads) from /proc/self/stat.
+fn cpu_seconds() -> f64 {
+    let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    (tick(11) + tick(12)) / 100.0
+}
+
+fn loadavg() -> String {
+    let l = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    l.split_whitespace().next().unwrap_or("0").to_string()
+}
+
+/// Writer phase seconds so far: apply, store, publish.
+async fn phases(m: Option<std::net::SocketAddr>) -> [f64; 3] {
+    let mut out = [0.0; 3];
+    let Some(m) = m else { return out };
+    for l in metrics_text(m).await.lines() {
+        for (i, p) in ["apply", "store", "publish"].iter().enumerate() {
+            if l.starts_with(&format!("keyplane_writer_phase_seconds_sum{{phase=\"{p}\"}}")) {
+                out[i] = l.rsplit(' ').next().and_then(|x| x.parse().ok()).unwrap_or(0.0);
+            }
+        }
+    }
+    out
+}
+
+async fn metrics_text(addr: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
 }

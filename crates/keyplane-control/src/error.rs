@@ -6,7 +6,7 @@ pub enum ControlError {
     /// A file or socket operation failed.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
-    /// The embedded store failed (disk full, corrupted file, another process holding it).
+    /// The embedded store failed (disk full, damaged file, permissions).
     #[error(
         "store error: {0} (check the --store directory: free space, permissions, no second `keyplane serve` on it)"
     )]
@@ -52,23 +52,6 @@ fn code_name(c: tonic::Code) -> &'static str {
         _ => "error",
     }
 }
-
-impl From<redb::Error> for ControlError {
-    fn from(e: redb::Error) -> Self {
-        ControlError::Store(e.to_string())
-    }
-}
-
-macro_rules! redb_errors {
-    ($($t:ty),*) => {$(
-        impl From<$t> for ControlError {
-            fn from(e: $t) -> Self {
-                ControlError::Store(e.to_string())
-            }
-        }
-    )*};
-}
-redb_errors!(redb::DatabaseError, redb::TransactionError, redb::TableError, redb::StorageError, redb::CommitError);
 
 /// Result alias of this crate.
 pub type Result<T, E = ControlError> = std::result::Result<T, E>;

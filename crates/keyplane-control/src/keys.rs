@@ -67,6 +67,27 @@ pub fn resolve(f: KeyFormat, key: Option<&pb::Key>) -> Result<Vec<u8>, String> {
     Ok(raw)
 }
 
+/// [`resolve`] taking the key by value (raw bytes move, no copy).
+pub fn resolve_owned(f: KeyFormat, key: Option<pb::Key>) -> Result<Vec<u8>, String> {
+    match key.and_then(|k| k.key) {
+        Some(pb::key::Key::Raw(b)) => {
+            if let Some(n) = fixed_len(f) {
+                if b.len() != n {
+                    return Err(format!("{} key must be {n} bytes, got {}", f.name(), b.len()));
+                }
+            }
+            if b.is_empty() {
+                return Err("empty key".into());
+            }
+            if b.len() > MAX_KEY_LEN {
+                return Err(format!("key of {} bytes is longer than {MAX_KEY_LEN}", b.len()));
+            }
+            Ok(b)
+        }
+        other => resolve(f, Some(&pb::Key { key: other })),
+    }
+}
+
 /// A raw key as text in format `f` (what `keyplane ctl read` prints). Keys
 /// that do not fit the format print as `0x` + hex.
 pub fn render(f: KeyFormat, raw: &[u8]) -> String {
@@ -120,10 +141,15 @@ mod tests {
             let raw = resolve(f, Some(&text_key(text))).unwrap();
             assert_eq!(render(f, &raw), text, "{f:?}");
             assert_eq!(resolve(f, Some(&raw_key(raw.clone()))).unwrap(), raw);
+            assert_eq!(resolve_owned(f, Some(raw_key(raw.clone()))).unwrap(), raw);
+            assert_eq!(resolve_owned(f, Some(text_key(text))).unwrap(), raw);
         }
         assert!(resolve(KeyFormat::Ipv4, Some(&raw_key(vec![1, 2, 3]))).is_err());
         assert!(resolve(KeyFormat::Ipv4, Some(&text_key("10.0.0"))).is_err());
         assert!(resolve(KeyFormat::Text, None).is_err());
+        assert!(resolve_owned(KeyFormat::Ipv4, Some(raw_key(vec![1, 2, 3]))).is_err());
+        assert!(resolve_owned(KeyFormat::Text, Some(raw_key(Vec::new()))).is_err());
+        assert!(resolve_owned(KeyFormat::Text, None).is_err());
         assert!(resolve(KeyFormat::Text, Some(&raw_key(Vec::new()))).is_err());
         assert_eq!(render(KeyFormat::Text, &[0, 1]), "0x0001");
     }

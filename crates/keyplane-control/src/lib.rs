@@ -12,6 +12,7 @@
 
 pub mod client;
 pub mod error;
+pub mod etcd;
 pub mod follow;
 pub mod keys;
 pub mod metrics;

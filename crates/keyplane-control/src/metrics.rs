@@ -26,113 +26,97 @@ pub struct SubLabel {
     pub subscriber: String,
 }
 
-/// The service's metrics. Writes/s is `rate(keyplane_updates_total[1m])`.
-#[derive(Debug)]
-pub struct ServiceMetrics {
-    /// Updates applied (acknowledged).
-    pub updates: Counter,
-    /// Write batches acknowledged.
-    pub batches: Counter,
-    /// Write batches refused (bad entry, unknown table, store failure).
-    pub write_errors: Counter,
-    /// Updates per acknowledged batch.
-    pub batch_size: Histogram,
-    /// Write batches per group commit.
-    pub group_size: Histogram,
-    /// Seconds per store commit (fsync included).
-    pub store_commit_seconds: Histogram,
-    /// Per table: keys.
-    pub table_keys: Family<TableLabel, Gauge>,
-    /// Per table: lookup-form bytes.
-    pub table_memory_bytes: Family<TableLabel, Gauge>,
-    /// Per table: sequence number.
-    pub table_sequence: Family<TableLabel, Gauge>,
-    /// Per table: messages in the delta log.
-    pub table_log_length: Family<TableLabel, Gauge>,
-    /// Per table: connected subscribers.
-    pub table_subscribers: Family<TableLabel, Gauge>,
-    /// Per table: control-form rebuilds from the store.
-    pub table_rebuilds: Family<TableLabel, Counter>,
-    /// Per subscriber: sequence numbers not yet sent.
-    pub subscriber_lag: Family<SubLabel, Gauge>,
-    /// Snapshots (whole blobs) sent to subscribers.
-    pub snapshots_sent: Counter,
+/// Label: a phase of the writer's group commit.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseLabel {
+    /// `apply` (validate, parse keys, control-form updates, deltas),
+    /// `store` (durable commit, fsync included), `publish` (delta log,
+    /// subscriber wake-up, replies).
+    pub phase: String,
 }
 
-impl ServiceMetrics {
-    /// Registers every metric in `reg`.
-    pub fn register(reg: &mut Registry) -> Arc<Self> {
-        let m = Self {
-            updates: Counter::default(),
-            batches: Counter::default(),
-            write_errors: Counter::default(),
-            batch_size: Histogram::new(exponential_buckets(1.0, 4.0, 9)),
-            group_size: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
-            store_commit_seconds: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
-            table_keys: Family::default(),
-            table_memory_bytes: Family::default(),
-            table_sequence: Family::default(),
-            table_log_length: Family::default(),
-            table_subscribers: Family::default(),
-            table_rebuilds: Family::default(),
-            subscriber_lag: Family::default(),
-            snapshots_sent: Counter::default(),
-        };
-        reg.register("keyplane_updates", "Updates applied and acknowledged", m.updates.clone());
-        reg.register("keyplane_write_batches", "Write batches acknowledged", m.batches.clone());
-        reg.register("keyplane_write_errors", "Write batches refused", m.write_errors.clone());
-        reg.register("keyplane_write_batch_size", "Updates per acknowledged Write batch", m.batch_size.clone());
-        reg.register("keyplane_group_commit_batches", "Write batches per store commit", m.group_size.clone());
-        reg.register(
-            "keyplane_store_commit_seconds",
-            "Store commit latency (fsync included)",
-            m.store_commit_seconds.clone(),
-        );
-        reg.register("keyplane_table_keys", "Keys per table", m.table_keys.clone());
-        reg.register("keyplane_table_memory_bytes", "Lookup-form bytes per table", m.table_memory_bytes.clone());
-        reg.register("keyplane_table_sequence", "Sequence number per table", m.table_sequence.clone());
-        reg.register("keyplane_table_log_length", "Delta-log messages per table", m.table_log_length.clone());
-        reg.register("keyplane_table_subscribers", "Connected subscribers per table", m.table_subscribers.clone());
-        reg.register(
-            "keyplane_table_rebuilds",
-            "Control-form rebuilds from the store per table",
-            m.table_rebuilds.clone(),
-        );
-        reg.register("keyplane_subscriber_lag", "Sequence numbers a subscriber is behind", m.subscriber_lag.clone());
-        reg.register("keyplane_snapshots_sent", "Whole lookup blobs sent to subscribers", m.snapshots_sent.clone());
-        Arc::new(m)
+/// Declares a metrics struct and its `register`: one line per metric
+/// (field, Prometheus name, type, constructor); the doc line is both the
+/// field's documentation and the metric's help text.
+macro_rules! metrics {
+    (
+        $(#[$attr:meta])*
+        pub struct $name:ident {
+            $( #[doc = $help:literal] $field:ident : $ty:ty = $init:expr => $metric:literal, )*
+        }
+    ) => {
+        $(#[$attr])*
+        pub struct $name {
+            $( #[doc = $help] pub $field: $ty, )*
+        }
+
+        impl $name {
+            /// Registers every metric in `reg`.
+            pub fn register(reg: &mut Registry) -> Arc<Self> {
+                let m = Self { $( $field: $init, )* };
+                $( reg.register($metric, $help.trim(), m.$field.clone()); )*
+                Arc::new(m)
+            }
+        }
+    };
+}
+
+fn histogram(start: f64, factor: f64, n: u16) -> Histogram {
+    Histogram::new(exponential_buckets(start, factor, n))
+}
+
+metrics! {
+    /// The service's metrics. Writes/s is `rate(keyplane_updates_total[1m])`.
+    #[derive(Debug)]
+    pub struct ServiceMetrics {
+        /// Updates applied and acknowledged.
+        updates: Counter = Counter::default() => "keyplane_updates",
+        /// Write batches acknowledged.
+        batches: Counter = Counter::default() => "keyplane_write_batches",
+        /// Write batches refused (bad entry, unknown table, store failure).
+        write_errors: Counter = Counter::default() => "keyplane_write_errors",
+        /// Updates per acknowledged Write batch.
+        batch_size: Histogram = histogram(1.0, 4.0, 9) => "keyplane_write_batch_size",
+        /// Write batches per group commit.
+        group_size: Histogram = histogram(1.0, 2.0, 11) => "keyplane_group_commit_batches",
+        /// Seconds per store commit (fsync or etcd transaction included).
+        store_commit_seconds: Histogram = histogram(0.000_05, 2.0, 16) => "keyplane_store_commit_seconds",
+        /// Seconds per writer phase (apply, store, publish) per group commit.
+        writer_phase_seconds: Family<PhaseLabel, Histogram> =
+            Family::new_with_constructor(|| histogram(0.000_005, 2.0, 20)) => "keyplane_writer_phase_seconds",
+        /// Keys per table.
+        table_keys: Family<TableLabel, Gauge> = Family::default() => "keyplane_table_keys",
+        /// Lookup-form bytes per table.
+        table_memory_bytes: Family<TableLabel, Gauge> = Family::default() => "keyplane_table_memory_bytes",
+        /// Sequence number per table.
+        table_sequence: Family<TableLabel, Gauge> = Family::default() => "keyplane_table_sequence",
+        /// Delta-log messages per table.
+        table_log_length: Family<TableLabel, Gauge> = Family::default() => "keyplane_table_log_length",
+        /// Connected subscribers per table.
+        table_subscribers: Family<TableLabel, Gauge> = Family::default() => "keyplane_table_subscribers",
+        /// Control-form rebuilds per table (start-up, refused updates, follower changes).
+        table_rebuilds: Family<TableLabel, Counter> = Family::default() => "keyplane_table_rebuilds",
+        /// Sequence numbers a subscriber is behind.
+        subscriber_lag: Family<SubLabel, Gauge> = Family::default() => "keyplane_subscriber_lag",
+        /// Whole lookup blobs sent to subscribers.
+        snapshots_sent: Counter = Counter::default() => "keyplane_snapshots_sent",
     }
 }
 
-/// A subscriber's metrics.
-#[derive(Debug, Default)]
-pub struct SubscriberMetrics {
-    /// Sequence number of the lookup form held.
-    pub applied_sequence: Gauge,
-    /// Deltas and patches applied.
-    pub deltas: Counter,
-    /// Whole blobs loaded (first sync and resyncs).
-    pub snapshots: Counter,
-    /// Connections made after the first.
-    pub reconnects: Counter,
-    /// Messages refused as out of order (followed by a resync).
-    pub refused: Counter,
-}
-
-impl SubscriberMetrics {
-    /// Registers every metric in `reg`.
-    pub fn register(reg: &mut Registry) -> Arc<Self> {
-        let m = Self::default();
-        reg.register(
-            "keyplane_follow_applied_sequence",
-            "Sequence number of the lookup form held",
-            m.applied_sequence.clone(),
-        );
-        reg.register("keyplane_follow_deltas", "Deltas and patches applied", m.deltas.clone());
-        reg.register("keyplane_follow_snapshots", "Whole blobs loaded", m.snapshots.clone());
-        reg.register("keyplane_follow_reconnects", "Reconnections", m.reconnects.clone());
-        reg.register("keyplane_follow_refused", "Messages refused as out of order", m.refused.clone());
-        Arc::new(m)
+metrics! {
+    /// A subscriber's metrics.
+    #[derive(Debug, Default)]
+    pub struct SubscriberMetrics {
+        /// Sequence number of the lookup form held.
+        applied_sequence: Gauge = Gauge::default() => "keyplane_follow_applied_sequence",
+        /// Deltas and patches applied.
+        deltas: Counter = Counter::default() => "keyplane_follow_deltas",
+        /// Whole blobs loaded (first sync and resyncs).
+        snapshots: Counter = Counter::default() => "keyplane_follow_snapshots",
+        /// Connections made after the first.
+        reconnects: Counter = Counter::default() => "keyplane_follow_reconnects",
+        /// Messages refused as out of order (followed by a resync).
+        refused: Counter = Counter::default() => "keyplane_follow_refused",
     }
 }
 

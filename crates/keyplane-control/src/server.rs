@@ -18,8 +18,15 @@ pub const MAX_MESSAGE: usize = 1 << 30;
 /// Where the tables live.
 #[derive(Debug, Clone)]
 pub enum StoreConfig {
-    /// The embedded redb store in this directory.
+    /// The embedded log store in this directory.
     Dir(PathBuf),
+    /// etcd: endpoints and key prefix (see [`crate::etcd`]).
+    Etcd {
+        /// Endpoints (`http://host:port`).
+        endpoints: Vec<String>,
+        /// Key prefix, e.g. `/keyplane/`.
+        prefix: String,
+    },
 }
 
 /// `keyplane serve` options.
@@ -74,17 +81,25 @@ impl Running {
 pub async fn start(cfg: ServeConfig) -> Result<Running> {
     let mut reg = Registry::default();
     let metrics = ServiceMetrics::register(&mut reg);
-    let store = match &cfg.store {
-        StoreConfig::Dir(d) => Store::open(d)?,
+    let listener = tokio::net::TcpListener::bind(cfg.listen).await?;
+    let addr = listener.local_addr()?;
+    let svc = match &cfg.store {
+        StoreConfig::Dir(d) => {
+            let store = Store::open(d)?;
+            tokio::task::block_in_place(|| Service::open(store, metrics, cfg.retain))?
+        }
+        StoreConfig::Etcd { endpoints, prefix } => {
+            let ip = if addr.ip().is_unspecified() { std::net::Ipv4Addr::LOCALHOST.into() } else { addr.ip() };
+            let url = format!("http://{}", SocketAddr::new(ip, addr.port()));
+            let etcd = crate::etcd::EtcdStore::connect(endpoints, prefix, &url).await?;
+            Service::open_etcd(etcd, metrics, cfg.retain).await?
+        }
     };
-    let svc = tokio::task::block_in_place(|| Service::open(store, metrics, cfg.retain))?;
     let reg = Arc::new(Mutex::new(reg));
     let metrics = match cfg.metrics {
         Some(a) => Some(crate::metrics::spawn(a, reg).await?),
         None => None,
     };
-    let listener = tokio::net::TcpListener::bind(cfg.listen).await?;
-    let addr = listener.local_addr()?;
     let mut builder = tonic::transport::Server::builder();
     if let Some((cert, key)) = &cfg.tls {
         let identity = tonic::transport::Identity::from_pem(std::fs::read(cert)?, std::fs::read(key)?);
@@ -96,9 +111,18 @@ pub async fn start(cfg: ServeConfig) -> Result<Running> {
     let server = builder.add_service(
         ControlServer::new(svc).max_decoding_message_size(MAX_MESSAGE).max_encoding_message_size(MAX_MESSAGE),
     );
+    // Small messages (acks, deltas) must not wait for the peer's delayed ACK
+    // (Nagle: up to 40 ms): no-delay on every accepted connection.
+    use tokio_stream::StreamExt;
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|s| {
+        if let Ok(s) = &s {
+            let _ = s.set_nodelay(true);
+        }
+        s
+    });
     let task = tokio::spawn(async move {
         server
-            .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), async {
+            .serve_with_incoming_shutdown(incoming, async {
                 let _ = stopped.await;
             })
             .await

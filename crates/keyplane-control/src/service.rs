@@ -2,15 +2,16 @@
 //! them to the store; RPC handlers validate, read and stream.
 
 use crate::error::Result;
+use crate::etcd::EtcdStore;
 use crate::metrics::{ServiceMetrics, SubLabel, TableLabel};
 use crate::pb::{self, update::Type};
-use crate::store::{Op, Store, TableRecord};
+use crate::store::{Group, Op, Store, TableRecord};
 use crate::table::{Retain, Table};
 use crate::{keys, topology};
 use std::collections::{BTreeMap, HashMap};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, mpsc};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use tokio::sync::oneshot;
 use tokio_stream::Stream;
@@ -36,7 +37,9 @@ pub struct State {
 #[derive(Debug)]
 pub struct Shared {
     state: Mutex<State>,
-    store: Arc<Store>,
+    store: Backend,
+    /// A client to the leader (etcd followers forward writes to it).
+    forward: tokio::sync::Mutex<Option<(String, crate::client::Client)>>,
     metrics: Arc<ServiceMetrics>,
     retain: Retain,
     next_table_id: AtomicU64,
@@ -63,7 +66,7 @@ enum Job {
 #[derive(Debug, Clone)]
 pub struct Service {
     shared: Arc<Shared>,
-    jobs: mpsc::SyncSender<JobBox>,
+    jobs: tokio::sync::mpsc::Sender<JobBox>,
 }
 
 struct JobBox(Job);
@@ -74,13 +77,67 @@ impl std::fmt::Debug for JobBox {
     }
 }
 
+/// Where the service keeps its tables.
+#[derive(Debug, Clone)]
+pub enum Backend {
+    /// The embedded log store (one directory).
+    Log(Arc<Store>),
+    /// etcd (several instances, one leader).
+    Etcd(Arc<EtcdStore>),
+}
+
+impl Backend {
+    fn commit(&self, group: &[u8]) -> Result<()> {
+        match self {
+            Backend::Log(s) => s.commit(group),
+            Backend::Etcd(e) => e.commit(group),
+        }
+    }
+
+    fn max_group_bytes(&self) -> usize {
+        match self {
+            Backend::Log(_) => usize::MAX,
+            Backend::Etcd(_) => crate::etcd::MAX_GROUP_BYTES,
+        }
+    }
+}
+
 impl Service {
-    /// Opens the store, rebuilds every table from it (a new epoch each) and
-    /// starts the writer thread.
+    /// Opens the embedded store, rebuilds every table from it (a new epoch
+    /// each) and starts the writer thread.
     pub fn open(store: Store, metrics: Arc<ServiceMetrics>, retain: Retain) -> Result<Self> {
         let store = Arc::new(store);
+        let tables = store.load()?;
+        Self::start(Backend::Log(store), tables, metrics, retain)
+    }
+
+    /// Connects to etcd, replays its log, and starts following it (and
+    /// campaigning to lead); see [`crate::etcd`].
+    pub async fn open_etcd(etcd: EtcdStore, metrics: Arc<ServiceMetrics>, retain: Retain) -> Result<Self> {
+        let etcd = Arc::new(etcd);
+        let (log, rev) = etcd.read_log(0).await?;
+        let mut state = crate::store::State::new();
+        let mut last = 0;
+        for (i, g) in log {
+            let (ops, _) = crate::store::decode_ops(&g)?;
+            crate::store::apply_ops(&mut state, ops);
+            last = i;
+        }
+        etcd.index.store(last, Ordering::Release);
+        let tables = tokio::task::block_in_place(|| crate::store::into_tables(state));
+        let svc = tokio::task::block_in_place(|| Self::start(Backend::Etcd(etcd.clone()), tables, metrics, retain))?;
+        tokio::spawn(etcd_role(svc.shared.clone(), etcd, rev));
+        Ok(svc)
+    }
+
+    fn start(
+        store: Backend,
+        tables: Vec<(TableRecord, crate::store::Entries)>,
+        metrics: Arc<ServiceMetrics>,
+        retain: Retain,
+    ) -> Result<Self> {
         let mut state = State::default();
-        for (rec, entries) in store.load()? {
+        for (rec, entries) in tables {
             let name = rec.name.clone();
             let mut t = Table::build(rec, entries)
                 .map_err(|e| crate::ControlError::Store(format!("table {name:?} does not rebuild: {e}")))?;
@@ -88,8 +145,14 @@ impl Service {
             metrics.table_rebuilds.get_or_create(&TableLabel { table: name.clone() }).inc();
             state.tables.insert(name, t);
         }
-        let shared =
-            Arc::new(Shared { state: Mutex::new(state), store, metrics, retain, next_table_id: AtomicU64::new(1) });
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            store,
+            forward: tokio::sync::Mutex::new(None),
+            metrics,
+            retain,
+            next_table_id: AtomicU64::new(1),
+        });
         {
             let mut st = shared.lock();
             for t in st.tables.values_mut() {
@@ -97,7 +160,7 @@ impl Service {
                 publish_gauges(&shared.metrics, t);
             }
         }
-        let (tx, rx) = mpsc::sync_channel::<JobBox>(4096);
+        let (tx, rx) = tokio::sync::mpsc::channel::<JobBox>(4096);
         let sh = shared.clone();
         std::thread::Builder::new().name("keyplane-writer".into()).spawn(move || writer(sh, rx))?;
         Ok(Self { shared, jobs: tx })
@@ -105,13 +168,8 @@ impl Service {
 
     async fn submit<T>(&self, make: impl FnOnce(Reply<T>) -> Job) -> Result<T, Status> {
         let (tx, rx) = oneshot::channel();
-        let jobs = self.jobs.clone();
-        let job = JobBox(make(tx));
-        // The queue is bounded: a full queue blocks this task, not the runtime.
-        tokio::task::spawn_blocking(move || jobs.send(job).map_err(|_| ()))
-            .await
-            .map_err(|_| Status::internal("writer queue task failed"))?
-            .map_err(|_| Status::unavailable("the writer has stopped"))?;
+        // The queue is bounded: a full queue makes this task wait (back-pressure).
+        self.jobs.send(JobBox(make(tx))).await.map_err(|_| Status::unavailable("the writer has stopped"))?;
         rx.await.map_err(|_| Status::internal("the writer dropped the request"))?
     }
 }
@@ -156,8 +214,18 @@ fn forget_gauges(m: &ServiceMetrics, name: &str) {
 /// What a job did in memory, published once the store has committed.
 enum Effect {
     Created(Reply<pb::TableInfo>, String),
-    Dropped(Reply<()>),
-    Wrote { reply: Reply<u64>, table: String, epoch: u64, base: u64, deltas: Vec<Vec<u8>>, net: Option<NetChange> },
+    /// The dropped table is kept until the commit (a failed commit puts it back).
+    Dropped(Reply<()>, Box<Table>),
+    Wrote {
+        reply: Reply<u64>,
+        table: String,
+        epoch: u64,
+        base: u64,
+        deltas: Vec<Vec<u8>>,
+        net: Option<NetChange>,
+        /// The entries the batch changed (committed to `Table::items` on publish).
+        changes: Vec<(Vec<u8>, Option<u64>)>,
+    },
 }
 
 struct NetChange {
@@ -166,54 +234,80 @@ struct NetChange {
     old_nh: Option<Vec<Vec<u16>>>,
 }
 
-fn writer(sh: Arc<Shared>, rx: mpsc::Receiver<JobBox>) {
-    while let Ok(JobBox(first)) = rx.recv() {
-        let mut jobs = vec![first];
-        while jobs.len() < MAX_GROUP {
-            match rx.try_recv() {
-                Ok(JobBox(j)) => jobs.push(j),
-                Err(_) => break,
-            }
-        }
+fn phase(sh: &Shared, name: &str, since: Instant) {
+    let l = crate::metrics::PhaseLabel { phase: name.to_string() };
+    sh.metrics.writer_phase_seconds.get_or_create(&l).observe(since.elapsed().as_secs_f64());
+}
+
+fn writer(sh: Arc<Shared>, mut rx: tokio::sync::mpsc::Receiver<JobBox>) {
+    while let Some(JobBox(first)) = rx.blocking_recv() {
+        let jobs = vec![first];
+        let t_apply = Instant::now();
         let mut st = sh.lock();
-        let mut ops: Vec<Op> = Vec::new();
+        let mut group = Group::new();
         let mut effects: Vec<Effect> = Vec::new();
-        let mut poisoned: Vec<String> = Vec::new();
-        let ngroup = jobs.len();
-        for job in jobs {
+        // Each table touched by the group with its record before the group
+        // (`None`: it did not exist), to undo the group if the commit fails.
+        let mut before: HashMap<String, Option<TableRecord>> = HashMap::new();
+        let cap = sh.store.max_group_bytes();
+        let mut ngroup = 0;
+        let mut jobs = jobs.into_iter();
+        while let Some(job) = jobs.next().or_else(|| {
+            // Take more batches while the group is small enough.
+            if ngroup < MAX_GROUP && group.len() < cap { rx.try_recv().ok().map(|JobBox(j)| j) } else { None }
+        }) {
+            ngroup += 1;
+            let name = match &job {
+                Job::Create(r, _) => r.name.clone(),
+                Job::Drop(n, _) => n.clone(),
+                Job::Write(r, _) => r.table.clone(),
+                Job::SetLink(r, _) => r.table.clone(),
+            };
+            if !before.contains_key(&name) {
+                let rec = st.tables.get(&name).map(|t| t.rec.clone());
+                before.insert(name.clone(), rec);
+            }
             match job {
-                Job::Create(req, reply) => match create(&sh, &mut st, req, &mut ops) {
+                Job::Create(req, reply) => match create(&sh, &mut st, req, &mut group) {
                     Ok(name) => effects.push(Effect::Created(reply, name)),
                     Err(s) => {
                         let _ = reply.send(Err(s));
                     }
                 },
                 Job::Drop(name, reply) => {
-                    if st.tables.remove(&name).is_some() {
+                    if let Some(t) = st.tables.remove(&name) {
                         forget_gauges(&sh.metrics, &name);
-                        ops.push(Op::Drop(name));
-                        effects.push(Effect::Dropped(reply));
+                        group.drop_table(&name);
+                        effects.push(Effect::Dropped(reply, Box::new(t)));
                     } else {
                         let _ = reply.send(Err(no_table(&name)));
                     }
                 }
                 Job::Write(req, reply) => {
-                    let mark = ops.len();
-                    match write(&mut st, &req, &mut ops) {
-                        Ok((epoch, base, deltas, net)) => {
-                            effects.push(Effect::Wrote { reply, table: req.table, epoch, base, deltas, net })
+                    let mark = group.mark();
+                    let table = req.table.clone();
+                    match write(&mut st, req, &mut group) {
+                        Ok((epoch, base, deltas, net, changes)) => {
+                            effects.push(Effect::Wrote { reply, table, epoch, base, deltas, net, changes })
                         }
                         Err((s, poison)) => {
-                            ops.truncate(mark);
+                            group.truncate(mark);
                             sh.metrics.write_errors.inc();
                             if poison {
-                                poisoned.push(req.table.clone());
+                                // The control form may be half-changed: rebuild
+                                // it from the committed entries plus the
+                                // earlier batches of this group.
+                                let pending = effects.iter().filter_map(|e| match e {
+                                    Effect::Wrote { table: n, changes, .. } if *n == table => Some(changes.as_slice()),
+                                    _ => None,
+                                });
+                                rebuild(&sh, &mut st, &table, None, pending);
                             }
                             let _ = reply.send(Err(s));
                         }
                     }
                 }
-                Job::SetLink(req, reply) => match set_link(&mut st, &req, &mut ops) {
+                Job::SetLink(req, reply) => match set_link(&mut st, &req, &mut group) {
                     Ok((epoch, base, old_nh)) => effects.push(Effect::Wrote {
                         reply,
                         table: req.table,
@@ -221,6 +315,7 @@ fn writer(sh: Arc<Shared>, rx: mpsc::Receiver<JobBox>) {
                         base,
                         deltas: Vec::new(),
                         net: Some(NetChange { skeleton: false, keys: Vec::new(), old_nh: Some(old_nh) }),
+                        changes: Vec::new(),
                     }),
                     Err(s) => {
                         let _ = reply.send(Err(s));
@@ -228,34 +323,52 @@ fn writer(sh: Arc<Shared>, rx: mpsc::Receiver<JobBox>) {
                 },
             }
         }
+        phase(&sh, "apply", t_apply);
         let t0 = Instant::now();
-        let res = if ops.is_empty() { Ok(()) } else { sh.store.commit(&ops) };
+        let bytes = group.finish();
+        let res = sh.store.commit(&bytes);
         sh.metrics.store_commit_seconds.observe(t0.elapsed().as_secs_f64());
         sh.metrics.group_size.observe(ngroup as f64);
+        phase(&sh, "store", t0);
+        let t_pub = Instant::now();
         match res {
             Ok(()) => {
-                for name in poisoned {
-                    rebuild(&sh, &mut st, &name);
-                }
                 for e in effects {
                     publish(&sh, &mut st, e);
                 }
             }
             Err(err) => {
-                // Nothing of this group is durable: reload every table from
-                // the store (new epochs) and refuse every batch of the group.
-                reload_all(&sh, &mut st);
+                // Nothing of this group is durable: undo it in memory (new
+                // epochs for the touched tables) and refuse every batch.
+                let mut replies: Vec<Box<dyn FnOnce(Status)>> = Vec::new();
                 for e in effects {
-                    let s = Status::internal(format!("store commit failed, batch not applied: {err}"));
-                    sh.metrics.write_errors.inc();
                     match e {
-                        Effect::Created(r, _) => drop(r.send(Err(s))),
-                        Effect::Dropped(r) => drop(r.send(Err(s))),
-                        Effect::Wrote { reply, .. } => drop(reply.send(Err(s))),
+                        Effect::Created(r, _) => replies.push(Box::new(move |s| drop(r.send(Err(s))))),
+                        Effect::Dropped(r, t) => {
+                            st.tables.insert(t.rec.name.clone(), *t);
+                            replies.push(Box::new(move |s| drop(r.send(Err(s)))));
+                        }
+                        Effect::Wrote { reply, .. } => replies.push(Box::new(move |s| drop(reply.send(Err(s))))),
                     }
+                }
+                for (name, rec) in before {
+                    match rec {
+                        None => {
+                            if st.tables.remove(&name).is_some() {
+                                forget_gauges(&sh.metrics, &name);
+                            }
+                        }
+                        Some(rec) => rebuild(&sh, &mut st, &name, Some(rec), std::iter::empty()),
+                    }
+                }
+                for r in replies {
+                    let s = Status::unavailable(format!("store commit failed, batch not applied: {err}"));
+                    sh.metrics.write_errors.inc();
+                    r(s);
                 }
             }
         }
+        phase(&sh, "publish", t_pub);
     }
 }
 
@@ -268,10 +381,10 @@ fn publish(sh: &Shared, st: &mut State, e: Effect) {
             });
             let _ = reply.send(info.ok_or_else(|| no_table(&name)));
         }
-        Effect::Dropped(reply) => {
+        Effect::Dropped(reply, _) => {
             let _ = reply.send(Ok(()));
         }
-        Effect::Wrote { reply, table, epoch, base, deltas, net } => {
+        Effect::Wrote { reply, table, epoch, base, deltas, net, changes } => {
             let Some(t) = st.tables.get_mut(&table) else {
                 let _ = reply.send(Err(no_table(&table)));
                 return;
@@ -280,6 +393,16 @@ fn publish(sh: &Shared, st: &mut State, e: Effect) {
             sh.metrics.updates.inc_by(n as u64);
             sh.metrics.batches.inc();
             sh.metrics.batch_size.observe(n as f64);
+            for (k, v) in changes {
+                match v {
+                    Some(v) => {
+                        t.items.insert(k, v);
+                    }
+                    None => {
+                        t.items.remove(&k);
+                    }
+                }
+            }
             // A later failure in the group may have rebuilt the table: its
             // new epoch starts after this batch, so the deltas are moot.
             if t.epoch == epoch {
@@ -307,47 +430,53 @@ fn publish(sh: &Shared, st: &mut State, e: Effect) {
     }
 }
 
-fn rebuild(sh: &Shared, st: &mut State, name: &str) {
-    let loaded = sh.store.load().map(|all| all.into_iter().find(|(r, _)| r.name == name));
-    match loaded {
-        Ok(Some((rec, entries))) => match Table::build(rec, entries) {
-            Ok(mut t) => {
-                if let Some(old) = st.tables.remove(name) {
-                    t.id = old.id;
-                    t.subscribers = old.subscribers;
-                    t.rebuilds = old.rebuilds + 1;
-                    t.tx = old.tx;
+/// Rebuilds table `name`'s control form (a new epoch) from its committed
+/// entries with `pending` changes on top, under record `rec` (default: the
+/// table's current record).
+fn rebuild<'a>(
+    sh: &Shared,
+    st: &mut State,
+    name: &str,
+    rec: Option<TableRecord>,
+    pending: impl Iterator<Item = &'a [(Vec<u8>, Option<u64>)]>,
+) {
+    let Some(old) = st.tables.remove(name) else { return };
+    let mut items = old.items.clone();
+    for changes in pending {
+        for (k, v) in changes {
+            match v {
+                Some(v) => {
+                    items.insert(k.clone(), *v);
                 }
-                sh.metrics.table_rebuilds.get_or_create(&TableLabel { table: name.to_string() }).inc();
-                t.tx.send_replace(t.rec.sequence);
-                st.tables.insert(name.to_string(), t);
+                None => {
+                    items.remove(k);
+                }
             }
-            Err(e) => {
-                eprintln!(
-                    "keyplane serve: table {name:?} does not rebuild from the store: {e}; dropping it from memory"
-                );
-                st.tables.remove(name);
-            }
-        },
-        Ok(None) => {
-            st.tables.remove(name);
         }
-        Err(e) => eprintln!("keyplane serve: cannot read table {name:?} from the store: {e}"),
+    }
+    let rec = rec.unwrap_or_else(|| old.rec.clone());
+    match Table::build_from(rec, items) {
+        Ok(mut t) => {
+            // The committed entries stay as they were (pending ones are
+            // committed on publish).
+            t.items = old.items;
+            t.id = old.id;
+            t.subscribers = old.subscribers;
+            t.rebuilds = old.rebuilds + 1;
+            t.tx = old.tx;
+            sh.metrics.table_rebuilds.get_or_create(&TableLabel { table: name.to_string() }).inc();
+            t.tx.send_replace(t.rec.sequence);
+            publish_gauges(&sh.metrics, &mut t);
+            st.tables.insert(name.to_string(), t);
+        }
+        Err(e) => {
+            eprintln!("keyplane serve: table {name:?} does not rebuild from its entries: {e}; keeping the old form");
+            st.tables.insert(name.to_string(), old);
+        }
     }
 }
 
-fn reload_all(sh: &Shared, st: &mut State) {
-    let names: Vec<String> = st.tables.keys().cloned().collect();
-    let stored: Vec<String> = match sh.store.load() {
-        Ok(all) => all.into_iter().map(|(r, _)| r.name).collect(),
-        Err(_) => Vec::new(),
-    };
-    for n in names.iter().chain(stored.iter()) {
-        rebuild(sh, st, n);
-    }
-}
-
-fn create(sh: &Shared, st: &mut State, req: pb::CreateTableRequest, ops: &mut Vec<Op>) -> Result<String, Status> {
+fn create(sh: &Shared, st: &mut State, req: pb::CreateTableRequest, group: &mut Group) -> Result<String, Status> {
     check_name(&req.name)?;
     if st.tables.contains_key(&req.name) {
         return Err(Status::already_exists(format!("table {:?} exists (drop it first to recreate)", req.name)));
@@ -373,34 +502,37 @@ fn create(sh: &Shared, st: &mut State, req: pb::CreateTableRequest, ops: &mut Ve
         topology: req.topology,
         down_links: Vec::new(),
     };
-    let mut t = Table::build(rec.clone(), entries.clone()).map_err(Status::invalid_argument)?;
-    t.id = sh.next_table_id.fetch_add(1, Ordering::Relaxed);
-    ops.push(Op::Record(rec));
-    for (k, v) in entries {
-        ops.push(Op::Entry { table: req.name.clone(), key: k, value: Some(v) });
+    let mut t = Table::build(rec, entries).map_err(Status::invalid_argument)?;
+    group.record(&t.rec);
+    if !t.items.is_empty() {
+        group.begin_entries(&req.name);
+        for (k, v) in &t.items {
+            group.entry(k, Some(*v));
+        }
     }
+    t.id = sh.next_table_id.fetch_add(1, Ordering::Relaxed);
     st.tables.insert(req.name.clone(), t);
     Ok(req.name)
 }
 
-type Wrote = (u64, u64, Vec<Vec<u8>>, Option<NetChange>);
+type Wrote = (u64, u64, Vec<Vec<u8>>, Option<NetChange>, Vec<(Vec<u8>, Option<u64>)>);
 
 /// Validates the whole batch, then applies it to the control form. The
 /// bool of an error is true when the control form may be half-changed.
-fn write(st: &mut State, req: &pb::WriteRequest, ops: &mut Vec<Op>) -> Result<Wrote, (Status, bool)> {
+fn write(st: &mut State, req: pb::WriteRequest, group: &mut Group) -> Result<Wrote, (Status, bool)> {
     let t = st.tables.get_mut(&req.table).ok_or_else(|| (no_table(&req.table), false))?;
     let vb = t.rec.value_bits;
     let nswitches = t.net.as_ref().map(|n| n.topo.switches.len());
-    let mut overlay: HashMap<Vec<u8>, Option<u64>> = HashMap::new();
     let mut resolved: Vec<(Vec<u8>, Type, u64)> = Vec::with_capacity(req.updates.len());
-    for (i, u) in req.updates.iter().enumerate() {
+    // Pass 1: types, keys, values (no table access).
+    for (i, u) in req.updates.into_iter().enumerate() {
         let e = (|| {
             let ty = Type::try_from(u.r#type).ok().filter(|t| *t != Type::Unspecified).ok_or_else(|| {
                 invalid(i, format!("update type {} is not INSERT (1), MODIFY (2) or DELETE (3)", u.r#type))
             })?;
-            let entry = u.entry.as_ref().ok_or_else(|| invalid(i, "update has no entry"))?;
-            let key = keys::resolve(t.kf, entry.key.as_ref()).map_err(|m| invalid(i, m))?;
+            let entry = u.entry.ok_or_else(|| invalid(i, "update has no entry"))?;
             let value = entry.value;
+            let key = keys::resolve_owned(t.kf, entry.key).map_err(|m| invalid(i, m))?;
             if ty != Type::Delete {
                 keyplane::check_value(value, vb).map_err(|e| invalid(i, e))?;
                 if let Some(n) = nswitches {
@@ -415,31 +547,47 @@ fn write(st: &mut State, req: &pb::WriteRequest, ops: &mut Vec<Op>) -> Result<Wr
                     }
                 }
             }
-            let present = match overlay.get(&key) {
-                Some(v) => v.is_some(),
-                None => t.control.get(&key).is_some(),
-            };
-            match (ty, present) {
-                (Type::Insert, true) => {
-                    return Err(Status::already_exists(format!(
-                        "update {i}: INSERT of a key that is present (use MODIFY)"
-                    )));
-                }
-                (Type::Modify | Type::Delete, false) => {
-                    return Err(Status::not_found(format!("update {i}: {} of a key that is absent", ty.as_str_name())));
-                }
-                _ => {}
-            }
-            overlay.insert(key.clone(), (ty != Type::Delete).then_some(value));
             Ok((key, ty, value))
         })();
         resolved.push(e.map_err(|s| (s, false))?);
     }
+    // Pass 2: presence, with the batch's own earlier updates overlaid.
+    let mut overlay: HashMap<&[u8], bool> = HashMap::new();
+    let single = resolved.len() == 1;
+    for (i, (key, ty, _)) in resolved.iter().enumerate() {
+        let present = match overlay.get(key.as_slice()) {
+            Some(p) => *p,
+            None => t.control.get(key).is_some(),
+        };
+        match (ty, present) {
+            (Type::Insert, true) => {
+                return Err((
+                    Status::already_exists(format!("update {i}: INSERT of a key that is present (use MODIFY)")),
+                    false,
+                ));
+            }
+            (Type::Modify | Type::Delete, false) => {
+                return Err((
+                    Status::not_found(format!("update {i}: {} of a key that is absent", ty.as_str_name())),
+                    false,
+                ));
+            }
+            _ => {}
+        }
+        if !single {
+            overlay.insert(key.as_slice(), *ty != Type::Delete);
+        }
+    }
+    drop(overlay);
     let base = t.rec.sequence;
     let net = t.net.is_some();
     let mut deltas = Vec::with_capacity(if net { 0 } else { resolved.len() });
+    let mut changes = Vec::with_capacity(resolved.len());
     let mut nc = NetChange { skeleton: false, keys: Vec::new(), old_nh: None };
     let n = resolved.len() as u64;
+    if n > 0 {
+        group.begin_entries(&req.table);
+    }
     for (i, (key, ty, value)) in resolved.into_iter().enumerate() {
         let old = if net { t.control.get(&key) } else { None };
         let d = match ty {
@@ -450,23 +598,25 @@ fn write(st: &mut State, req: &pb::WriteRequest, ops: &mut Vec<Op>) -> Result<Wr
             _ => t.control.insert(&key, value),
         };
         let d = d.map_err(|e| (Status::resource_exhausted(format!("update {i}: the table refused it: {e}")), true))?;
+        let v = (ty != Type::Delete).then_some(value);
+        group.entry(&key, v);
         if net {
             nc.skeleton |= ty != Type::Modify;
             nc.keys.push((key.clone(), old));
         } else {
             deltas.push(d);
         }
-        ops.push(Op::Entry { table: req.table.clone(), key, value: (ty != Type::Delete).then_some(value) });
+        changes.push((key, v));
     }
     t.rec.sequence += n;
     t.snapshot = None;
     if n > 0 {
-        ops.push(Op::Record(t.rec.clone()));
+        group.record(&t.rec);
     }
-    Ok((t.epoch, base, deltas, net.then_some(nc)))
+    Ok((t.epoch, base, deltas, net.then_some(nc), changes))
 }
 
-fn set_link(st: &mut State, req: &pb::SetLinkRequest, ops: &mut Vec<Op>) -> Result<(u64, u64, Vec<Vec<u16>>), Status> {
+fn set_link(st: &mut State, req: &pb::SetLinkRequest, group: &mut Group) -> Result<(u64, u64, Vec<Vec<u16>>), Status> {
     let t = st.tables.get_mut(&req.table).ok_or_else(|| no_table(&req.table))?;
     let net = t.net.as_mut().ok_or_else(|| {
         Status::failed_precondition(format!("table {:?} is not network-wide (create it with a topology)", req.table))
@@ -494,8 +644,223 @@ fn set_link(st: &mut State, req: &pb::SetLinkRequest, ops: &mut Vec<Op>) -> Resu
         .collect();
     let base = t.rec.sequence;
     t.rec.sequence += 1;
-    ops.push(Op::Record(t.rec.clone()));
+    group.record(&t.rec);
     Ok((t.epoch, base, old_nh))
+}
+
+/// The etcd role loop: follow the log (apply each group) and campaign;
+/// once elected, catch up and let the writer commit until leadership ends.
+async fn etcd_role(sh: Arc<Shared>, etcd: Arc<EtcdStore>, mut rev: i64) {
+    loop {
+        if etcd.is_leader() {
+            tokio::time::sleep(crate::etcd::CAMPAIGN_EVERY).await;
+            continue;
+        }
+        // Follower: watch the log after what we have, campaign meanwhile.
+        let mut watch = match etcd.watch_log(rev + 1).await {
+            Ok(w) => Some(w),
+            Err(e) => {
+                eprintln!("keyplane serve: cannot watch the etcd log: {e}; retrying");
+                None
+            }
+        };
+        let mut tick = tokio::time::interval(crate::etcd::CAMPAIGN_EVERY);
+        loop {
+            let msg = async {
+                match watch.as_mut() {
+                    Some(w) => w.message().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                m = msg => match m {
+                    Ok(Some(resp)) => {
+                        let mut gap = false;
+                        for ev in resp.events() {
+                            let Some(kv) = ev.kv() else { continue };
+                            if ev.event_type() != etcd_client::EventType::Put {
+                                continue;
+                            }
+                            let Some(i) = etcd.index_of(kv.key()) else { continue };
+                            let have = etcd.index.load(Ordering::Acquire);
+                            if i <= have {
+                                continue;
+                            }
+                            if i != have + 1 {
+                                gap = true;
+                                break;
+                            }
+                            follow_group(&sh, &etcd, i, kv.value());
+                            rev = rev.max(kv.mod_revision());
+                        }
+                        if gap {
+                            if let Ok((log, r)) = etcd.read_log(etcd.index.load(Ordering::Acquire)).await {
+                                for (i, g) in log {
+                                    follow_group(&sh, &etcd, i, &g);
+                                }
+                                rev = r;
+                            }
+                        }
+                    }
+                    _ => break, // the watch ended: start another
+                },
+                _ = tick.tick() => {
+                    match etcd.campaign().await {
+                        Ok(true) => {
+                            // Elected: nothing can be appended by anyone else
+                            // now; take everything up to the end, then lead.
+                            match etcd.read_log(etcd.index.load(Ordering::Acquire)).await {
+                                Ok((log, r)) => {
+                                    for (i, g) in log {
+                                        follow_group(&sh, &etcd, i, &g);
+                                    }
+                                    rev = r;
+                                    etcd.lead();
+                                    eprintln!("keyplane serve: leading (etcd log index {})", etcd.index.load(Ordering::Acquire));
+                                }
+                                Err(e) => eprintln!("keyplane serve: elected but cannot read the log: {e}"),
+                            }
+                            break;
+                        }
+                        Ok(false) => {}
+                        Err(e) => eprintln!("keyplane serve: campaign failed: {e}"),
+                    }
+                }
+            }
+        }
+        // After leading, resume following from what the writer committed.
+        if !etcd.is_leader() {
+            if let Ok((log, r)) = etcd.read_log(etcd.index.load(Ordering::Acquire)).await {
+                for (i, g) in log {
+                    follow_group(&sh, &etcd, i, &g);
+                }
+                rev = r;
+            }
+        }
+    }
+}
+
+/// Applies log group `i` (written by the leader) to this follower's tables.
+fn follow_group(sh: &Shared, etcd: &EtcdStore, i: u64, bytes: &[u8]) {
+    let ops = match crate::store::decode_ops(bytes) {
+        Ok((ops, _)) => ops,
+        Err(e) => {
+            eprintln!("keyplane serve: etcd log entry {i} does not decode: {e}; skipping it");
+            etcd.index.store(i, Ordering::Release);
+            return;
+        }
+    };
+    let mut st = sh.lock();
+    // The sequence a table has after the group is its last record's.
+    let mut seqs: HashMap<String, u64> = HashMap::new();
+    for op in ops {
+        match op {
+            Op::Record(rec) => {
+                let name = rec.name.clone();
+                seqs.insert(name.clone(), rec.sequence);
+                match st.tables.get_mut(&name) {
+                    Some(t) if t.rec.down_links == rec.down_links => {
+                        t.rec = rec;
+                        t.snapshot = None;
+                        t.tx.send_replace(t.rec.sequence);
+                        publish_gauges(&sh.metrics, t);
+                    }
+                    Some(_) => rebuild(sh, &mut st, &name, Some(rec), std::iter::empty()),
+                    None => match Table::build(rec, Vec::new()) {
+                        Ok(mut t) => {
+                            t.id = sh.next_table_id.fetch_add(1, Ordering::Relaxed);
+                            publish_gauges(&sh.metrics, &mut t);
+                            st.tables.insert(name, t);
+                        }
+                        Err(e) => eprintln!("keyplane serve: table {name:?} from the etcd log does not build: {e}"),
+                    },
+                }
+            }
+            Op::Drop(name) => {
+                if st.tables.remove(&name).is_some() {
+                    forget_gauges(&sh.metrics, &name);
+                }
+            }
+            Op::Entries { table, entries } => {
+                let Some(t) = st.tables.get_mut(&table) else { continue };
+                let epoch = t.epoch;
+                let mut failed = false;
+                let net = t.net.is_some();
+                for (k, v) in entries {
+                    if !failed {
+                        let d = match v {
+                            Some(v) => t.control.insert(&k, v).map(Some),
+                            None => t.control.remove(&k),
+                        };
+                        match d {
+                            Ok(Some(d)) if !net => {
+                                let seq = t.rec.sequence + 1;
+                                let msg = pb::SubscribeResponse {
+                                    update: Some(pb::subscribe_response::Update::Delta(pb::Delta {
+                                        sequence: seq,
+                                        epoch,
+                                        delta: d.clone(),
+                                    })),
+                                };
+                                t.log.push(seq - 1, seq, msg, d.len() + 32, sh.retain);
+                                t.rec.sequence = seq;
+                            }
+                            Ok(_) => t.rec.sequence += 1,
+                            Err(_) => failed = true,
+                        }
+                    }
+                    match v {
+                        Some(v) => {
+                            t.items.insert(k, v);
+                        }
+                        None => {
+                            t.items.remove(&k);
+                        }
+                    }
+                }
+                t.snapshot = None;
+                if net {
+                    t.refresh_views(true, &[], None, sh.retain);
+                }
+                if failed {
+                    rebuild(sh, &mut st, &table, None, std::iter::empty());
+                }
+            }
+        }
+    }
+    for (name, seq) in seqs {
+        if let Some(t) = st.tables.get_mut(&name) {
+            t.rec.sequence = seq;
+        }
+    }
+    for t in st.tables.values_mut() {
+        t.tx.send_replace(t.rec.sequence);
+        publish_gauges(&sh.metrics, t);
+    }
+    etcd.index.store(i, Ordering::Release);
+}
+
+impl Service {
+    /// For etcd followers: the leader's client, or `None` when this instance
+    /// writes itself.
+    async fn leader_client(&self) -> Result<Option<crate::client::Client>, Status> {
+        let Backend::Etcd(e) = &self.shared.store else { return Ok(None) };
+        if e.is_leader() {
+            return Ok(None);
+        }
+        let url = e.leader_url().ok_or_else(|| Status::unavailable("no leader elected yet; retry in a second"))?;
+        let mut f = self.shared.forward.lock().await;
+        if let Some((u, c)) = f.as_ref() {
+            if *u == url {
+                return Ok(Some(c.clone()));
+            }
+        }
+        let c = crate::client::connect(&url)
+            .await
+            .map_err(|err| Status::unavailable(format!("cannot reach the leader at {url}: {err}; retry")))?;
+        *f = Some((url, c.clone()));
+        Ok(Some(c))
+    }
 }
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
@@ -504,6 +869,9 @@ type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'stati
 impl pb::control_server::Control for Service {
     async fn create_table(&self, req: Request<pb::CreateTableRequest>) -> Result<Response<pb::TableInfo>, Status> {
         let r = req.into_inner();
+        if let Some(mut c) = self.leader_client().await? {
+            return c.create_table(r).await;
+        }
         self.submit(|tx| Job::Create(r, tx)).await.map(Response::new)
     }
 
@@ -524,16 +892,25 @@ impl pb::control_server::Control for Service {
 
     async fn drop_table(&self, req: Request<pb::DropTableRequest>) -> Result<Response<pb::DropTableResponse>, Status> {
         let name = req.into_inner().name;
+        if let Some(mut c) = self.leader_client().await? {
+            return c.drop_table(pb::DropTableRequest { name }).await;
+        }
         self.submit(|tx| Job::Drop(name, tx)).await.map(|()| Response::new(pb::DropTableResponse {}))
     }
 
     async fn write(&self, req: Request<pb::WriteRequest>) -> Result<Response<pb::WriteResponse>, Status> {
         let r = req.into_inner();
+        if let Some(mut c) = self.leader_client().await? {
+            return c.write(r).await;
+        }
         self.submit(|tx| Job::Write(r, tx)).await.map(|sequence| Response::new(pb::WriteResponse { sequence }))
     }
 
     async fn set_link(&self, req: Request<pb::SetLinkRequest>) -> Result<Response<pb::WriteResponse>, Status> {
         let r = req.into_inner();
+        if let Some(mut c) = self.leader_client().await? {
+            return c.set_link(r).await;
+        }
         self.submit(|tx| Job::SetLink(r, tx)).await.map(|sequence| Response::new(pb::WriteResponse { sequence }))
     }
 
@@ -554,26 +931,35 @@ impl pb::control_server::Control for Service {
             }
             Some(ks)
         };
-        let (tx, rx) = tokio::sync::mpsc::channel::<Result<pb::ReadResponse, Status>>(4);
-        let store = self.shared.store.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut chunk: Vec<pb::Entry> = Vec::new();
-            let mut seq = 0;
-            let res = store.scan(&r.table, keys.as_deref(), |s, k, v| {
-                seq = s;
-                chunk.push(pb::Entry { key: Some(keys::raw_key(k.to_vec())), value: v });
-                if chunk.len() == READ_CHUNK {
-                    let entries = std::mem::take(&mut chunk);
-                    return tx.blocking_send(Ok(pb::ReadResponse { entries, sequence: s })).is_ok();
-                }
-                true
-            });
-            let last = match res {
-                Ok(Some(s)) => Ok(pb::ReadResponse { entries: chunk, sequence: s.max(seq) }),
-                Ok(None) => Err(no_table(&r.table)),
-                Err(e) => Err(Status::internal(e.to_string())),
+        // One consistent cut under the lock (committed entries only); the
+        // sort and the stream run without it.
+        let (seq, mut entries) = {
+            let st = self.shared.lock();
+            let t = st.tables.get(&r.table).ok_or_else(|| no_table(&r.table))?;
+            let entries: Vec<(Vec<u8>, u64)> = match &keys {
+                Some(ks) => ks.iter().filter_map(|k| t.items.get(k).map(|v| (k.clone(), *v))).collect(),
+                None => t.items.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             };
-            let _ = tx.blocking_send(last);
+            (t.rec.sequence, entries)
+        };
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<pb::ReadResponse, Status>>(4);
+        let scan = keys.is_none();
+        tokio::task::spawn_blocking(move || {
+            if scan {
+                entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            }
+            let mut it = entries.into_iter().peekable();
+            loop {
+                let chunk: Vec<pb::Entry> = it
+                    .by_ref()
+                    .take(READ_CHUNK)
+                    .map(|(k, v)| pb::Entry { key: Some(keys::raw_key(k)), value: v })
+                    .collect();
+                let last = it.peek().is_none();
+                if tx.blocking_send(Ok(pb::ReadResponse { entries: chunk, sequence: seq })).is_err() || last {
+                    break;
+                }
+            }
         });
         Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
     }

@@ -5,7 +5,7 @@ use crate::pb;
 use crate::store::TableRecord;
 use crate::topology::{self, Topology};
 use keyplane_any::{AnyControl, KeyFormat, Opts};
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -124,6 +124,10 @@ pub struct Table {
     pub kf: KeyFormat,
     /// The control form.
     pub control: AnyControl,
+    /// The committed entries (what the store holds): `Read` answers from
+    /// here, and a control form that refused an update mid-batch is
+    /// rebuilt from here.
+    pub items: HashMap<Vec<u8>, u64>,
     /// Epoch of the control form.
     pub epoch: u64,
     /// Deltas of the table's own lookup form.
@@ -155,13 +159,20 @@ pub fn new_epoch() -> u64 {
 impl Table {
     /// Builds the control form (and views) from a record and its entries.
     pub fn build(rec: TableRecord, entries: Vec<(Vec<u8>, u64)>) -> Result<Self, String> {
+        Self::build_from(rec, entries.into_iter().collect())
+    }
+
+    /// Builds the control form (and views) from a record and its entries.
+    pub fn build_from(rec: TableRecord, items: HashMap<Vec<u8>, u64>) -> Result<Self, String> {
         let kf =
             crate::keys::from_pb(rec.key_format).ok_or_else(|| format!("unknown key format {}", rec.key_format))?;
         let mut opts = Opts::new();
         for (k, v) in &rec.options {
             opts.push(k, v);
         }
-        let control = AnyControl::build(&rec.structure, entries, rec.value_bits, &opts).map_err(|e| e.to_string())?;
+        let control =
+            AnyControl::build(&rec.structure, items.iter().map(|(k, v)| (k.as_slice(), *v)), rec.value_bits, &opts)
+                .map_err(|e| e.to_string())?;
         let net = if rec.topology.is_empty() {
             None
         } else {
@@ -186,6 +197,7 @@ impl Table {
             rec,
             kf,
             control,
+            items,
             epoch: new_epoch(),
             log: Log::default(),
             snapshot: None,
