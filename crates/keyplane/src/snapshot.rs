@@ -267,56 +267,37 @@ impl<T: Persist + Ord> Persist for std::collections::BTreeSet<T> {
 
 /// Hash maps are written sorted by key (their iteration order differs
 /// between instances: the maps use per-instance random hashers, so control
-/// forms never let it reach a delta or a blob).
-impl<K, V, S> Persist for hashbrown::HashMap<K, V, S>
-where
-    K: Persist + Eq + std::hash::Hash + Ord,
-    V: Persist,
-    S: std::hash::BuildHasher + Default,
-{
-    fn put(&self, w: &mut Writer) {
-        let mut all: Vec<(&K, &V)> = self.iter().collect();
-        all.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        w.u64(all.len() as u64);
-        for (k, v) in all {
-            k.put(w);
-            v.put(w);
+/// forms never let it reach a delta or a blob). One body for both map types.
+macro_rules! persist_hash_map {
+    ($($map:ident)::+) => {
+        impl<K, V, S> Persist for $($map)::+<K, V, S>
+        where
+            K: Persist + Eq + std::hash::Hash + Ord,
+            V: Persist,
+            S: std::hash::BuildHasher + Default,
+        {
+            fn put(&self, w: &mut Writer) {
+                let mut all: Vec<(&K, &V)> = self.iter().collect();
+                all.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                w.u64(all.len() as u64);
+                for (k, v) in all {
+                    k.put(w);
+                    v.put(w);
+                }
+            }
+            fn take(r: &mut Reader<'_>) -> Result<Self> {
+                let v = Vec::<(K, V)>::take(r)?;
+                let n = v.len();
+                let m: Self = v.into_iter().collect();
+                Reader::ensure(m.len() == n, || "repeated map key".into())?;
+                Ok(m)
+            }
+            const MIN_LEN: usize = 8;
         }
-    }
-    fn take(r: &mut Reader<'_>) -> Result<Self> {
-        let v = Vec::<(K, V)>::take(r)?;
-        let n = v.len();
-        let m: Self = v.into_iter().collect();
-        Reader::ensure(m.len() == n, || "repeated map key".into())?;
-        Ok(m)
-    }
-    const MIN_LEN: usize = 8;
+    };
 }
-
-impl<K, V, S> Persist for std::collections::HashMap<K, V, S>
-where
-    K: Persist + Eq + std::hash::Hash + Ord,
-    V: Persist,
-    S: std::hash::BuildHasher + Default,
-{
-    fn put(&self, w: &mut Writer) {
-        let mut all: Vec<(&K, &V)> = self.iter().collect();
-        all.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        w.u64(all.len() as u64);
-        for (k, v) in all {
-            k.put(w);
-            v.put(w);
-        }
-    }
-    fn take(r: &mut Reader<'_>) -> Result<Self> {
-        let v = Vec::<(K, V)>::take(r)?;
-        let n = v.len();
-        let m: Self = v.into_iter().collect();
-        Reader::ensure(m.len() == n, || "repeated map key".into())?;
-        Ok(m)
-    }
-    const MIN_LEN: usize = 8;
-}
+persist_hash_map!(hashbrown::HashMap);
+persist_hash_map!(std::collections::HashMap);
 
 impl Persist for crate::bits::PackedArray {
     fn put(&self, w: &mut Writer) {
