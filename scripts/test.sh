@@ -48,7 +48,7 @@ fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check grpcio grpcio-tools
 export KEYPLANE_PYTHON="$PWD/$VENV/bin/python" KEYPLANE_REQUIRE_PYTHON_GRPC=1
 
-cargo test --workspace --all-targets
+cargo test --workspace --all-targets --no-fail-fast
 cargo test --workspace --doc
 
 echo "== C library"

@@ -30,7 +30,7 @@ fn period() -> Duration {
         .ok()
         .and_then(|s| s.parse::<f64>().ok())
         .filter(|s| s.is_finite() && *s > 0.0)
-        .map_or(Duration::from_secs(2), |s| Duration::from_secs_f64(s.max(0.05)))
+        .map_or(Duration::from_secs(2), |s| Duration::from_secs_f64(s.max(0.001)))
 }
 
 fn human(x: u64, bytes: bool) -> String {

@@ -333,11 +333,13 @@ fn bench_flags_are_parsed_like_the_cli() {
 #[test]
 fn progress_lines_when_stderr_is_not_a_terminal() {
     let d = dir("progress");
-    let keys: String = (0..200_000u64).map(|i| format!("{i}\t{}\n", i % 2)).collect();
+    // 1M keys with a 1 ms period: even a fast machine spends many
+    // periods reading and building them.
+    let keys: String = (0..1_000_000u64).map(|i| format!("{i}\t{}\n", i % 2)).collect();
     std::fs::write(d.join("k.tsv"), keys).unwrap();
     let o = Command::new(bin())
         .current_dir(&d)
-        .env("KEYPLANE_PROGRESS_EVERY", "0.05")
+        .env("KEYPLANE_PROGRESS_EVERY", "0.001")
         .args(["build", "-i", "k.tsv", "--key-format", "u64", "-l", "1", "--out", "k.kpl"])
         .output()
         .unwrap();
