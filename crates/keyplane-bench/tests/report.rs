@@ -2,7 +2,7 @@
 //! valid, each SVG has 1–8 series, both axis labels and a legend outside the
 //! plotting area, and every figure `index.md` names exists.
 
-use keyplane_bench::report::{FIGURES, Options, check_svg, replot, run, select};
+use keyplane_bench::report::{FIGURES, Options, Scale, check_memory, check_svg, jobs, replot, run, scale_peak, select};
 use serde_json::Value;
 
 fn tmp(name: &str) -> String {
@@ -58,12 +58,73 @@ fn tiny_report_draws_every_figure_readably() {
         assert!(idx.contains(&format!("<a id=\"{}\"></a>", f.id)), "{}: no section", f.id);
     }
 
+    // The figures the issue lists are all there, including the Concury setups
+    // (thesis Figs. 5.9–5.11, 5.13–5.16) and the ScaleBricks per-node memory.
+    for id in [
+        "thesis-fig5.8",
+        "thesis-fig5.9",
+        "thesis-fig5.10",
+        "thesis-fig5.11",
+        "thesis-fig5.12",
+        "thesis-fig5.13",
+        "thesis-fig5.14",
+        "thesis-fig5.15",
+        "thesis-fig5.16",
+        "thesis-fig5.17",
+        "thesis-fig5.18",
+        "scalebricks-pernode",
+        "scalebricks-fig11",
+    ] {
+        let f = figs.iter().find(|f| f["id"] == id).unwrap_or_else(|| panic!("{id} missing"));
+        assert!(f["series"].as_array().unwrap().len() >= 2, "{id}: {:?}", f["series"]);
+    }
+    // The LB setup jobs measured what their figures plot, sized by the scale.
+    let lb: Vec<&Value> = doc["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["job"].as_str().is_some_and(|j| j.starts_with("lb-dipv-large/")))
+        .collect();
+    assert_eq!(lb.len(), 2 * 3, "2 sizes × 3 designs");
+    for r in &lb {
+        assert_eq!(r["queries"], 20_000, "tiny scale's lookup count");
+        assert!(r["memory_bytes"].as_f64().unwrap() > 0.0 && r["threaded_lookups_per_s_2t"].as_f64().unwrap() > 0.0);
+    }
+    assert!(lb.iter().filter(|r| r["structure"] == "concury").all(|r| r["queries_misrouted"] == 0));
+
     // Redrawing from results.json gives the same figures without running anything.
     let before = std::fs::read_to_string(format!("{dir}/concise-table2.svg")).unwrap();
     std::fs::remove_file(format!("{dir}/concise-table2.svg")).unwrap();
     let again = replot(&dir).unwrap();
     assert_eq!(again.figures, FIGURES.len());
     assert_eq!(std::fs::read_to_string(format!("{dir}/concise-table2.svg")).unwrap(), before);
+
+    // `--only` into the same directory reruns only that figure's jobs and keeps
+    // every other record and figure.
+    let kept_before: Vec<Value> =
+        doc["records"].as_array().unwrap().iter().filter(|r| r["job"] == "concise-table2").cloned().collect();
+    let only = Options { only: vec!["scalebricks-pernode".into()], ..opts };
+    let merged = run(&only).expect("merged report");
+    assert_eq!(merged.figures, FIGURES.len());
+    let doc2: Value = serde_json::from_slice(&std::fs::read(format!("{dir}/results.json")).unwrap()).unwrap();
+    assert_eq!(doc2["figures"].as_array().unwrap().len(), FIGURES.len());
+    let kept_after: Vec<Value> =
+        doc2["records"].as_array().unwrap().iter().filter(|r| r["job"] == "concise-table2").cloned().collect();
+    assert_eq!(kept_before, kept_after);
+    let gpt = |d: &Value| d["records"].as_array().unwrap().iter().filter(|r| r["job"] == "setsep-gpt").count();
+    assert_eq!((gpt(&doc), gpt(&doc2)), (5, 5), "setsep-gpt replaced, not duplicated");
+    assert_eq!(doc2["jobs"].as_array().unwrap().len(), jobs.len());
+    assert_eq!(doc2["meta"]["runs"].as_array().unwrap().len(), 2);
+    assert!(std::fs::read_to_string(format!("{dir}/index.md")).unwrap().contains("Assembled from 2 runs"));
+    // ... but not into a report of another scale.
+    let other = Options {
+        dir: dir.clone(),
+        scale: "small".into(),
+        only: vec!["scalebricks-pernode".into()],
+        quiet: false,
+        progress: false,
+    };
+    assert!(run(&other).unwrap_err().contains("holds a report at scale `tiny`"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -88,4 +149,23 @@ fn the_checker_catches_a_legend_over_the_data() {
     assert!(check_svg(&unlabelled).unwrap_err().contains("y axis label"));
     let nine: String = (0..9).map(|i| format!(r#"<g class="series" data-name="s{i}"></g>"#)).collect();
     assert!(check_svg(&ok.replace(r#"<g class="series" data-name="a"></g>"#, &nine)).unwrap_err().contains("9 series"));
+}
+
+#[test]
+fn paper_scale_fits_24_gib_and_refuses_early_without_the_memory() {
+    let gib = 1073741824.0;
+    let paper = Scale::named("paper").unwrap();
+    let all = jobs(&paper);
+    let needed: Vec<_> = all.iter().collect();
+    // Defined to fit this 24 GiB machine (jobs run one at a time).
+    assert!(scale_peak(&paper) <= 20.0 * gib, "paper peak {:.1} GiB", scale_peak(&paper) / gib);
+    assert!(check_memory(&paper, &needed, Some(23.0 * gib)).is_ok());
+    let e = check_memory(&paper, &needed, Some(4.0 * gib)).unwrap_err();
+    assert!(e.starts_with("--scale paper: job `") && e.contains("GiB but only 4.0 GiB"), "{e}");
+    // Unknown memory is not a reason to refuse.
+    assert!(check_memory(&paper, &needed, None).is_ok());
+    // The smaller scales fit in the memory a CI machine has.
+    for s in ["tiny", "small", "medium"] {
+        assert!(scale_peak(&Scale::named(s).unwrap()) < 4.0 * gib, "{s}");
+    }
 }

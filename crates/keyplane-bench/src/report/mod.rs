@@ -9,6 +9,7 @@
 //! names the jobs it reads; `--only` runs just those.
 
 mod figures;
+mod lb_setups;
 pub mod png;
 pub mod svg;
 
@@ -49,6 +50,13 @@ pub struct Scale {
     pub lb_ns: Vec<u64>,
     /// VIPs of the load-balancer runs (128 in the thesis).
     pub lb_vips: u64,
+    /// Connection states of the Large-network runs (thesis Figs. 5.10–5.11,
+    /// 5.14–5.15: 1K–16M) and of the DIP-V Small run (Figs. 5.9, 5.13).
+    pub lb_large_ns: Vec<u64>,
+    /// Lookups per timed pass of the load-balancer setup runs.
+    pub lb_queries: u64,
+    /// Interleaved timing rounds of the load-balancer setup runs (best kept).
+    pub lb_rounds: u64,
     /// States of the dynamic (Fig. 5.17) run.
     pub lb_dyn_n: u64,
     /// Seconds per arrival rate in the dynamic run.
@@ -84,6 +92,9 @@ impl Scale {
                 depth_names: 4 * k,
                 lb_ns: vec![2 * k, 8 * k],
                 lb_vips: 16,
+                lb_large_ns: vec![2 * k, 8 * k],
+                lb_queries: 20 * k,
+                lb_rounds: 1,
                 lb_dyn_n: 4 * k,
                 lb_dyn_secs: 0.05,
                 lb_rates: vec![k, 64 * k],
@@ -105,6 +116,9 @@ impl Scale {
                 depth_names: 100 * k,
                 lb_ns: vec![30 * k, 100 * k, 300 * k],
                 lb_vips: 128,
+                lb_large_ns: vec![30 * k, 100 * k, 300 * k],
+                lb_queries: 300 * k,
+                lb_rounds: 1,
                 lb_dyn_n: 100 * k,
                 lb_dyn_secs: 0.25,
                 lb_rates: vec![k, 16 * k, 256 * k],
@@ -126,6 +140,9 @@ impl Scale {
                 depth_names: 300 * k,
                 lb_ns: vec![100 * k, 300 * k, m],
                 lb_vips: 128,
+                lb_large_ns: vec![100 * k, 300 * k, m],
+                lb_queries: m,
+                lb_rounds: 2,
                 lb_dyn_n: 300 * k,
                 lb_dyn_secs: 0.5,
                 lb_rates: vec![k, 4 * k, 16 * k, 64 * k, 256 * k],
@@ -133,20 +150,32 @@ impl Scale {
                 fig10_n: m,
                 fig10_rates: vec![16 * k, 64 * k, 256 * k, 500 * k],
             },
+            // As close to the papers' sizes as one 24 GiB machine allows
+            // (jobs run one at a time; `check_memory` refuses a run whose
+            // largest job would not fit): Concise Table II at full size,
+            // CuckooSwitch Fig. 10 at its 2M entries, the thesis's Small LB
+            // network over its whole 16K–1M range and the Large one to 16M;
+            // capped where the papers go beyond memory: per-size runs at 16M
+            // keys (Ludo's benchmark peaks near 1 KB per key; the thesis
+            // reaches 1B), SetSep Table 1 at 32M keys (paper 64M), FHT shares
+            // over 32M names (paper 10^9).
             "paper" => Scale {
                 name: "paper",
-                ns: vec![m, 4 * m, 16 * m, 64 * m],
+                ns: vec![m, 4 * m, 16 * m],
                 setsep_ns: vec![m, 4 * m, 16 * m],
                 sweep_n: 16 * m,
                 bits,
                 updates: m,
                 table2_div: 1,
-                setsep_table_n: 16 * m,
+                setsep_table_n: 32 * m,
                 name_n: 16 * m,
-                share_names: 64 * m,
+                share_names: 32 * m,
                 depth_names: 16 * m,
-                lb_ns: vec![m, 4 * m, 16 * m],
+                lb_ns: vec![16 * k, 64 * k, 256 * k, m],
                 lb_vips: 128,
+                lb_large_ns: vec![64 * k, m, 4 * m, 16 * m],
+                lb_queries: 4 * m,
+                lb_rounds: 3,
                 lb_dyn_n: m,
                 lb_dyn_secs: 10.0,
                 lb_rates: vec![k, 4 * k, 16 * k, 64 * k, 256 * k],
@@ -165,6 +194,8 @@ pub enum Work {
     Bench(&'static str, Vec<String>),
     /// A sweep built in this module.
     Custom(fn(&Scale) -> Result<Vec<Record>, String>),
+    /// A load-balancer setup ([`lb_setups::SETUPS`] index) at this many states.
+    LbSetup(usize, u64),
 }
 
 /// One benchmark run, shared by the figures that read it.
@@ -175,6 +206,20 @@ pub struct Job {
     pub work: Work,
     /// Estimated seconds (for the time-left estimate; corrected as jobs finish).
     pub estimate: f64,
+}
+
+impl Job {
+    /// The run, as shown in `index.md`.
+    pub fn describe(&self) -> String {
+        match &self.work {
+            Work::Bench(b, a) => format!("{b} {}", a.join(" ")),
+            Work::Custom(_) => "(built in the report module)".into(),
+            Work::LbSetup(i, n) => {
+                let s = &lb_setups::SETUPS[*i];
+                format!("(report module) Concury, Maglev, SilkRoad: {} {} network, {n} states", s.setup, s.network)
+            }
+        }
+    }
 }
 
 fn args(list: &[(&str, String)], flags: &[&str]) -> Vec<String> {
@@ -398,7 +443,40 @@ pub fn jobs(sc: &Scale) -> Vec<Job> {
         ),
         estimate: 3.0 + sc.lb_dyn_n as f64 * 10e-6 + 4.5 * sc.lb_dyn_secs * sc.lb_rates.len() as f64,
     });
+    for (i, setup) in lb_setups::SETUPS.iter().enumerate() {
+        let ns = if setup.network == "large" { &sc.lb_large_ns } else { &sc.lb_ns };
+        for &n in ns {
+            out.push(Job {
+                id: format!("{}/n={n}", setup.id),
+                work: Work::LbSetup(i, n),
+                estimate: 1.0 + n as f64 * 12e-6 + sc.lb_queries as f64 * sc.lb_rounds as f64 * 12.0 * 0.3e-6,
+            });
+        }
+    }
+    out.push(Job { id: "setsep-gpt".into(), work: Work::Custom(setsep_gpt), estimate: sc.sweep_n as f64 * 40e-6 });
     out
+}
+
+/// SetSep memory for the GPT value widths of 2–32 servers (l = 1..=5, the
+/// ScaleBricks per-node memory and Fig. 11 formulas).
+fn setsep_gpt(sc: &Scale) -> Result<Vec<Record>, String> {
+    use crate::common::KeyType;
+    use keyplane::{ControlTable, LookupTable};
+    let n = sc.sweep_n as usize;
+    let keys: Vec<[u8; 8]> = (0..n as u64).map(|i| keyplane::hash::mix64(i ^ 0x6e7).to_le_bytes()).collect();
+    let mut out = Vec::new();
+    for l in 1..=5u32 {
+        let vals = (0..n as u64).map(|i| keyplane::hash::mix64(i.rotate_left(9) ^ 0x9a1) & keyplane::mask(l));
+        let t = std::time::Instant::now();
+        let c = keyplane::setsep::Control::from_items(keys.iter().zip(vals), l)
+            .map_err(|e| format!("setsep l = {l}: {e}"))?;
+        let secs = t.elapsed().as_secs_f64();
+        let b = c.export().memory_bytes();
+        let mut r = Record::new("setsep", n, l, KeyType::U64);
+        r.set("memory_bytes", b).set("bits_per_key", b as f64 * 8.0 / n as f64).set("build_s", secs);
+        out.push(r);
+    }
+    Ok(out)
 }
 
 /// Memory of each structure across value widths at `sweep_n` keys (thesis
@@ -613,10 +691,15 @@ fn mmss(s: f64) -> String {
 pub fn run(o: &Options) -> Result<Summary, String> {
     let sc = Scale::named(&o.scale)?;
     let figs = select(&o.only)?;
-    std::fs::create_dir_all(&o.dir).map_err(|e| format!("{}: {e}", o.dir))?;
     let all = jobs(&sc);
     let needed: Vec<&Job> =
         all.iter().filter(|j| figs.iter().any(|f| f.jobs.iter().any(|p| j.id.starts_with(p)))).collect();
+    // Refuse before running anything if a job would not fit in memory.
+    check_memory(&sc, &needed, mem_available())?;
+    // `--only` into a directory that holds a report of the same scale merges:
+    // the selected figures' jobs are rerun, every other record is kept.
+    let previous = if o.only.is_empty() { None } else { previous_report(&o.dir, sc.name)? };
+    std::fs::create_dir_all(&o.dir).map_err(|e| format!("{}: {e}", o.dir))?;
     let total_est: f64 = needed.iter().map(|j| j.estimate).sum();
     let log = if o.quiet {
         let p = format!("{}/bench.log", o.dir);
@@ -653,6 +736,7 @@ pub fn run(o: &Options) -> Result<Summary, String> {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &j.work {
                 Work::Bench(b, a) => Args::parse(a).and_then(|a| crate::run(b, &a)),
                 Work::Custom(f) => f(&sc),
+                Work::LbSetup(i, n) => lb_setups::measure(&sc, &lb_setups::SETUPS[*i], *n),
             }))
         };
         let secs = t0.elapsed().as_secs_f64();
@@ -676,10 +760,7 @@ pub fn run(o: &Options) -> Result<Summary, String> {
         if let (Some(e), true) = (&err, o.progress) {
             eprintln!("report: job {} failed: {e}", j.id);
         }
-        let args = match &j.work {
-            Work::Bench(b, a) => format!("{b} {}", a.join(" ")),
-            Work::Custom(_) => "(built in the report module)".into(),
-        };
+        let args = j.describe();
         job_meta.push(json!({ "id": j.id, "run": args, "seconds": secs, "estimate_s": j.estimate, "error": err }));
     }
     let seconds = started.elapsed().as_secs_f64();
@@ -699,6 +780,10 @@ pub fn run(o: &Options) -> Result<Summary, String> {
         },
     });
     let mut doc = json!({ "meta": meta, "jobs": job_meta, "records": records });
+    let figs = match previous {
+        Some(prev) => merge(prev, &mut doc, &figs),
+        None => figs,
+    };
     let summary = render(&o.dir, &mut doc, &figs)?;
     if o.progress {
         eprintln!(
@@ -711,6 +796,187 @@ pub fn run(o: &Options) -> Result<Summary, String> {
         );
     }
     Ok(summary)
+}
+
+/// Estimated peak resident bytes of a job: per-key costs measured with
+/// `/usr/bin/time` (keys, the structure's control and lookup forms, and the
+/// same-run baselines), rounded up.
+pub fn job_memory(j: &Job, sc: &Scale) -> f64 {
+    let n_of = |id: &str| id.rsplit("n=").next().and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    let id = j.id.as_str();
+    let per = |n: f64, b: f64| 64e6 + n * b;
+    if id.starts_with("othello/") {
+        per(n_of(id), MEM_PER_KEY.othello)
+    } else if id.starts_with("cuckoo/") {
+        per(n_of(id), MEM_PER_KEY.cuckoo)
+    } else if id.starts_with("ludo/") {
+        per(n_of(id), MEM_PER_KEY.ludo)
+    } else if id.starts_with("setsep/") {
+        per(n_of(id), MEM_PER_KEY.setsep)
+    } else if id == "setsep-table1" {
+        per(sc.setsep_table_n as f64, MEM_PER_KEY.setsep)
+    } else if id == "setsep-gpt" {
+        per(sc.sweep_n as f64, MEM_PER_KEY.setsep)
+    } else if id == "vbits" {
+        per(sc.sweep_n as f64, MEM_PER_KEY.vbits)
+    } else if id == "concise-table2" {
+        per(TABLE2_ROWS.iter().map(|r| r.2).max().unwrap_or(0) as f64 / sc.table2_div as f64, MEM_PER_KEY.cuckoo)
+    } else if id == "cuckoo-fig10" {
+        per(sc.fig10_n as f64, MEM_PER_KEY.cuckoo)
+    } else if id == "cfw" || id == "bfw" || id.starts_with("ofw/") {
+        per(sc.sweep_n as f64, MEM_PER_KEY.cuckoo)
+    } else if id == "fht" {
+        per(sc.name_n as f64 + sc.share_names as f64, MEM_PER_KEY.names)
+    } else if id == "fpt" {
+        per(sc.depth_names as f64, MEM_PER_KEY.trie)
+    } else if id == "lb-dynamic" {
+        per(sc.lb_dyn_n as f64, MEM_PER_KEY.lb)
+    } else if id.starts_with("lb") {
+        per(n_of(id), MEM_PER_KEY.lb)
+    } else {
+        64e6
+    }
+}
+
+/// Peak bytes per key (or state, or name) of the job families.
+struct PerKey {
+    othello: f64,
+    cuckoo: f64,
+    ludo: f64,
+    setsep: f64,
+    vbits: f64,
+    names: f64,
+    trie: f64,
+    lb: f64,
+}
+
+// Measured peak RSS per key at 100K–300K keys on this machine (othello 250,
+// cuckoo 190, ludo 970, setsep 250, lb 490, fht 220, fpt 730 bytes), with
+// about 1.3× headroom.
+const MEM_PER_KEY: PerKey = PerKey {
+    othello: 330.0,
+    cuckoo: 300.0,
+    ludo: 1300.0,
+    setsep: 350.0,
+    vbits: 350.0,
+    names: 300.0,
+    trie: 1000.0,
+    lb: 700.0,
+};
+
+/// `MemAvailable` of `/proc/meminfo` in bytes (`None` where unknown).
+fn mem_available() -> Option<f64> {
+    let m = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let l = m.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    Some(l.split_whitespace().nth(1)?.parse::<f64>().ok()? * 1024.0)
+}
+
+/// Refuses a run whose largest job would not fit in the available memory
+/// (jobs run one at a time, so the peak is the largest job's).
+pub fn check_memory(sc: &Scale, needed: &[&Job], available: Option<f64>) -> Result<(), String> {
+    let Some(avail) = available else { return Ok(()) };
+    let Some(big) = needed.iter().max_by(|a, b| job_memory(a, sc).total_cmp(&job_memory(b, sc))) else {
+        return Ok(());
+    };
+    let need = job_memory(big, sc);
+    if need > avail * 0.9 {
+        let gib = |b: f64| b / 1073741824.0;
+        return Err(format!(
+            "--scale {}: job `{}` needs about {:.1} GiB but only {:.1} GiB of memory is available \
+             (MemAvailable); free memory, or choose a smaller scale (medium needs about {:.1} GiB), \
+             or select figures with --only",
+            sc.name,
+            big.id,
+            gib(need),
+            gib(avail),
+            gib(Scale::named("medium").map(|m| scale_peak(&m)).unwrap_or(0.0)),
+        ));
+    }
+    Ok(())
+}
+
+/// Peak memory estimate of a whole scale (its largest job).
+pub fn scale_peak(sc: &Scale) -> f64 {
+    jobs(sc).iter().map(|j| job_memory(j, sc)).fold(0.0, f64::max)
+}
+
+/// `DIR/results.json` if it holds a report of scale `scale`; an error if
+/// it holds another scale (merging would mix sizes); `None` if absent.
+fn previous_report(dir: &str, scale: &str) -> Result<Option<Value>, String> {
+    let path = format!("{dir}/results.json");
+    let Ok(bytes) = std::fs::read(&path) else { return Ok(None) };
+    let doc: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| format!("{path}: not a report ({e}); remove it or write the report to another directory"))?;
+    match doc["meta"]["scale"].as_str() {
+        Some(s) if s == scale => Ok(Some(doc)),
+        other => Err(format!(
+            "{path} holds a report at scale `{}`; --only merges into a report of the same scale: \
+             pass --scale {0} or write to another directory",
+            other.unwrap_or("?")
+        )),
+    }
+}
+
+/// Merges this run (`doc`) into the previous report: records and job rows
+/// of the jobs rerun replace the old ones, the others are kept; returns
+/// the figures to draw (the previous report's and the selected ones, in
+/// report order). The run time adds up and each run is listed in
+/// `meta.runs`.
+fn merge(mut prev: Value, doc: &mut Value, figs: &[&'static FigureDef]) -> Vec<&'static FigureDef> {
+    let rerun: Vec<String> = doc["jobs"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|j| j["id"].as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    let kept = |v: &Value, key: &str| -> Vec<Value> {
+        v[key]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter(|r| {
+                        !r[if key == "jobs" { "id" } else { "job" }]
+                            .as_str()
+                            .is_some_and(|j| rerun.iter().any(|x| x == j))
+                    })
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut records = kept(&prev, "records");
+    records.extend(doc["records"].as_array().cloned().unwrap_or_default());
+    let mut jobs = kept(&prev, "jobs");
+    jobs.extend(doc["jobs"].as_array().cloned().unwrap_or_default());
+    let old_figs: Vec<String> = prev["meta"]["figures_requested"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    let out: Vec<&'static FigureDef> =
+        FIGURES.iter().filter(|f| old_figs.iter().any(|o| o == f.id) || figs.iter().any(|g| g.id == f.id)).collect();
+    let this_run = json!({
+        "figures": figs.iter().map(|f| f.id).collect::<Vec<_>>(),
+        "seconds": doc["meta"]["seconds"],
+        "load_average_start": doc["meta"]["load_average_start"],
+        "load_average_end": doc["meta"]["load_average_end"],
+    });
+    let mut runs = prev["meta"]["runs"].as_array().cloned().unwrap_or_else(|| {
+        vec![json!({
+            "figures": old_figs,
+            "seconds": prev["meta"]["seconds"],
+            "load_average_start": prev["meta"]["load_average_start"],
+            "load_average_end": prev["meta"]["load_average_end"],
+        })]
+    });
+    runs.push(this_run);
+    let meta = prev["meta"].as_object_mut().map(std::mem::take).unwrap_or_default();
+    let mut meta = Value::Object(meta);
+    meta["seconds"] = json!(runs.iter().filter_map(|r| r["seconds"].as_f64()).sum::<f64>());
+    meta["load_average_end"] = doc["meta"]["load_average_end"].clone();
+    meta["figures_requested"] = json!(out.iter().map(|f| f.id).collect::<Vec<_>>());
+    meta["sizes"] = doc["meta"]["sizes"].clone();
+    meta["machine"] = doc["meta"]["machine"].clone();
+    meta["runs"] = Value::Array(runs);
+    *doc = json!({ "meta": meta, "jobs": jobs, "records": records });
+    out
 }
 
 /// What a report run produced.
@@ -845,6 +1111,29 @@ fn render(dir: &str, doc: &mut Value, figs: &[&FigureDef]) -> Result<Summary, St
             }
         );
     }
+    if let Some(runs) = meta["runs"].as_array().filter(|r| r.len() > 1) {
+        let parts: Vec<String> = runs
+            .iter()
+            .map(|r| {
+                let figs = r["figures"].as_array().map_or(0, Vec::len);
+                format!(
+                    "{} ({} figure{}, load {}–{})",
+                    mmss(r["seconds"].as_f64().unwrap_or(0.0)),
+                    if figs == 0 { "all".to_string() } else { figs.to_string() },
+                    if figs == 1 { "" } else { "s" },
+                    r["load_average_start"].as_f64().map_or("?".into(), |v| format!("{v:.1}")),
+                    r["load_average_end"].as_f64().map_or("?".into(), |v| format!("{v:.1}")),
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            md,
+            "Assembled from {} runs at this scale (`--only` merges the selected figures' jobs into the existing \
+             `results.json`): {}.\n",
+            runs.len(),
+            parts.join("; ")
+        );
+    }
     let failed: Vec<String> = doc["jobs"]
         .as_array()
         .map(|a| {
@@ -857,9 +1146,15 @@ fn render(dir: &str, doc: &mut Value, figs: &[&FigureDef]) -> Result<Summary, St
     if !failed.is_empty() {
         let _ = writeln!(md, "Failed benchmark jobs (their figures lack those points):\n\n{}\n", failed.join("\n"));
     }
+    let count_of = |w: &str| doc["figures"].as_array().map_or(0, |a| a.iter().filter(|f| f["verdict"] == w).count());
     let _ = writeln!(
         md,
-        "## Claims at a glance\n\n| paper, figure | section | verdict on this machine |\n|---|---|---|\n{verdicts}"
+        "## Claims at a glance\n\n{} figures and tables: ✅ {} reproduced, 🟡 {} partly reproduced, ❌ {} not reproduced \
+         on this machine.\n\n| paper, figure | section | verdict on this machine |\n|---|---|---|\n{verdicts}",
+        doc["figures"].as_array().map_or(0, Vec::len),
+        count_of("Reproduced"),
+        count_of("Partly reproduced"),
+        count_of("Not reproduced"),
     );
     md.push_str(&sections);
     let _ = writeln!(md, "## Figures not reproduced here\n");
