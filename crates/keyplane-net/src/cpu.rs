@@ -40,6 +40,18 @@ pub fn thread_runtime_ns(tid: i32) -> u64 {
     first_u64(Path::new(&format!("/proc/{tid}/schedstat")))
 }
 
+/// CPU time in ns the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`):
+/// time it was preempted is not in it, so a timed loop on a loaded machine
+/// reads what the loop itself cost.
+pub fn this_thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec we own.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// `utime + stime` of thread `tid` in ticks ([`USER_HZ`]); 0 when gone.
 pub fn thread_ticks(tid: i32) -> u64 {
     let Ok(st) = std::fs::read_to_string(format!("/proc/{tid}/stat")) else { return 0 };
@@ -152,6 +164,13 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         assert!(thread_runtime_ns(tid) > r0, "runtime of a spinning thread grows");
+        let c0 = this_thread_cpu_ns();
+        let mut x = 1u64;
+        while this_thread_cpu_ns() == c0 {
+            x = x.wrapping_mul(3).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        assert!(this_thread_cpu_ns() > c0);
         let _ = tx.send(());
         h.join().unwrap();
         assert_eq!(thread_runtime_ns(tid), 0, "a finished thread reads 0");
