@@ -54,10 +54,15 @@ pub struct Target {
 /// (OthelloMap: Othello with 44-bit values at ≤ 3.5 slots per state, key
 /// store, graph links, `C` entry; measured ≈ 118 B per state at 1M).
 pub const CONTROL_BYTES_PER_STATE: usize = 400;
-/// Work units (key ids, queue positions) of one [`ControlSide::reap_step`]
-/// per table: about 1–2 ms on this project's 2-core VM, so a removal at
-/// millions of states never holds the control thread longer than that.
-pub const REAP_BUDGET: usize = 8192;
+/// Work units of one [`ControlSide::reap_step`] in the Concury control
+/// plane (`keyplane::lb::Reaped::work`: 1 per key id looked at, 32 per state
+/// reaped): at most 1,024 states or 32,768 ids, about 1–2 ms of CPU on this
+/// project's 2-core VM, so a removal at millions of states never holds the
+/// control thread longer than that.
+pub const REAP_BUDGET: usize = 32_768;
+/// Queue positions of one [`ControlSide::reap_step`] in the connection table
+/// (`ConnTable::sweep`): about 1 ms of CPU here.
+pub const SWEEP_BUDGET: usize = 8192;
 /// Fixed Concury control state per VIP at most (minimum Othello size of
 /// 2^12 states, DIP row, plane).
 pub const CONTROL_BYTES_PER_VIP: usize = 256 << 10;
@@ -423,18 +428,19 @@ impl ControlSide {
     }
 
     /// One bounded slice of the reaping that removals leave: at most
-    /// [`REAP_BUDGET`] key ids of the Concury control plane and as many
-    /// positions of the connection table. Returns the work done in those
-    /// units (at most `2 * REAP_BUDGET`) and what is still pending.
+    /// [`REAP_BUDGET`] work units in the Concury control plane and
+    /// [`SWEEP_BUDGET`] positions of the connection table. Returns the work
+    /// done in those units (at most `REAP_BUDGET + SWEEP_BUDGET`) and what is
+    /// still pending.
     pub fn reap_step(&mut self) -> Result<(usize, usize)> {
         let mut work = 0;
         if let Some((ctl, _)) = self.concury.as_mut()
             && ctl.dropped_pending() > 0
         {
-            work += ctl.reap_step(REAP_BUDGET)?.scanned;
+            work += ctl.reap_step(REAP_BUDGET)?.work;
         }
         if self.conns.sweep_pending() > 0 {
-            work += self.conns.sweep(REAP_BUDGET).scanned;
+            work += self.conns.sweep(SWEEP_BUDGET).scanned;
         }
         Ok((work, self.reap_pending()))
     }

@@ -281,13 +281,14 @@ fn removed_backend_drains_before_it_leaves() {
 /// Removing a backend at many tracked connections leaves its states to
 /// bounded reaping steps (work counted in key ids and queue positions, not
 /// time): the pool change itself drops them at once, every step does at most
-/// `2 * REAP_BUDGET` units, the steps needed are bounded by one pass over
-/// the states, reports in between are recorded, and every connection of a
+/// `REAP_BUDGET + SWEEP_BUDGET` units, the steps needed are bounded by one
+/// pass over the states, reports in between are recorded, and every connection of a
 /// live backend keeps its backend through the removal, the reaping and a
 /// later pool change.
 #[test]
 fn removal_reaping_is_incremental_and_bounded() {
-    use keyplane_lb::control::REAP_BUDGET;
+    use keyplane::lb::REAP_REMOVE_UNITS;
+    use keyplane_lb::control::{REAP_BUDGET, SWEEP_BUDGET};
     use keyplane_lb::dataplane::{Engine, Event};
     let counters = Arc::new(Counters::default());
     let cfg = CONFIG.replace("max_connections = 100000", "max_connections = 200000");
@@ -314,7 +315,7 @@ fn removal_reaping_is_incremental_and_bounded() {
     let mut extra = n;
     while ctl.reap_pending() > 0 {
         let (work, left) = ctl.reap_step().unwrap();
-        assert!(work <= 2 * REAP_BUDGET, "one step did {work} units");
+        assert!(work <= REAP_BUDGET + SWEEP_BUDGET, "one step did {work} units");
         assert_eq!(left, ctl.reap_pending());
         steps += 1;
         // Connection reports between steps.
@@ -325,8 +326,11 @@ fn removal_reaping_is_incremental_and_bounded() {
             chosen.push((extra, b));
             extra += 1;
         }
-        // One pass over the Othello's ids and one over the queues.
-        assert!(steps <= 2 * (n as usize + 2 * extra as usize) / REAP_BUDGET + 4, "{steps} steps and not done");
+        // One pass over the Othello's ids and the removals' units; one pass
+        // over the queues.
+        let ids = 2 * extra as usize;
+        let concury = (ids + REAP_REMOVE_UNITS * on_removed) / REAP_BUDGET + 2;
+        assert!(steps <= concury.max(ids / SWEEP_BUDGET + 2), "{steps} steps and not done");
     }
     assert!(steps >= 2, "a {on_removed}-state removal took {steps} step(s)");
     // A later pool change: every connection of a live backend stays.

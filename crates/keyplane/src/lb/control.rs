@@ -17,6 +17,11 @@ use std::sync::Arc;
 /// removal's reap, a few ids per report, with bounded work per report.
 pub const REAP_PER_REPORT: usize = 64;
 
+/// Work units a reaped state costs in a reap step's budget (a key id looked
+/// at costs 1): removing its edge from the Othello and patching the BAS
+/// slice costs about as much as looking at 30–70 ids.
+pub const REAP_REMOVE_UNITS: usize = 32;
+
 /// Width of the OthelloMap's index values (array `C` holds < 2^32 entries).
 const INDEX_BITS: u32 = 32;
 const FREE: u32 = 0;
@@ -90,7 +95,12 @@ pub struct OthelloMap {
 /// [`Control::reap_step`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Reaped {
-    /// Key ids looked at (the step's work: at most its budget).
+    /// Work units spent: 1 per key id looked at plus [`REAP_REMOVE_UNITS`]
+    /// per state reaped; at most the step's budget (a step always looks at
+    /// one id at least, so a budget below `1 + REAP_REMOVE_UNITS` may be
+    /// exceeded by that one).
+    pub work: usize,
+    /// Key ids looked at.
     pub scanned: usize,
     /// Dropped states removed from the Othello.
     pub reaped: usize,
@@ -427,11 +437,12 @@ impl OthelloMap {
         }
     }
 
-    /// One bounded slice of [`Self::reap`]: looks at most `budget` key ids
-    /// of `O` (resuming where the last step stopped, wrapping around) and
-    /// removes the dropped states among them. Nothing the data plane reads
-    /// changes. Every dropped state is found within one pass over the ids
-    /// (`O`'s id bound), so `ceil(id_bound / budget) + 1` steps finish a
+    /// One bounded slice of [`Self::reap`]: spends at most `budget` work
+    /// units ([`Reaped::work`]) looking at key ids of `O` (resuming where the
+    /// last step stopped, wrapping around) and removing the dropped states
+    /// among them. Nothing the data plane reads changes. Every dropped state
+    /// is found within one pass over the ids (`O`'s id bound), so about
+    /// `(id_bound + REAP_REMOVE_UNITS * dropped) / budget + 1` steps finish a
     /// reap whatever happens in between (new states, further removals).
     pub fn reap_step(&mut self, budget: usize) -> Result<Reaped> {
         let mut r = Reaped::default();
@@ -440,7 +451,7 @@ impl OthelloMap {
         // rather than scanned for forever.
         let mut idle = 0usize;
         let mut key = Vec::new();
-        while self.dead_states > 0 && r.scanned < budget {
+        while self.dead_states > 0 && r.work < budget {
             let bound = self.o.id_bound();
             if idle > bound {
                 debug_assert!(false, "{} dropped states counted but none found", self.dead_states);
@@ -451,22 +462,29 @@ impl OthelloMap {
                 self.reap_cursor = 0;
             }
             let id = self.reap_cursor;
+            let dead = self.o.key_at(id).and_then(|(k, v)| {
+                let i = (v >> self.dbits) as usize;
+                let e = self.c.get(i)?;
+                (e.conns != FREE && self.slot_dead(e.backend)).then(|| {
+                    key.clear();
+                    key.extend_from_slice(k);
+                    i
+                })
+            });
+            if dead.is_some() && r.work > 0 && r.work + 1 + REAP_REMOVE_UNITS > budget {
+                break; // the next step starts with it
+            }
             self.reap_cursor += 1;
             r.scanned += 1;
+            r.work += 1;
             idle += 1;
-            let Some((k, v)) = self.o.key_at(id) else { continue };
-            let i = (v >> self.dbits) as usize;
-            let Some(&e) = self.c.get(i) else { continue };
-            if e.conns == FREE || !self.slot_dead(e.backend) {
-                continue;
-            }
-            key.clear();
-            key.extend_from_slice(k);
+            let Some(i) = dead else { continue };
             self.o_remove(&key)?;
             self.c[i].conns = FREE;
             self.free.push(i as u32);
             self.dead_states -= 1;
             r.reaped += 1;
+            r.work += REAP_REMOVE_UNITS;
             idle = 0;
         }
         if self.dead_states == 0 {
@@ -925,8 +943,8 @@ impl Control {
         Ok(n)
     }
 
-    /// A bounded slice of [`Self::reap_dropped`]: looks at most `budget`
-    /// key ids in all (the VIPs with dropped states in turn), so a control
+    /// A bounded slice of [`Self::reap_dropped`]: spends at most `budget`
+    /// work units in all (the VIPs with dropped states in turn), so a control
     /// loop can reap a large removal a few milliseconds at a time between
     /// connection reports. `pending` in the result counts the dropped states
     /// still waiting over every VIP (0: done).
@@ -936,8 +954,9 @@ impl Control {
             if v.map.dropped_pending() == 0 {
                 continue;
             }
-            if r.scanned < budget {
-                let s = v.map.reap_step(budget - r.scanned)?;
+            if r.work < budget {
+                let s = v.map.reap_step(budget - r.work)?;
+                r.work += s.work;
                 r.scanned += s.scanned;
                 r.reaped += s.reaped;
             }
@@ -1152,7 +1171,7 @@ mod tests {
         assert!(left > 0 && left < on0);
         while ctl.dropped_pending() > 0 {
             let r = ctl.reap_step(1000).unwrap();
-            assert!(r.scanned <= 1000);
+            assert!(r.work <= 1000 && r.scanned <= r.work);
         }
         assert_eq!(ctl.othello_map(v).unwrap().dropped_pending(), 0);
         assert_eq!(ctl.states(v), states.len() - on0 + 1);
@@ -1201,7 +1220,8 @@ mod tests {
         let mut removed_second = false;
         while ctl.dropped_pending() > 0 {
             let r = ctl.reap_step(budget).unwrap();
-            assert!(r.scanned <= budget, "a step scanned {} ids, budget {budget}", r.scanned);
+            assert!(r.work <= budget, "a step did {} units, budget {budget}", r.work);
+            assert_eq!(r.work, r.scanned + REAP_REMOVE_UNITS * r.reaped);
             assert_eq!(r.pending, ctl.dropped_pending());
             reaped += r.reaped;
             steps += 1;
@@ -1221,7 +1241,8 @@ mod tests {
                 dp.apply(&ctl.remove_backend(v, be(1)).unwrap()).unwrap();
                 assert_eq!(ctl.dropped_pending(), before + on1);
             }
-            assert!(steps <= 4 * (bound / budget + 2), "{steps} steps and not done");
+            let owed = 2 * bound + REAP_REMOVE_UNITS * (on0 + 20_000);
+            assert!(steps <= owed / budget + 4, "{steps} steps and not done");
         }
         assert!(removed_second && steps > 5);
         // Reports reaped some ids too (REAP_PER_REPORT each).

@@ -163,7 +163,7 @@ mod control;
 mod plane;
 mod weights;
 
-pub use control::{Control, OthelloMap, PoolOp, REAP_PER_REPORT, Reaped, Stats};
+pub use control::{Control, OthelloMap, PoolOp, REAP_PER_REPORT, REAP_REMOVE_UNITS, Reaped, Stats};
 pub use plane::{DataPlane, Delta, PacketReader};
 
 use crate::error::{Error, Result};
