@@ -323,7 +323,7 @@ fn main() {
         let (mut ct_steps, mut ct_step_max) = (0, 0f64);
         while ct.sweep_pending() > 0 {
             let t = keyplane_net::cpu::this_thread_cpu_ns();
-            ct.sweep(keyplane_lb::control::REAP_BUDGET);
+            ct.sweep(keyplane_lb::control::SWEEP_BUDGET);
             ct_step_max = ct_step_max.max((keyplane_net::cpu::this_thread_cpu_ns() - t) as f64 / 1e6);
             ct_steps += 1;
         }
