@@ -54,6 +54,17 @@ pub struct Target {
 /// (OthelloMap: Othello with 44-bit values at ≤ 3.5 slots per state, key
 /// store, graph links, `C` entry; measured ≈ 118 B per state at 1M).
 pub const CONTROL_BYTES_PER_STATE: usize = 400;
+/// Work units of one [`ControlSide::reap_step`] in the Concury control
+/// plane (`keyplane::lb::Reaped::work`: 1 per key id looked at, 32 per state
+/// reaped): at most 1,024 states or 32,768 ids, about 1–2 ms of CPU on this
+/// project's 2-core VM, so a removal at millions of states never holds the
+/// control thread longer than that.
+pub const REAP_BUDGET: usize = 32_768;
+/// Queue positions of one [`ControlSide::reap_step`] in the connection table
+/// (`ConnTable::sweep`): at 1M tracked states a position costs ~0.7 µs of
+/// CPU here (a hash lookup in a table far larger than the caches), so about
+/// 1.5 ms a step.
+pub const SWEEP_BUDGET: usize = 2048;
 /// Fixed Concury control state per VIP at most (minimum Othello size of
 /// 2^12 states, DIP row, plane).
 pub const CONTROL_BYTES_PER_VIP: usize = 256 << 10;
@@ -62,7 +73,9 @@ pub const CONTROL_BYTES_PER_VIP: usize = 256 << 10;
 /// `control_state_bytes` gauge) for `max_connections` states over `vips`
 /// VIPs: the connection table's bound plus the Concury control state.
 pub fn memory_bound(max_connections: usize, vips: usize) -> usize {
-    ConnTable::memory_bound(max_connections) + max_connections * CONTROL_BYTES_PER_STATE + vips * CONTROL_BYTES_PER_VIP
+    ConnTable::memory_bound(max_connections, vips)
+        + max_connections * CONTROL_BYTES_PER_STATE
+        + vips * CONTROL_BYTES_PER_VIP
 }
 
 /// The control side. See the [module docs](self).
@@ -397,13 +410,9 @@ impl ControlSide {
             _ => 0,
         };
         let us = t.elapsed().as_micros() as u64;
-        // A removal dropped its states in O(1); their edges leave the
-        // OthelloMap now, after the data plane has its new plane.
-        if let Some((ctl, _)) = self.concury.as_mut()
-            && ops.iter().any(|o| matches!(o, PoolOp::Remove(_)))
-        {
-            ctl.reap_dropped()?;
-        }
+        // A removal dropped its states in O(1) in both tables; they leave
+        // them in bounded slices ([`Self::reap_step`], run by the control
+        // loop between reports).
         for op in &ops {
             if let PoolOp::Remove(b) = op {
                 self.conns.remove_backend(id, *b);
@@ -412,6 +421,30 @@ impl ControlSide {
         self.applied.insert(vip, want.to_vec());
         self.counters.pool_update(vip, remaps, us);
         Ok(())
+    }
+
+    /// Work still owed to removals: dropped states in the Concury control
+    /// plane plus gone states in the connection table.
+    pub fn reap_pending(&self) -> usize {
+        self.concury.as_ref().map_or(0, |(c, _)| c.dropped_pending()) + self.conns.sweep_pending()
+    }
+
+    /// One bounded slice of the reaping that removals leave: at most
+    /// [`REAP_BUDGET`] work units in the Concury control plane and
+    /// [`SWEEP_BUDGET`] positions of the connection table. Returns the work
+    /// done in those units (at most `REAP_BUDGET + SWEEP_BUDGET`) and what is
+    /// still pending.
+    pub fn reap_step(&mut self) -> Result<(usize, usize)> {
+        let mut work = 0;
+        if let Some((ctl, _)) = self.concury.as_mut()
+            && ctl.dropped_pending() > 0
+        {
+            work += ctl.reap_step(REAP_BUDGET)?.work;
+        }
+        if self.conns.sweep_pending() > 0 {
+            work += self.conns.sweep(SWEEP_BUDGET).scanned;
+        }
+        Ok((work, self.reap_pending()))
     }
 
     /// A health transition of one backend of one VIP.

@@ -1,5 +1,5 @@
-//! The LB's port: its MAC, addresses and on-link prefixes (`getifaddrs`),
-//! and opening it with `keyplane-net`.
+//! The LB's port: its MAC (`keyplane_net::interface_mac`), addresses and
+//! on-link prefixes (`getifaddrs`), and opening it with `keyplane-net`.
 //!
 //! **Which I/O.** With `AF_PACKET` the LB sees a copy of every frame while
 //! the kernel keeps its own: the kernel answers ARP / ND for the port's own
@@ -30,9 +30,11 @@ pub fn ifindex(name: &str) -> Result<i32> {
 
 /// The port's MAC and addresses, and its on-link prefixes.
 pub fn port_info(name: &str) -> Result<(PortInfo, Vec<Prefix>)> {
-    // The MAC comes from getifaddrs' AF_PACKET entry: /sys shows the
-    // namespace sysfs was mounted in, not the calling thread's.
-    let mut mac = None;
+    // The MAC from SIOCGIFHWADDR on a socket of the calling thread's
+    // namespace (/sys shows the namespace sysfs was mounted in).
+    let mac = keyplane_net::interface_mac(name)
+        .map_err(|e| Error::Setup(format!("{name}: no Ethernet MAC ({e}; check --port)")))?
+        .0;
     let mut prefixes = Vec::new();
     let mut ifa: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs writes a list head we free below with freeifaddrs.
@@ -62,14 +64,6 @@ pub fn port_info(name: &str) -> Result<(PortInfo, Vec<Prefix>)> {
                     let len = u32::from_be(m.sin_addr.s_addr).count_ones() as u8;
                     prefixes.push(Prefix { addr: addr.into(), len });
                 }
-                libc::AF_PACKET => {
-                    let s = &*(a.ifa_addr as *const libc::sockaddr_ll);
-                    if s.sll_halen == 6 {
-                        let mut m = [0u8; 6];
-                        m.copy_from_slice(&s.sll_addr[..6]);
-                        mac = Some(m);
-                    }
-                }
                 libc::AF_INET6 => {
                     let s = &*(a.ifa_addr as *const libc::sockaddr_in6);
                     let m = &*(a.ifa_netmask as *const libc::sockaddr_in6);
@@ -91,8 +85,6 @@ pub fn port_info(name: &str) -> Result<(PortInfo, Vec<Prefix>)> {
         IpAddr::V6(a) if a.segments()[0] & 0xffc0 != 0xfe80 => Some(a),
         _ => None,
     });
-    let mac = mac
-        .ok_or_else(|| Error::Setup(format!("{name} has no Ethernet MAC (or no such interface in this namespace)")))?;
     Ok((PortInfo { mac, v4, v6 }, prefixes))
 }
 

@@ -270,7 +270,17 @@ fn control_loop(
                 Err(e) => eprintln!("keyplane lb: finishing a graceful removal failed: {e}"),
             }
         }
-        match cmds.recv_timeout(Duration::from_millis(5)) {
+        // Removals leave reaping behind: one bounded slice per turn, and no
+        // waiting for commands while some is left.
+        let mut wait = Duration::from_millis(5);
+        if ctl.reap_pending() > 0 {
+            match ctl.reap_step() {
+                Ok((_, left)) if left > 0 => wait = Duration::ZERO,
+                Ok(_) => {}
+                Err(e) => eprintln!("keyplane lb: reaping removed backends' states failed: {e}"),
+            }
+        }
+        match cmds.recv_timeout(wait) {
             Ok(Command::Reload(c, reply)) => {
                 ctl.drain(&reports);
                 let r = ctl.apply_config(*c).map_err(|e| e.to_string());

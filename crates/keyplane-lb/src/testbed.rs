@@ -79,6 +79,12 @@ impl Testbed {
         let mut net = TestNet::new(tag).map_err(e)?;
         let sw = net.add_ns("sw").map_err(e)?;
         net.bridge(&sw, "br0").map_err(e)?;
+        // The bridge only switches: no netfilter hooks for bridged frames
+        // (br_netfilter's per-frame work would load every design's path,
+        // and no deployment puts it between clients and an LB).
+        for k in ["iptables", "ip6tables", "arptables"] {
+            let _ = net.run(&sw, &["sysctl", "-qw", &format!("net.bridge.bridge-nf-call-{k}=0")]);
+        }
         let lb = net.add_ns("lb").map_err(e)?;
         let cs: Vec<String> =
             (0..clients).map(|i| net.add_ns(&format!("c{i}"))).collect::<keyplane_net::Result<_>>().map_err(e)?;

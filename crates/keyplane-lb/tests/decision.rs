@@ -277,3 +277,74 @@ fn removed_backend_drains_before_it_leaves() {
         }
     }
 }
+
+/// Removing a backend at many tracked connections leaves its states to
+/// bounded reaping steps (work counted in key ids and queue positions, not
+/// time): the pool change itself drops them at once, every step does at most
+/// `REAP_BUDGET + SWEEP_BUDGET` units, the steps needed are bounded by one
+/// pass over the states, reports in between are recorded, and every connection of a
+/// live backend keeps its backend through the removal, the reaping and a
+/// later pool change.
+#[test]
+fn removal_reaping_is_incremental_and_bounded() {
+    use keyplane::lb::REAP_REMOVE_UNITS;
+    use keyplane_lb::control::{REAP_BUDGET, SWEEP_BUDGET};
+    use keyplane_lb::dataplane::{Engine, Event};
+    let counters = Arc::new(Counters::default());
+    let cfg = CONFIG.replace("max_connections = 100000", "max_connections = 200000");
+    let mut ctl = ControlSide::new(Mode::Concury, Config::parse(&cfg, &[]).unwrap(), counters).unwrap();
+    let Engine::Concury(dp) = ctl.engine() else { panic!("Concury mode") };
+    let id = ctl.vip_id(&Vip::new("198.18.100.1".parse::<IpAddr>().unwrap(), 80, 6)).unwrap();
+    let key = |i: u32| StateKey::four_tuple(IpAddr::from((0xc613_0000u32 + i).to_be_bytes()), 1024, 80, 6);
+    let n = 60_000u32;
+    let mut chosen = Vec::new();
+    for i in 0..n {
+        let b = dp.lookup(id, key(i).as_ref()).unwrap();
+        ctl.report(Report { vip: id, key: key(i), backend: b, event: Event::New });
+        chosen.push((i, b));
+    }
+    assert_eq!(ctl.tracked(), n as usize);
+    let removed: IpAddr = "198.18.0.13".parse().unwrap();
+    let on_removed = chosen.iter().filter(|c| c.1.addr == removed).count();
+    assert!(on_removed > 10_000);
+    let new = cfg.replace("[[vip.backend]]\naddress = \"198.18.0.13\"\n", "");
+    ctl.apply_config(Config::parse(&new, &[]).unwrap()).unwrap();
+    assert_eq!(ctl.tracked(), n as usize - on_removed, "the removal dropped its states at once");
+    assert_eq!(ctl.reap_pending(), 2 * on_removed, "both tables owe the removed states");
+    let mut steps = 0;
+    let mut extra = n;
+    while ctl.reap_pending() > 0 {
+        let (work, left) = ctl.reap_step().unwrap();
+        assert!(work <= REAP_BUDGET + SWEEP_BUDGET, "one step did {work} units");
+        assert_eq!(left, ctl.reap_pending());
+        steps += 1;
+        // Connection reports between steps.
+        for _ in 0..100 {
+            let b = dp.lookup(id, key(extra).as_ref()).unwrap();
+            assert_ne!(b.addr, removed);
+            ctl.report(Report { vip: id, key: key(extra), backend: b, event: Event::New });
+            chosen.push((extra, b));
+            extra += 1;
+        }
+        // One pass over the Othello's ids and the removals' units; one pass
+        // over the queues.
+        let ids = 2 * extra as usize;
+        let concury = (ids + REAP_REMOVE_UNITS * on_removed) / REAP_BUDGET + 2;
+        assert!(steps <= concury.max(ids / SWEEP_BUDGET + 2), "{steps} steps and not done");
+    }
+    assert!(steps >= 2, "a {on_removed}-state removal took {steps} step(s)");
+    // A later pool change: every connection of a live backend stays.
+    let more = new.replace(
+        "[[vip.backend]]\naddress = \"198.18.0.12\"\n",
+        "[[vip.backend]]\naddress = \"198.18.0.12\"\n[[vip.backend]]\naddress = \"198.18.0.14\"\n",
+    );
+    ctl.apply_config(Config::parse(&more, &[]).unwrap()).unwrap();
+    for &(i, b) in &chosen {
+        if b.addr == removed {
+            assert_eq!(ctl.tracked_backend(id, &key(i)), None);
+        } else {
+            assert_eq!(ctl.tracked_backend(id, &key(i)), Some(b));
+            assert_eq!(dp.lookup(id, key(i).as_ref()), Some(b), "connection {i} moved");
+        }
+    }
+}

@@ -12,8 +12,9 @@
 //!
 //! Around the ports: zero-copy frame parsing ([`mod@parse`]), checksum helpers ([`checksum`]),
 //! ARP / neighbour-discovery frame builders ([`build`]), a per-queue worker pool ([`workers`]),
-//! SIGINT / SIGTERM / SIGHUP flags ([`shutdown`]), a Prometheus text endpoint ([`metrics`]) and the
-//! network-namespace test helper ([`testnet`]). See `docs/net.md`.
+//! SIGINT / SIGTERM / SIGHUP flags ([`shutdown`]), a Prometheus text endpoint ([`metrics`]), the
+//! network-namespace test helper ([`testnet`]) and benchmarks' CPU-time readers ([`cpu`]). See
+//! `docs/net.md`.
 //!
 //! # Example: a two-port forwarder loop
 //!
@@ -45,6 +46,7 @@ pub mod afxdp;
 pub mod build;
 mod burst;
 pub mod checksum;
+pub mod cpu;
 mod error;
 pub mod metrics;
 pub mod parse;

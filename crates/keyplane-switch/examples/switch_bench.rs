@@ -30,6 +30,7 @@
 use keyplane::lpm::Prefix;
 use keyplane::{ControlTable, Wire};
 use keyplane_any::{AnyControl, Opts};
+use keyplane_net::cpu;
 use keyplane_net::testnet::{self, TestNet};
 use keyplane_net::{IoKind, PortOptions};
 use keyplane_switch::decide::Unknown;
@@ -105,30 +106,15 @@ fn trafgen_l3(path: &Path, dst_mac: &str) {
     std::fs::write(path, cfg).unwrap();
 }
 
-/// CPU seconds (user + system) of this process's thread named `name`.
+/// CPU seconds (user + system) of this process's threads named `name`.
 fn thread_cpu(name: &str) -> f64 {
-    let tick = 100.0;
-    let mut total = 0.0;
-    for e in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
-        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-        if comm.trim() == name {
-            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-            let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
-            let f: Vec<&str> = after.split_whitespace().collect();
-            if f.len() > 13 {
-                total += (f[11].parse::<f64>().unwrap_or(0.0) + f[12].parse::<f64>().unwrap_or(0.0)) / tick;
-            }
-        }
-    }
-    total
+    let ticks: u64 = cpu::threads_named(|c| c == name).into_iter().map(cpu::thread_ticks).sum();
+    ticks as f64 / cpu::USER_HZ
 }
 
 /// Machine-wide softirq + system CPU seconds so far.
 fn kernel_cpu() -> f64 {
-    let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let f: Vec<f64> =
-        s.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
-    if f.len() < 7 { 0.0 } else { (f[2] + f[5] + f[6]) / 100.0 }
+    cpu::kernel_ticks() as f64 / cpu::USER_HZ
 }
 
 struct Sample {

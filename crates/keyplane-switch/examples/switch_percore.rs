@@ -42,6 +42,7 @@ use keyplane::lpm::Prefix;
 use keyplane::{ControlTable, Wire};
 use keyplane_any::{AnyControl, Opts};
 use keyplane_net::IoKind;
+use keyplane_net::cpu;
 use keyplane_net::testnet::{self, TestNet};
 use keyplane_switch::decide::Unknown;
 use keyplane_switch::{Config, Mode, Shutdown};
@@ -97,23 +98,13 @@ fn key(n: u32, i: u32) -> [u8; 6] {
 
 /// Pin the calling thread (tid 0) or thread `tid` to `cpu`.
 fn pin(tid: i32, cpu: usize) {
-    // SAFETY: cpu_set_t is plain old data; CPU_SET writes inside it; sched_setaffinity reads it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
+    let _ = cpu::pin(tid, cpu);
 }
 
 /// Pin every thread of this process whose name starts with `kp-switch` to `cpu`.
 fn pin_switch(cpu: usize) {
-    for e in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
-        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-        if comm.starts_with("kp-switch")
-            && let Ok(tid) = e.file_name().to_string_lossy().parse::<i32>()
-        {
-            pin(tid, cpu);
-        }
+    for tid in cpu::threads_named(|c| c.starts_with("kp-switch")) {
+        pin(tid, cpu);
     }
 }
 
@@ -122,39 +113,14 @@ fn pin_switch(cpu: usize) {
 /// `ksoftirqd` (softirq work the kernel deferred). Softirq work run on a thread's way out of a
 /// system call (a veth delivers in the sender's softirq) is part of that thread's runtime, as
 /// the kernel here accounts IRQ time to the current task (no `CONFIG_IRQ_TIME_ACCOUNTING`).
-fn work_ns(gen_tid: i32, ksoftirqd: &str) -> (u64, u64) {
-    let rt = |path: &str| -> u64 {
-        std::fs::read_to_string(path).ok().and_then(|s| s.split_whitespace().next()?.parse().ok()).unwrap_or(0)
-    };
-    let mut sw = 0;
-    for e in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
-        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-        if comm.starts_with("kp-switch") {
-            sw += rt(&format!("{}/schedstat", e.path().display()));
-        }
-    }
-    let other = rt(&format!("/proc/self/task/{gen_tid}/schedstat")) + rt(ksoftirqd);
+fn work_ns(gen_tid: i32, ksoftirqd_cpu: usize) -> (u64, u64) {
+    let sw: u64 = cpu::threads_named(|c| c.starts_with("kp-switch")).into_iter().map(cpu::thread_runtime_ns).sum();
+    let other = cpu::thread_runtime_ns(gen_tid) + cpu::ksoftirqd_runtime_ns(ksoftirqd_cpu);
     (other + sw, sw)
 }
 
-/// `/proc/PID/schedstat` of `ksoftirqd/CPU`.
-fn ksoftirqd(cpu: usize) -> String {
-    let want = format!("ksoftirqd/{cpu}");
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        if std::fs::read_to_string(e.path().join("comm")).map(|c| c.trim() == want).unwrap_or(false) {
-            return format!("{}/schedstat", e.path().display());
-        }
-    }
-    String::new()
-}
-
 fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
+    cpu::loadavg()
 }
 
 /// `/proc/net/dev` of the sink namespace, opened there (the file keeps its namespace).
@@ -329,16 +295,15 @@ fn measure(n: &Topo, via_direct: bool, t: Traffic, size: usize, rate: Option<f64
     let ifname = if via_direct { "eth1" } else { "eth0" };
     let stop = AtomicBool::new(false);
     let tid = AtomicI32::new(0);
-    let ksoft = ksoftirqd(cpu);
     std::thread::scope(|sc| {
         let spec = GenSpec { ns: &n.g, ifname, cpu, t, size, rate };
         let (stop, tid) = (&stop, &tid);
         let g = sc.spawn(move || generator(&spec, stop, tid));
         std::thread::sleep(Duration::from_millis(300));
         let gt = tid.load(Ordering::Relaxed);
-        let (r0, (b0, w0), t0) = (sink.rx_packets(ifname), work_ns(gt, &ksoft), Instant::now());
+        let (r0, (b0, w0), t0) = (sink.rx_packets(ifname), work_ns(gt, cpu), Instant::now());
         std::thread::sleep(Duration::from_secs_f64(secs));
-        let (r1, (b1, w1), dt) = (sink.rx_packets(ifname), work_ns(gt, &ksoft), t0.elapsed().as_secs_f64());
+        let (r1, (b1, w1), dt) = (sink.rx_packets(ifname), work_ns(gt, cpu), t0.elapsed().as_secs_f64());
         stop.store(true, Ordering::Relaxed);
         let sent = g.join().unwrap();
         let frames = (r1 - r0).max(1) as f64;

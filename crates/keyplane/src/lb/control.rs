@@ -12,6 +12,16 @@ use crate::othello;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// Key ids a connection report reaps of its VIP's dropped states on the way
+/// ([`Control::connection_start`]): callers that never reap still finish a
+/// removal's reap, a few ids per report, with bounded work per report.
+pub const REAP_PER_REPORT: usize = 64;
+
+/// Work units a reaped state costs in a reap step's budget (a key id looked
+/// at costs 1): removing its edge from the Othello and patching the BAS
+/// slice costs about as much as looking at 30–70 ids.
+pub const REAP_REMOVE_UNITS: usize = 32;
+
 /// Width of the OthelloMap's index values (array `C` holds < 2^32 entries).
 const INDEX_BITS: u32 = 32;
 const FREE: u32 = 0;
@@ -77,6 +87,25 @@ pub struct OthelloMap {
     /// Backend slots dropped whose states are still in `O`.
     dead: Vec<bool>,
     dead_states: usize,
+    /// Where the incremental reap resumes (a key id of `O`).
+    reap_cursor: u32,
+}
+
+/// What one bounded reap step did ([`OthelloMap::reap_step`],
+/// [`Control::reap_step`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reaped {
+    /// Work units spent: 1 per key id looked at plus [`REAP_REMOVE_UNITS`]
+    /// per state reaped; at most the step's budget (a step always looks at
+    /// one id at least, so a budget below `1 + REAP_REMOVE_UNITS` may be
+    /// exceeded by that one).
+    pub work: usize,
+    /// Key ids looked at.
+    pub scanned: usize,
+    /// Dropped states removed from the Othello.
+    pub reaped: usize,
+    /// Dropped states still waiting (0: the reap is complete).
+    pub pending: usize,
 }
 
 /// Smallest capacity of a VIP's Othello: arrays of at least `2^min(l_d, 12)`
@@ -191,6 +220,7 @@ impl OthelloMap {
             pins: Vec::new(),
             dead: Vec::new(),
             dead_states: 0,
+            reap_cursor: 0,
         })
     }
 
@@ -395,28 +425,74 @@ impl OthelloMap {
 
     /// Removes the states of dropped backends from `O` (one scan of the
     /// states; nothing the data plane reads changes). Returns how many.
+    /// [`Self::reap_step`] does the same work in bounded slices.
     pub fn reap(&mut self) -> Result<usize> {
+        let mut n = 0;
+        loop {
+            let r = self.reap_step(usize::MAX)?;
+            n += r.reaped;
+            if r.pending == 0 {
+                return Ok(n);
+            }
+        }
+    }
+
+    /// One bounded slice of [`Self::reap`]: spends at most `budget` work
+    /// units ([`Reaped::work`]) looking at key ids of `O` (resuming where the
+    /// last step stopped, wrapping around) and removing the dropped states
+    /// among them. Nothing the data plane reads changes. Every dropped state
+    /// is found within one pass over the ids (`O`'s id bound), so about
+    /// `(id_bound + REAP_REMOVE_UNITS * dropped) / budget + 1` steps finish a
+    /// reap whatever happens in between (new states, further removals).
+    pub fn reap_step(&mut self, budget: usize) -> Result<Reaped> {
+        let mut r = Reaped::default();
+        // Ids scanned since the last state reaped: a whole pass without one
+        // means the count is off (it never should be); it is then reset
+        // rather than scanned for forever.
+        let mut idle = 0usize;
+        let mut key = Vec::new();
+        while self.dead_states > 0 && r.work < budget {
+            let bound = self.o.id_bound();
+            if idle > bound {
+                debug_assert!(false, "{} dropped states counted but none found", self.dead_states);
+                self.dead_states = 0;
+                break;
+            }
+            if self.reap_cursor as usize >= bound {
+                self.reap_cursor = 0;
+            }
+            let id = self.reap_cursor;
+            let dead = self.o.key_at(id).and_then(|(k, v)| {
+                let i = (v >> self.dbits) as usize;
+                let e = self.c.get(i)?;
+                (e.conns != FREE && self.slot_dead(e.backend)).then(|| {
+                    key.clear();
+                    key.extend_from_slice(k);
+                    i
+                })
+            });
+            if dead.is_some() && r.work > 0 && r.work + 1 + REAP_REMOVE_UNITS > budget {
+                break; // the next step starts with it
+            }
+            self.reap_cursor += 1;
+            r.scanned += 1;
+            r.work += 1;
+            idle += 1;
+            let Some(i) = dead else { continue };
+            self.o_remove(&key)?;
+            self.c[i].conns = FREE;
+            self.free.push(i as u32);
+            self.dead_states -= 1;
+            r.reaped += 1;
+            r.work += REAP_REMOVE_UNITS;
+            idle = 0;
+        }
         if self.dead_states == 0 {
             self.dead.clear();
-            return Ok(0);
+            self.reap_cursor = 0;
         }
-        let gone: Vec<(Vec<u8>, u32)> = self
-            .o
-            .iter()
-            .filter_map(|(k, v)| {
-                let i = (v >> self.dbits) as u32;
-                let e = self.c[i as usize];
-                (e.conns != FREE && self.slot_dead(e.backend)).then(|| (k.to_vec(), i))
-            })
-            .collect();
-        for (k, i) in &gone {
-            self.o_remove(k)?;
-            self.c[*i as usize].conns = FREE;
-            self.free.push(*i);
-        }
-        self.dead.clear();
-        self.dead_states = 0;
-        Ok(gone.len())
+        r.pending = self.dead_states;
+        Ok(r)
     }
 
     /// Marks the Dcodes of `row` (Dcode → slot) that hold live states of
@@ -838,7 +914,7 @@ impl Control {
             .slot_of(&backend)
             .ok_or_else(|| Error::InvalidParameter(format!("{backend:?} is not in the pool of VIP {id}")))?;
         if v.map.dropped_pending() > 0 {
-            v.map.reap()?;
+            v.map.reap_step(REAP_PER_REPORT)?;
         }
         let pin = v.pin.get(s).copied().unwrap_or(NO_BACKEND);
         let dcodes = if pin == NO_BACKEND { &[][..] } else { std::slice::from_ref(&pin) };
@@ -865,6 +941,33 @@ impl Control {
             n += v.map.reap()?;
         }
         Ok(n)
+    }
+
+    /// A bounded slice of [`Self::reap_dropped`]: spends at most `budget`
+    /// work units in all (the VIPs with dropped states in turn), so a control
+    /// loop can reap a large removal a few milliseconds at a time between
+    /// connection reports. `pending` in the result counts the dropped states
+    /// still waiting over every VIP (0: done).
+    pub fn reap_step(&mut self, budget: usize) -> Result<Reaped> {
+        let mut r = Reaped::default();
+        for v in self.vips.iter_mut().flatten() {
+            if v.map.dropped_pending() == 0 {
+                continue;
+            }
+            if r.work < budget {
+                let s = v.map.reap_step(budget - r.work)?;
+                r.work += s.work;
+                r.scanned += s.scanned;
+                r.reaped += s.reaped;
+            }
+            r.pending += v.map.dropped_pending();
+        }
+        Ok(r)
+    }
+
+    /// Dropped states waiting to be reaped, over every VIP.
+    pub fn dropped_pending(&self) -> usize {
+        self.vips.iter().flatten().map(|v| v.map.dropped_pending()).sum()
     }
 
     /// Host-agent report: a connection of `state` ended. The state is
@@ -1063,13 +1166,105 @@ mod tests {
         let (k0, _) = states.iter().find(|s| s.1 == be(0)).unwrap().clone();
         ctl.connection_start(v, &k0, be(7)).unwrap();
         assert_eq!(ctl.backend_of(v, &k0), Some(be(7)));
-        // That report reaped the rest.
+        // That report reaped a bounded slice; bounded steps reap the rest.
+        let left = ctl.dropped_pending();
+        assert!(left > 0 && left < on0);
+        while ctl.dropped_pending() > 0 {
+            let r = ctl.reap_step(1000).unwrap();
+            assert!(r.work <= 1000 && r.scanned <= r.work);
+        }
         assert_eq!(ctl.othello_map(v).unwrap().dropped_pending(), 0);
         assert_eq!(ctl.states(v), states.len() - on0 + 1);
         assert_eq!(ctl.othello_map(v).unwrap().iter().count(), ctl.states(v));
         dp.apply(&ctl.refresh(v).unwrap()).unwrap();
         assert_eq!(dp.lookup(v, &k0), Some(be(7)));
         for (k, b) in states.iter().filter(|s| s.1 != be(0)) {
+            assert_eq!(dp.lookup(v, k), Some(*b));
+        }
+    }
+
+    /// Incremental reaping: every step looks at no more key ids than its
+    /// budget, the steps needed are bounded by one pass over the ids, and
+    /// reports and a second removal in between change nothing but the
+    /// count: every live state keeps its backend in the control plane and in
+    /// the data plane, and the end result equals a whole reap's.
+    #[test]
+    fn reap_steps_are_bounded_and_interleave_with_reports_and_removals() {
+        let mk = || {
+            let mut ctl = Control::new(Params { max_vips: 4, ..Params::default() }).unwrap();
+            let pool: Vec<(Backend, u32)> = (0..6).map(|i| (be(i), 1)).collect();
+            let (v, _) = ctl.add_vip(Vip::new(Ipv4Addr::new(192, 0, 2, 1), 80, 6), &pool).unwrap();
+            let dp = ctl.export();
+            let mut states = Vec::new();
+            for i in 0..20_000u64 {
+                let k = key(i);
+                let b = dp.lookup(v, &k).unwrap();
+                ctl.connection_start(v, &k, b).unwrap();
+                states.push((k, b));
+            }
+            (ctl, dp, v, states)
+        };
+        let (mut whole, wdp, wv, _) = mk();
+        let (mut ctl, dp, v, mut states) = mk();
+        for (c, d, vv) in [(&mut whole, &wdp, wv), (&mut ctl, &dp, v)] {
+            d.apply(&c.remove_backend(vv, be(0)).unwrap()).unwrap();
+        }
+        let on0 = states.iter().filter(|s| s.1 == be(0)).count();
+        assert_eq!(ctl.dropped_pending(), on0);
+        assert_eq!(whole.reap_dropped().unwrap(), on0);
+        let budget = 997;
+        let bound = ctl.othello_map(v).unwrap().o.id_bound();
+        let mut steps = 0;
+        let mut reaped = 0;
+        let mut extra = 20_000u64;
+        let mut removed_second = false;
+        while ctl.dropped_pending() > 0 {
+            let r = ctl.reap_step(budget).unwrap();
+            assert!(r.work <= budget, "a step did {} units, budget {budget}", r.work);
+            assert_eq!(r.work, r.scanned + REAP_REMOVE_UNITS * r.reaped);
+            assert_eq!(r.pending, ctl.dropped_pending());
+            reaped += r.reaped;
+            steps += 1;
+            // Reports between steps (new states on live backends).
+            for _ in 0..50 {
+                let k = key(extra);
+                extra += 1;
+                let b = dp.lookup(v, &k).unwrap();
+                ctl.connection_start(v, &k, b).unwrap();
+                states.push((k, b));
+            }
+            // A second removal in the middle of the reap.
+            if steps == 5 && !removed_second {
+                removed_second = true;
+                let before = ctl.dropped_pending();
+                let on1 = states.iter().filter(|s| s.1 == be(1)).count();
+                dp.apply(&ctl.remove_backend(v, be(1)).unwrap()).unwrap();
+                assert_eq!(ctl.dropped_pending(), before + on1);
+            }
+            let owed = 2 * bound + REAP_REMOVE_UNITS * (on0 + 20_000);
+            assert!(steps <= owed / budget + 4, "{steps} steps and not done");
+        }
+        assert!(removed_second && steps > 5);
+        // Reports reaped some ids too (REAP_PER_REPORT each).
+        assert!(reaped <= on0 + states.iter().filter(|s| s.1 == be(1)).count());
+        let m = ctl.othello_map(v).unwrap();
+        assert_eq!(m.iter().count(), ctl.states(v));
+        assert_eq!(m.o.len(), ctl.states(v), "every dropped edge left the Othello");
+        for (k, b) in &states {
+            if *b == be(0) || *b == be(1) {
+                assert_eq!(ctl.backend_of(v, k), None);
+            } else {
+                assert_eq!(ctl.backend_of(v, k), Some(*b));
+                assert_eq!(dp.lookup(v, k), Some(*b));
+            }
+        }
+        // The whole reap and the stepped one leave the same states of the
+        // first 20,000 behind.
+        for (k, b) in states.iter().take(20_000).filter(|s| s.1 != be(1)) {
+            assert_eq!(whole.backend_of(wv, k), ctl.backend_of(v, k), "{b:?}");
+        }
+        dp.apply(&ctl.refresh(v).unwrap()).unwrap();
+        for (k, b) in states.iter().filter(|s| s.1 != be(0) && s.1 != be(1)) {
             assert_eq!(dp.lookup(v, k), Some(*b));
         }
     }

@@ -101,7 +101,8 @@
 //! that route). The resulting [`Delta`] replaces that VIP's plane (BAS + DIP
 //! row + backend list) as one unit. A pool change touches no per-state data
 //! unless a state must move Dcode; a removed backend's states are dropped in
-//! O(1) and reaped later ([`Control::reap_dropped`]).
+//! O(1) and reaped later, whole ([`Control::reap_dropped`]) or in bounded
+//! slices ([`Control::reap_step`]).
 //!
 //! # Consistency guarantee (§5.5)
 //!
@@ -162,7 +163,7 @@ mod control;
 mod plane;
 mod weights;
 
-pub use control::{Control, OthelloMap, PoolOp, Stats};
+pub use control::{Control, OthelloMap, PoolOp, REAP_PER_REPORT, REAP_REMOVE_UNITS, Reaped, Stats};
 pub use plane::{DataPlane, Delta, PacketReader};
 
 use crate::error::{Error, Result};

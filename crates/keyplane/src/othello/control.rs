@@ -160,6 +160,18 @@ impl Control {
         self.store.iter().map(|(_, k, v)| (k, v))
     }
 
+    /// One past the largest key id handed out (live keys have ids below it;
+    /// ids are stable while a key stays and reused after it leaves). With
+    /// [`Self::key_at`], a scan that can stop and resume anywhere.
+    pub(crate) fn id_bound(&self) -> usize {
+        self.store.id_bound()
+    }
+
+    /// The key and value of key id `id`, if a key holds it.
+    pub(crate) fn key_at(&self, id: u32) -> Option<(&[u8], u64)> {
+        self.store.is_live(id).then(|| (self.store.key(id), self.store.value(id)))
+    }
+
     /// Exports a lookup form that shares this control form's skeleton (seed,
     /// sizes, graph) but holds `value(key)` for every key: the OthelloSet of
     /// thesis §3.4.3, one control form serving many data planes with
