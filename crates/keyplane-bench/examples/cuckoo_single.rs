@@ -5,10 +5,12 @@
 //! one measurement round per line read on stdin (a driver alternates
 //! binaries), median of in-process repetitions in thread CPU time.
 //!
-//! `cargo run --release -p keyplane-bench --example cuckoo_single -- N QUERIES REPS [wide]`
+//! `cargo run --release -p keyplane-bench --example cuckoo_single -- N QUERIES REPS [wide|keyed] [PATH]`
+//! (with PATH = none, self, reader, reader_u64 or self_u64: one pass of that
+//! path and exit, for callgrind instruction counts).
 use keyplane::cuckoo::{Control, KeyLayout, Options};
 use keyplane::hash::{mix64, reduce64};
-use keyplane::{ControlTable, LookupTable, ReadHandle};
+use keyplane::{ControlTable, LookupTable};
 use std::hint::black_box;
 use std::io::BufRead;
 
@@ -73,6 +75,21 @@ fn main() {
     let buf: Vec<[u64; 8]> = (0..lines as u64).map(|i| [mix64(i); 8]).collect();
     let line = |k: u64, s: u64| &buf[reduce64(mix64(k ^ s), lines as u64) as usize];
     let label = if wide { "keyplane cuckoo (wide layout)" } else { "keyplane cuckoo (keyed layout)" };
+    // Instruction counts (valgrind --tool=callgrind): one pass of one path.
+    if let Some(only) = a.get(5) {
+        let mut acc = 0u64;
+        for (k, kb) in q.iter().zip(&qb) {
+            acc = acc.wrapping_add(match only.as_str() {
+                "self" => t.get(kb).unwrap_or(0),
+                "reader" => r.get(kb).unwrap_or(0),
+                "reader_u64" => r.get_u64(*k).unwrap_or(0),
+                "self_u64" => t.get_u64(*k).unwrap_or(0),
+                _ => *k & 1,
+            });
+        }
+        println!("{acc}");
+        return;
+    }
     eprintln!("ready");
     for l in std::io::stdin().lock().lines() {
         if l.is_err() {

@@ -160,7 +160,7 @@ impl Params {
     fn keyed_val(&self, w: &[u64; 8], s: usize) -> u64 {
         let o = self.keyed_val_off(s);
         let (j, sh) = (o / 8, (o % 8) * 8);
-        let mut v = w[j] >> sh;
+        let mut v = w[j & 7] >> sh;
         if sh + 8 * self.vb as usize > 64 {
             v |= w[(j + 1) & 7] << (64 - sh);
         }
@@ -219,31 +219,63 @@ impl Params {
     }
 
     /// Searches a fixed-width bucket's words for the packed key `kw`,
-    /// without branches on the data: (hit, slot, value).
+    /// without branches on the data: (hit, slot, value). Every slot
+    /// position is compared (a fixed, unrolled loop); occupancy masks out
+    /// empty slots and, in keyed buckets, the value and occupancy words.
     #[inline(always)]
     pub fn match_fixed(&self, w: &[u64; 8], kw: u64) -> (bool, usize, u64) {
-        let (mut hit, mut slot, mut val) = (false, 0usize, 0u64);
         if self.packed {
             let cm = crate::mask(8 * self.kl) | self.mark();
             let target = kw | self.mark();
-            let sh = 8 * self.kl;
-            let vm = self.vmask();
+            let mut hits = 0u32;
             for (s, &x) in w.iter().enumerate() {
-                let m = ((x ^ target) & cm == 0) & (x != 0);
-                hit |= m;
-                slot |= s & 0usize.wrapping_sub(m as usize);
-                val |= (x >> sh) & vm & 0u64.wrapping_sub(m as u64);
+                hits |= (((((x ^ target) & cm) == 0) & (x != 0)) as u32) << s;
             }
+            let s = hits.trailing_zeros() as usize & 7;
+            // A miss reads 0 (callers OR the two buckets' answers).
+            let vm = self.vmask() & 0u64.wrapping_sub((hits != 0) as u64);
+            (hits != 0, s, (w[s] >> (8 * self.kl)) & vm)
         } else {
-            let occ = w[7] >> 56;
-            for s in 0..self.sb as usize {
-                let m = (w[s] == kw) & ((occ >> s) & 1 != 0);
-                hit |= m;
-                slot |= s & 0usize.wrapping_sub(m as usize);
-                val |= self.keyed_val(w, s) & 0u64.wrapping_sub(m as u64);
+            let mut hits = 0u32;
+            for (s, &x) in w[..7].iter().enumerate() {
+                hits |= ((x == kw) as u32) << s;
             }
+            hits &= (w[7] >> 56) as u32;
+            let s = hits.trailing_zeros() as usize & 7;
+            (hits != 0, s, self.keyed_val(w, s) & 0u64.wrapping_sub((hits != 0) as u64))
         }
-        (hit, slot, val)
+    }
+
+    /// [`Self::match_fixed`] reading the bucket's atomics in place (no
+    /// copy of the line): (hit, value, 0 on a miss).
+    #[inline(always)]
+    pub fn match_bucket(&self, bk: &Bucket, kw: u64) -> (bool, u64) {
+        let mut hits = 0u32;
+        if self.packed {
+            let cm = crate::mask(8 * self.kl) | self.mark();
+            let target = kw | self.mark();
+            for (s, x) in bk.w.iter().enumerate() {
+                let x = x.load(Relaxed);
+                hits |= ((((x ^ target) & cm) == 0) as u32 & (x != 0) as u32) << s;
+            }
+            let s = hits.trailing_zeros() as usize & 7;
+            let vm = self.vmask() & 0u64.wrapping_sub((hits != 0) as u64);
+            (hits != 0, (bk.w[s].load(Relaxed) >> (8 * self.kl)) & vm)
+        } else {
+            for (s, x) in bk.w[..7].iter().enumerate() {
+                hits |= ((x.load(Relaxed) == kw) as u32) << s;
+            }
+            let w7 = bk.w[7].load(Relaxed);
+            hits &= (w7 >> 56) as u32;
+            let s = hits.trailing_zeros() as usize & 7;
+            let o = self.keyed_val_off(s);
+            let (j, sh) = (o / 8, (o % 8) * 8);
+            let mut v = bk.w[j & 7].load(Relaxed) >> sh;
+            if sh + 8 * self.vb as usize > 64 {
+                v |= bk.w[(j + 1) & 7].load(Relaxed) << (64 - sh);
+            }
+            (hits != 0, v & self.vmask() & 0u64.wrapping_sub((hits != 0) as u64))
+        }
     }
 
     /// False for the one entry a packed bucket cannot hold (all-zero key
@@ -587,10 +619,8 @@ impl Table {
         prefetch(bk2 as *const Bucket);
         let l = self.lock.view();
         let (v1, v2) = (l.peek(b1), l.peek(b2));
-        let w1: [u64; 8] = std::array::from_fn(|i| bk1.w[i].load(Relaxed));
-        let w2: [u64; 8] = std::array::from_fn(|i| bk2.w[i].load(Relaxed));
-        let (h1, _, x1) = self.p.match_fixed(&w1, kw);
-        let (h2, _, x2) = self.p.match_fixed(&w2, kw);
+        let (h1, x1) = self.p.match_bucket(bk1, kw);
+        let (h2, x2) = self.p.match_bucket(bk2, kw);
         let stash = self.stash_n.load(Relaxed);
         if l.still(b1, v1) & l.still(b2, v2) & (h1 | h2 | (stash == 0)) {
             return (h1 | h2).then_some(x1 | x2);
