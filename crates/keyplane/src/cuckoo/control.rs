@@ -410,6 +410,10 @@ impl crate::ReadHandle for Reader {
     fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
         Reader::get_batch(self, keys, out)
     }
+    #[inline]
+    fn get_u64(&self, key: u64) -> Option<u64> {
+        Reader::get_u64(self, key)
+    }
 }
 
 crate::snapshot::persist!(Stats { moves, bfs_nodes, stashed, grows, shrinks, compactions });

@@ -130,6 +130,11 @@ impl LookupTable for Lookup {
         self.cur.load().get_batch(keys, out)
     }
 
+    #[inline]
+    fn get_u64(&self, key: u64) -> Option<u64> {
+        self.cur.load().get_u64(key)
+    }
+
     fn apply(&self, delta: &Delta) -> Result<()> {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let have = self.seq.load(Ordering::Relaxed);
