@@ -22,6 +22,78 @@ pub fn hash64(key: &[u8], seed: u64) -> u64 {
     xxhash_rust::xxh3::xxh3_64_with_seed(key, seed)
 }
 
+/// XXH3's default secret, the 64-bit words at byte offsets 8, 16, 24, 32,
+/// 40 and 48 (the only ones keys of 4 to 16 bytes touch).
+const SECRET_8: u64 = 0x1cad_21f7_2c81_017c;
+const SECRET_16: u64 = 0xdb97_9083_e96d_d4de;
+const SECRET_24: u64 = 0x1f67_b3b7_a4a4_4072;
+const SECRET_32: u64 = 0x78e5_c0cc_4ee6_79cb;
+const SECRET_40: u64 = 0x2172_ffcc_7dd0_5a82;
+const SECRET_48: u64 = 0x8e24_43f7_7446_08b8;
+
+/// The per-seed constant of XXH3 for keys of 4 to 8 bytes: a structure that
+/// hashes many fixed-width keys under one seed computes it once and calls
+/// [`hash_word_flipped`].
+#[inline(always)]
+pub fn short_flip(seed: u64) -> u64 {
+    let s = seed ^ (((seed as u32).swap_bytes() as u64) << 32);
+    (SECRET_8 ^ SECRET_16).wrapping_sub(s)
+}
+
+/// XXH3's final mix for keys of 4 to 8 bytes (`rrmxmx`).
+#[inline(always)]
+fn rrmxmx(mut v: u64, len: u64) -> u64 {
+    v ^= v.rotate_left(49) ^ v.rotate_left(24);
+    v = v.wrapping_mul(0x9FB2_1C65_1E98_DF25);
+    v ^= (v >> 35).wrapping_add(len);
+    v = v.wrapping_mul(0x9FB2_1C65_1E98_DF25);
+    v ^ (v >> 28)
+}
+
+/// [`hash64`] of a key of `len` (4..=8) bytes given XXH3's input word
+/// `w = read32(key[len-4..]) + (read32(key[..4]) << 32)` and
+/// `flip = `[`short_flip`]`(seed)`: two multiplies, no length dispatch.
+#[inline(always)]
+pub fn hash_word_flipped(w: u64, len: u64, flip: u64) -> u64 {
+    rrmxmx(w ^ flip, len)
+}
+
+/// [`hash64`] of the 8-byte key [`crate::key::u64_key`]`(x)`, bit for bit,
+/// without the byte-slice dispatch (`hash_u64(x, s) == hash64(&x.to_le_bytes(), s)`).
+#[inline(always)]
+pub fn hash_u64(x: u64, seed: u64) -> u64 {
+    hash_word_flipped(x.rotate_left(32), 8, short_flip(seed))
+}
+
+/// [`hash64`] of a 6-byte key (a MAC address), bit for bit.
+#[inline(always)]
+pub fn hash_mac(k: [u8; 6], seed: u64) -> u64 {
+    let lo = u32::from_le_bytes([k[0], k[1], k[2], k[3]]) as u64;
+    let hi = u32::from_le_bytes([k[2], k[3], k[4], k[5]]) as u64;
+    hash_word_flipped(hi.wrapping_add(lo << 32), 6, short_flip(seed))
+}
+
+/// [`hash64`] of a 4-byte key (an IPv4 address), bit for bit.
+#[inline(always)]
+pub fn hash_ipv4(k: [u8; 4], seed: u64) -> u64 {
+    let w = u32::from_le_bytes(k) as u64;
+    hash_word_flipped(w.wrapping_add(w << 32), 4, short_flip(seed))
+}
+
+/// [`hash64`] of a 16-byte key (an IPv6 address), bit for bit.
+#[inline(always)]
+pub fn hash_ipv6(k: [u8; 16], seed: u64) -> u64 {
+    let (a, b) = k.split_at(8);
+    let lo = u64::from_le_bytes(a.try_into().unwrap_or_default());
+    let hi = u64::from_le_bytes(b.try_into().unwrap_or_default());
+    let lo = lo ^ (SECRET_24 ^ SECRET_32).wrapping_add(seed);
+    let hi = hi ^ (SECRET_40 ^ SECRET_48).wrapping_sub(seed);
+    let m = lo as u128 * hi as u128;
+    let acc = 16u64.wrapping_add(lo.swap_bytes()).wrapping_add(hi).wrapping_add(m as u64 ^ (m >> 64) as u64);
+    let v = (acc ^ (acc >> 37)).wrapping_mul(0x1656_6791_9E37_79F9);
+    v ^ (v >> 32)
+}
+
 /// Maps a uniformly distributed 32-bit value to `0..n` without division
 /// (Lemire, "A fast alternative to the modulo reduction"). For `n = 2^k` this
 /// is exactly the top `k` bits, so power-of-two and compact sizings share one
@@ -110,6 +182,25 @@ mod tests {
         assert_eq!(hash64(b"key", 7), hash64(b"key", 7));
         // Pinned value: blobs written by older builds must stay readable.
         assert_eq!(hash64(b"", 0), xxhash_rust::xxh3::xxh3_64(b""));
+    }
+
+    #[test]
+    fn fixed_width_hashes_are_xxh3_bit_for_bit() {
+        use proptest::prelude::*;
+        let cfg = proptest::test_runner::Config { cases: 2000, ..Default::default() };
+        proptest::proptest!(cfg, |(x in any::<u64>(), seed in any::<u64>(), k16 in any::<[u8; 16]>())| {
+            prop_assert_eq!(hash_u64(x, seed), hash64(&x.to_le_bytes(), seed));
+            let mac: [u8; 6] = k16[..6].try_into().unwrap();
+            prop_assert_eq!(hash_mac(mac, seed), hash64(&mac, seed));
+            let v4: [u8; 4] = k16[..4].try_into().unwrap();
+            prop_assert_eq!(hash_ipv4(v4, seed), hash64(&v4, seed));
+            prop_assert_eq!(hash_ipv6(k16, seed), hash64(&k16, seed));
+        });
+        for seed in [0, 1, u64::MAX, 0x6b65_7970_6c61_6e65] {
+            for x in [0, 1, u64::MAX, 1 << 63] {
+                assert_eq!(hash_u64(x, seed), hash64(&x.to_le_bytes(), seed));
+            }
+        }
     }
 
     #[test]

@@ -168,6 +168,15 @@ pub trait LookupTable: Wire + Send + Sync {
         }
     }
 
+    /// Same answer as `self.get(&`[`key::u64_key`]`(key))`, for tables whose
+    /// keys are 8-byte integers. Othello and SetSep answer it on a path
+    /// specialised for the width (no byte-slice hashing, no per-call
+    /// snapshot pinning); other structures run the generic `get`.
+    #[inline]
+    fn get_u64(&self, key: u64) -> Option<u64> {
+        self.get(&key::u64_key(key))
+    }
+
     /// Applies a delta in place. One writer at a time (the implementation
     /// serialises writers); any number of threads may keep calling `get`.
     fn apply(&self, delta: &Self::Delta) -> Result<()>;
@@ -197,6 +206,12 @@ pub trait ReadHandle: Send {
             *o = self.get(k);
         }
     }
+
+    /// Same answer as [`LookupTable::get_u64`] (`get(&`[`key::u64_key`]`(key))`).
+    #[inline]
+    fn get_u64(&self, key: u64) -> Option<u64> {
+        self.get(&key::u64_key(key))
+    }
 }
 
 /// The plain read handle: a reference to the table, calling its `&self`
@@ -211,5 +226,9 @@ impl<L: LookupTable> ReadHandle for SharedReader<'_, L> {
     }
     fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
         self.0.get_batch(keys, out)
+    }
+    #[inline]
+    fn get_u64(&self, key: u64) -> Option<u64> {
+        self.0.get_u64(key)
     }
 }

@@ -247,9 +247,17 @@ impl<P: Deref<Target = Published<T>>, T> Cached<P, T> {
         let g = self.src.generation.load(Ordering::Acquire);
         let mut c = self.cache.borrow_mut();
         if c.0 != g {
-            *c = (g, self.src.cur.load_full());
+            Self::refresh(&self.src, &mut c, g);
         }
         f(&c.1)
+    }
+
+    /// Out of line: a replacement is rare, and the arc-swap load and
+    /// reference counting would otherwise bloat every inlined lookup.
+    #[cold]
+    #[inline(never)]
+    fn refresh(src: &P, c: &mut (u64, Arc<T>), g: u64) {
+        *c = (g, src.cur.load_full());
     }
 
     /// The newest snapshot, loaded through the publisher without touching
@@ -283,6 +291,30 @@ macro_rules! cached_reader {
             }
         }
     };
+    // As above, with `get_u64` answered by `$inner`'s inherent `get_u64`.
+    ($inner:ty, u64) => {
+        /// A per-thread read handle ([`crate::LookupTable::reader`]): the
+        /// same answers as the lookup form's `get` / `get_batch` / `get_u64`,
+        /// without the per-call snapshot pinning (see `Cached`). Applied
+        /// deltas and whole-table replacements are visible to it.
+        #[derive(Debug, Clone)]
+        pub struct Reader<'a>(crate::sync::Cached<&'a crate::sync::Published<$inner>, $inner>);
+
+        impl crate::ReadHandle for Reader<'_> {
+            #[inline]
+            fn get(&self, key: &[u8]) -> Option<u64> {
+                self.0.with(|c| c.get(key))
+            }
+            #[inline]
+            fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+                self.0.with(|c| c.get_batch(keys, out))
+            }
+            #[inline(always)]
+            fn get_u64(&self, key: u64) -> Option<u64> {
+                self.0.with(|c| c.get_u64(key))
+            }
+        }
+    };
 }
 pub(crate) use cached_reader;
 
@@ -304,6 +336,15 @@ macro_rules! snapshot_reads {
 
         fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
             self.cur.load().get_batch(keys, out)
+        }
+    };
+    // As above, plus `get_u64` through the snapshot's inherent `get_u64`.
+    (u64) => {
+        crate::sync::snapshot_reads!();
+
+        #[inline]
+        fn get_u64(&self, key: u64) -> Option<u64> {
+            self.cur.load().get_u64(key)
         }
     };
 }

@@ -3,7 +3,7 @@
 //! corruption, edge cases.
 
 use keyplane::conformance::{self, KeyShape};
-use keyplane::cuckoo::{Control, Delta, Lookup, Options, ValueLayout};
+use keyplane::cuckoo::{Control, Delta, KeyLayout, Lookup, Options, ValueLayout};
 use keyplane::ext::wire::Kind;
 use keyplane::hash::{hash64, hi, lo, reduce};
 use keyplane::lineage::DeltaInfo;
@@ -99,14 +99,25 @@ fn colliding_keys(seed: u64, nb: u32, count: usize) -> Vec<[u8; 8]> {
 
 #[test]
 fn stash_takes_keys_without_a_cuckoo_path_and_drains_back() {
-    // 12 keys sharing the same two buckets: 8 fit, 4 have no cuckoo path.
+    stash_with(Options { keys: KeyLayout::Wide, ..Options::default() });
+    // 8-byte keys, 8-bit values: the keyed layout (7 slots a bucket).
+    stash_with(Options::default());
+}
+
+fn stash_with(opts: Options) {
+    // 2s + 4 keys sharing the same two buckets of s slots: 2s fit, 4 have no cuckoo path.
     let base: Vec<(Vec<u8>, u64)> = (0..400u64).map(|i| ((i | 1 << 40).to_le_bytes().to_vec(), i & 0xff)).collect();
-    let mut ctl = Control::from_items(base.clone(), 8).unwrap();
+    let mut ctl = Control::from_items_with(base.clone(), 8, opts).unwrap();
     let nb = ctl.buckets() as u32;
+    let sb = ctl.capacity() / ctl.buckets();
     let seed = ctl.seed();
-    let keys = colliding_keys(seed, nb, 12);
+    let keys = colliding_keys(seed, nb, 2 * sb + 4);
+    // Room below the growth point (bulk builds of wider buckets fill 97 %).
+    for (k, _) in &base[..100] {
+        ctl.remove(k).unwrap().unwrap();
+    }
     let replica = ctl.export();
-    let mut oracle: HashMap<Vec<u8>, u64> = base.into_iter().collect();
+    let mut oracle: HashMap<Vec<u8>, u64> = base[100..].iter().cloned().collect();
     for (i, k) in keys.iter().enumerate() {
         oracle.insert(k.to_vec(), i as u64);
         replica.apply(&ctl.insert(k, i as u64).unwrap()).unwrap();
@@ -156,7 +167,8 @@ fn stash_takes_keys_without_a_cuckoo_path_and_drains_back() {
 fn high_load_inserts_use_bfs_paths() {
     // Bulk sized for 90 % load, then inserts up to the 95 % growth point.
     let n = 90_000u64;
-    let mut ctl = Control::from_items((0..n).map(|i| (i.to_le_bytes(), i & 0xff)), 8).unwrap();
+    let wide = Options { keys: KeyLayout::Wide, ..Options::default() };
+    let mut ctl = Control::from_items_with((0..n).map(|i| (i.to_le_bytes(), i & 0xff)), 8, wide).unwrap();
     let cap = ctl.capacity() as u64;
     let replica = ctl.export();
     let target = cap * 94 / 100;
@@ -276,9 +288,17 @@ fn shared_table_readers_during_heavy_churn() {
 /// key, single and batched, on every pass.
 #[test]
 fn displacements_on_a_tiny_table_never_hide_a_key() {
-    let resident: Vec<([u8; 8], u64)> = (0..57u64).map(|i| ((i + (1 << 50)).to_le_bytes(), i + 1)).collect();
-    let mut ctl = Control::from_items(resident.clone(), 8).unwrap();
-    assert_eq!(ctl.buckets(), 16);
+    displacements_with(Options { keys: KeyLayout::Wide, ..Options::default() }, 8, 16);
+    // Keyed (8-byte keys) and packed (6-byte keys, CuckooSwitch's MAC slots).
+    displacements_with(Options::default(), 8, 9);
+    displacements_with(Options::default(), 6, 8);
+}
+
+fn displacements_with(opts: Options, klen: usize, buckets: usize) {
+    let resident: Vec<(Vec<u8>, u64)> =
+        (0..57u64).map(|i| ((i + (1 << 40)).to_le_bytes()[..klen].to_vec(), i + 1)).collect();
+    let mut ctl = Control::from_items_with(resident.clone(), 8, opts).unwrap();
+    assert_eq!(ctl.buckets(), buckets);
     let replica = Arc::new(ctl.export());
     let stop = Arc::new(AtomicBool::new(false));
     let hs: Vec<_> = (0..2)
@@ -308,8 +328,8 @@ fn displacements_on_a_tiny_table_never_hide_a_key() {
         })
         .collect();
     let mut rng = conformance::Rng::new(1);
-    for round in 0..100_000u64 {
-        let keys: Vec<[u8; 8]> = (0..3).map(|j| (round * 4 + j).to_le_bytes()).collect();
+    for round in 0..40_000u64 {
+        let keys: Vec<Vec<u8>> = (0..3).map(|j| (round * 4 + j).to_le_bytes()[..klen].to_vec()).collect();
         for k in &keys {
             replica.apply(&ctl.insert(k, rng.next_u64() & 0xff).unwrap()).unwrap();
         }
@@ -322,8 +342,8 @@ fn displacements_on_a_tiny_table_never_hide_a_key() {
         assert!(h.join().unwrap() > 0);
     }
     let s = ctl.stats();
-    assert_eq!(ctl.buckets(), 16, "never grew: {s:?}");
-    assert!(s.moves > 10_000, "{s:?}");
+    assert_eq!(ctl.buckets(), buckets, "never grew: {s:?}");
+    assert!(s.moves > 1_000, "{s:?}");
 }
 
 #[test]
@@ -387,7 +407,8 @@ fn no_op_deltas_wide_values_and_long_keys() {
 #[test]
 fn memory_is_one_cache_line_per_four_slots() {
     let n = 100_000u64;
-    let ctl = Control::from_items((0..n).map(|i| (i.to_le_bytes(), i & 0xff)), 8).unwrap();
+    let wide = Options { keys: KeyLayout::Wide, ..Options::default() };
+    let ctl = Control::from_items_with((0..n).map(|i| (i.to_le_bytes(), i & 0xff)), 8, wide).unwrap();
     let t = ctl.export();
     let per_key = t.memory_bytes() as f64 / n as f64;
     // 16 bytes per slot at ≥ 85 % load (bulk builds fill 90 %).
@@ -465,4 +486,304 @@ fn mass_removal_shrinks_the_table() {
     }
     assert!(ctl.stats().grows > s.grows);
     assert_eq!(replica.to_bytes(), ctl.export().to_bytes());
+}
+
+// ------------------------------------------------------------ fixed-width layouts
+
+/// Key `i` of width `w`: key 0 is all zero bytes (the entry a packed table
+/// with a full word cannot hold in a bucket when its value is 0 too).
+fn fixed_key(w: usize, i: u64) -> Vec<u8> {
+    let mut k = vec![0; w];
+    if i != 0 {
+        let mut x = i;
+        for c in k.chunks_mut(8) {
+            x = keyplane::hash::mix64(x);
+            c.copy_from_slice(&x.to_le_bytes()[..c.len()]);
+        }
+    }
+    k
+}
+
+/// Oracle run over keys of one width, then (optionally) keys of another
+/// width: the table must leave the fixed-width layout by a rebuild that the
+/// delta-fed replica repeats; replica bytes equal the writer's export.
+fn oracle_fixed(w: usize, bits: u32, seed: u64, ops: usize, space: u64, widen: bool) {
+    let mut rng = conformance::Rng::new(seed);
+    let vm = keyplane::mask(bits);
+    let mut ctl = Control::with_value_bits(bits).unwrap();
+    let reader = ctl.reader();
+    let replica = Lookup::from_bytes(&ctl.export().to_bytes()).unwrap();
+    let replica_reader = replica.reader();
+    let mut oracle: HashMap<Vec<u8>, u64> = HashMap::new();
+    let check = |ctl: &Control, replica: &Lookup, oracle: &HashMap<Vec<u8>, u64>, step: usize| {
+        for (k, v) in oracle {
+            assert_eq!(replica.get(k), Some(*v), "w {w} bits {bits} step {step} key {k:02x?}");
+            assert_eq!(reader.get(k), Some(*v), "step {step}");
+            assert_eq!(replica_reader.get(k), Some(*v), "step {step}");
+            if k.len() == 8 {
+                let x = u64::from_le_bytes(k[..].try_into().unwrap());
+                assert_eq!(reader.get_u64(x), Some(*v), "get_u64 step {step}");
+                assert_eq!(replica.get_u64(x), Some(*v), "get_u64 step {step}");
+            }
+        }
+        let refs: Vec<&[u8]> = oracle.keys().map(|k| k.as_slice()).collect();
+        let mut out = vec![None; refs.len()];
+        replica_reader.get_batch(&refs, &mut out);
+        for (k, o) in refs.iter().zip(&out) {
+            assert_eq!(*o, Some(oracle[*k]), "batch step {step}");
+        }
+        assert_eq!(replica.len(), oracle.len());
+        assert_eq!(replica.to_bytes(), ctl.export().to_bytes(), "step {step}: replica differs from the writer");
+    };
+    for step in 0..ops {
+        let late = widen && step > ops * 3 / 4;
+        let k = if late && rng.chance(0.2) {
+            conformance::make_key(KeyShape::Mixed, rng.below(space))
+        } else {
+            fixed_key(w, rng.below(space))
+        };
+        if rng.chance(0.3) {
+            let d = ctl.remove(&k).unwrap();
+            assert_eq!(d.is_some(), oracle.remove(&k).is_some());
+            if let Some(d) = d {
+                replica.apply(&Delta::from_bytes(&d.to_bytes()).unwrap()).unwrap();
+            }
+        } else {
+            // Zero values often, so the all-zero entry appears.
+            let v = if rng.chance(0.2) { 0 } else { rng.next_u64() & vm };
+            oracle.insert(k.clone(), v);
+            let d = ctl.insert(&k, v).unwrap();
+            replica.apply(&Delta::from_bytes(&d.to_bytes()).unwrap()).unwrap();
+        }
+        assert_eq!(reader.get(&k), oracle.get(&k).copied(), "step {step}");
+        if step == 10 && oracle.keys().all(|k| k.len() == w) {
+            assert_eq!(ctl.key_width(), Some(w), "the first key sets the width");
+        }
+        if step % 2_000 == 0 || step + 1 == ops {
+            check(&ctl, &replica, &oracle, step);
+        }
+    }
+    // Absent keys of every width read None.
+    for i in space..space + 200 {
+        for len in [w, 8, 3, 12] {
+            let k = fixed_key(len, i);
+            assert_eq!(replica.get(&k), oracle.get(&k).copied());
+        }
+    }
+    if widen {
+        assert_eq!(ctl.key_width(), None, "a key of another width widened the table");
+    } else {
+        assert_eq!(ctl.key_width(), Some(w));
+    }
+    check(&ctl, &replica, &oracle, ops);
+}
+
+#[test]
+fn oracle_packed_and_keyed_layouts_every_key_width() {
+    // Packed (w + value bytes ≤ 8) and keyed (8-byte key words) layouts,
+    // including a full packed word (6 + 2, 7 + 1, 4 + 4 bytes).
+    for (w, bits) in
+        [(1, 8), (2, 3), (3, 40), (4, 32), (5, 8), (6, 16), (6, 8), (7, 8), (8, 8), (8, 16), (8, 48), (6, 33)]
+    {
+        oracle_fixed(w, bits, w as u64 * 100 + bits as u64, 6_000, if w == 1 { 200 } else { 3_000 }, false);
+    }
+}
+
+#[test]
+fn fixed_width_tables_widen_for_other_keys() {
+    for (w, bits) in [(6, 16), (8, 8), (4, 32)] {
+        oracle_fixed(w, bits, 9 + w as u64, 8_000, 3_000, true);
+    }
+}
+
+#[test]
+fn bulk_builds_pick_the_layout_and_get_u64_agrees_with_get() {
+    let mut rng = conformance::Rng::new(4);
+    let items: Vec<(u64, u64)> = (0..20_000).map(|_| (rng.next_u64(), rng.next_u64() & 0xff)).collect();
+    let ctl = Control::from_items(items.iter().map(|(k, v)| (k.to_le_bytes(), *v)), 8).unwrap();
+    assert_eq!(ctl.key_width(), Some(8));
+    let wide = Control::from_items_with(
+        items.iter().map(|(k, v)| (k.to_le_bytes(), *v)),
+        8,
+        Options { keys: KeyLayout::Wide, ..Options::default() },
+    )
+    .unwrap();
+    assert_eq!(wide.key_width(), None);
+    let (t, tw) = (ctl.export(), wide.export());
+    let (r, rw) = (t.reader(), tw.reader());
+    for (k, v) in &items {
+        for got in [r.get_u64(*k), t.get_u64(*k), ctl.get_u64(*k), rw.get_u64(*k), tw.get_u64(*k)] {
+            assert_eq!(got, Some(*v));
+        }
+        assert_eq!(r.get(&k.to_le_bytes()), Some(*v));
+    }
+    for _ in 0..20_000 {
+        let k = rng.next_u64();
+        let want = items.iter().find(|(x, _)| *x == k).map(|(_, v)| *v);
+        assert_eq!(r.get_u64(k), want);
+        assert_eq!(rw.get_u64(k), want);
+        assert_eq!(r.get(&k.to_le_bytes()), want);
+    }
+    // A table of 6-byte keys: get_u64 (8-byte keys) finds nothing.
+    let macs = Control::from_items((0..1000u64).map(|i| (fixed_key(6, i), i & 0xffff)), 16).unwrap();
+    assert_eq!(macs.key_width(), Some(6));
+    assert_eq!(macs.get_u64(5), None);
+    // Mixed lengths and wide values: the wide layout.
+    let mixed = Control::from_items([(b"abc".as_slice(), 1), (b"abcdef".as_slice(), 2)], 8).unwrap();
+    assert_eq!(mixed.key_width(), None);
+    let wide_vals = Control::from_items((0..100u64).map(|i| (i.to_le_bytes(), i)), 64).unwrap();
+    assert_eq!(wide_vals.key_width(), None);
+}
+
+/// CuckooSwitch's packed FIB: 6-byte MACs with 16-bit values cost at most
+/// 67 bits per key at the load a bulk build gives (issue #20), and keep
+/// that load through inserts up to the growth point.
+#[test]
+fn mac_tables_cost_at_most_67_bits_per_key() {
+    let n = 200_000u64;
+    let items = (0..n).map(|i| (fixed_key(6, i + 1), i & 0xffff));
+    let mut ctl = Control::from_items(items, 16).unwrap();
+    let t = ctl.export();
+    let bits = t.memory_bytes() as f64 * 8.0 / n as f64;
+    assert!(bits <= 67.0, "{bits:.2} bits per key at load {:.3}", ctl.load_factor());
+    assert!(ctl.load_factor() >= 0.95, "load {}", ctl.load_factor());
+    // Inserts up to 97.5 % load: no growth, every key still found.
+    let cap = ctl.capacity() as u64;
+    let replica = ctl.export();
+    let mut i = n;
+    while (ctl.len() as u64) * 1000 < cap * 975 {
+        i += 1;
+        replica.apply(&ctl.insert(&fixed_key(6, i), i & 0xffff).unwrap()).unwrap();
+    }
+    assert_eq!(ctl.capacity() as u64, cap, "grew below 98 %: {:?}", ctl.stats());
+    for j in (1..=i).step_by(7) {
+        let v = if j <= n { j - 1 } else { j };
+        assert_eq!(replica.get(&fixed_key(6, j)), Some(v & 0xffff));
+    }
+    assert_eq!(replica.to_bytes(), ctl.export().to_bytes());
+    // 8-byte keys, 8-bit values: seven slots (73 bits) a bucket.
+    let keyed = Control::from_items((0..n).map(|i| (keyplane::hash::mix64(i).to_le_bytes(), i & 0xff)), 8).unwrap();
+    let bits8 = keyed.export().memory_bytes() as f64 * 8.0 / n as f64;
+    assert!(bits8 <= 512.0 / 7.0 / 0.95, "{bits8:.2} bits per key");
+}
+
+/// Readers on the fixed-width fast paths (`get`, `get_u64`, batches) of the
+/// shared table and of a replica verify stable keys while the writer churns
+/// other keys of the same width (displacements, stash, growth, shrink).
+#[test]
+fn fast_path_readers_during_churn() {
+    for (w, bits) in [(8usize, 8u32), (6, 16)] {
+        // Stable keys have a last byte below 0x80; churned keys at or above.
+        let key = |x: u64, stable: bool| {
+            let mut k = keyplane::hash::mix64(x).to_le_bytes()[..w].to_vec();
+            k[w - 1] = if stable { k[w - 1] & 0x7f } else { k[w - 1] | 0x80 };
+            k
+        };
+        let stable: Vec<(Vec<u8>, u64)> = (0..20_000u64)
+            .map(|i| (key(i, true), i & keyplane::mask(bits)))
+            .collect::<HashMap<_, _>>()
+            .into_iter()
+            .collect();
+        let mut ctl = Control::from_items(stable.clone(), bits).unwrap();
+        assert_eq!(ctl.key_width(), Some(w));
+        let replica = Arc::new(ctl.export());
+        let stable = Arc::new(stable);
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut hs = Vec::new();
+        for t in 0..2u64 {
+            let (reader, replica, stable, stop) = (ctl.reader(), replica.clone(), stable.clone(), stop.clone());
+            hs.push(std::thread::spawn(move || {
+                let mut rng = conformance::Rng::new(t + 50);
+                let (mut n, mut out) = (0u64, vec![None; 9]);
+                while !stop.load(Ordering::Relaxed) {
+                    let (k, v) = &stable[rng.below(stable.len() as u64) as usize];
+                    assert_eq!(reader.get(k), Some(*v));
+                    assert_eq!(replica.get(k), Some(*v));
+                    if w == 8 {
+                        let x = u64::from_le_bytes(k[..].try_into().unwrap());
+                        assert_eq!(reader.get_u64(x), Some(*v));
+                        assert_eq!(replica.reader().get_u64(x), Some(*v));
+                    }
+                    let idx: Vec<usize> = (0..9).map(|_| rng.below(stable.len() as u64) as usize).collect();
+                    let keys: Vec<&[u8]> = idx.iter().map(|&i| stable[i].0.as_slice()).collect();
+                    reader.get_batch(&keys, &mut out);
+                    for (&i, o) in idx.iter().zip(&out) {
+                        assert_eq!(*o, Some(stable[i].1));
+                    }
+                    n += 1;
+                }
+                n
+            }));
+        }
+        let mut rng = conformance::Rng::new(7);
+        let mut live: Vec<Vec<u8>> = Vec::new();
+        for _ in 0..400_000 {
+            let d = if rng.below(10) < 6 || live.len() < 1000 {
+                let k = key(rng.below(1 << 40), false);
+                if ctl.get(&k).is_none() {
+                    live.push(k.clone());
+                }
+                Some(ctl.insert(&k, rng.next_u64() & keyplane::mask(bits)).unwrap())
+            } else {
+                let i = rng.below(live.len() as u64) as usize;
+                ctl.remove(&live.swap_remove(i)).unwrap()
+            };
+            if let Some(d) = d {
+                replica.apply(&d).unwrap();
+            }
+            if live.len() > 60_000 {
+                for k in live.drain(..50_000) {
+                    if let Some(d) = ctl.remove(&k).unwrap() {
+                        replica.apply(&d).unwrap();
+                    }
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        for h in hs {
+            assert!(h.join().expect("reader panicked") > 0);
+        }
+        let s = ctl.stats();
+        assert!(s.grows > 0 && s.moves > 1000, "{s:?}");
+        assert_eq!(ctl.key_width(), Some(w));
+        assert_eq!(replica.to_bytes(), ctl.export().to_bytes());
+    }
+}
+
+/// Fixed-width blobs and deltas: truncations and bit flips refused; random
+/// bytes written over bucket words with a valid checksum are refused or
+/// decode to a table whose lookups never panic.
+#[test]
+fn fixed_width_corruption_sweeps() {
+    for (w, bits) in [(6usize, 16u32), (8, 8), (4, 8)] {
+        let mut ctl =
+            Control::from_items((0..300u64).map(|i| (fixed_key(w, i), i & keyplane::mask(bits))), bits).unwrap();
+        assert_eq!(ctl.key_width(), Some(w));
+        let blob = ctl.export().to_bytes();
+        conformance::corruption_sweep::<Lookup>(&blob, 2_000, w as u64).unwrap();
+        let d1 = ctl.insert(&fixed_key(w, 1000), 1).unwrap().to_bytes();
+        let d2 = ctl.remove(&fixed_key(w, 7)).unwrap().unwrap().to_bytes();
+        let d3 = ctl.insert(b"another width", 1).unwrap().to_bytes(); // widens
+        for (i, d) in [d1, d2, d3].iter().enumerate() {
+            conformance::corruption_sweep::<Delta>(d, 500, 10 + i as u64).unwrap();
+        }
+        let mut rng = conformance::Rng::new(w as u64);
+        let (mut refused, mut accepted) = (0, 0);
+        for _ in 0..3_000 {
+            let at = 60 + rng.below((blob.len() - 80) as u64) as usize;
+            let patch = [rng.next_u64() as u8];
+            let bad = conformance::patch_framed(&blob, at, &patch);
+            match Lookup::from_bytes(&bad) {
+                Err(_) => refused += 1,
+                Ok(t) => {
+                    accepted += 1;
+                    for i in 0..50 {
+                        let _ = t.get(&fixed_key(w, i));
+                        let _ = t.get_u64(i);
+                    }
+                }
+            }
+        }
+        assert!(refused > 0 && refused + accepted == 3_000, "refused {refused}");
+    }
 }

@@ -192,3 +192,34 @@ fn unknown_keys_read_uniform_values() {
     let (z, max) = zero_share(&c.export_with(|_| 0).unwrap());
     assert!(z < 0.02 && max < 0.02, "export_with: share of 0 {z:.3}, largest share {max:.3}");
 }
+
+/// Power-of-two sizing keeps the headroom its arrays already have: after a
+/// bulk build, inserts up to the arrays' real capacity (m_b ≥ c, m_a ≥ 4c/3)
+/// never force a growth rebuild (issue #20: a 16.0M-key build has
+/// m_b = 2^24 and used to grow on its first insert); the next one does.
+#[test]
+fn power_of_two_bulk_build_keeps_its_real_capacity() {
+    for n in [2_500u64, 5_000, 40_000] {
+        let opts = Options { sizing: Sizing::PowerOfTwo, seed: n, ..Options::default() };
+        let mut ctl = Control::from_items_with((0..n).map(|i| (i.to_le_bytes(), i & 0xff)), 8, opts).unwrap();
+        let (ma, mb) = ctl.sizes();
+        let real = (mb as u64).min(ma as u64 * 3 / 4);
+        assert!(real > n, "n {n}: arrays {ma}+{mb}");
+        assert_eq!(ctl.capacity() as u64, real);
+        let replica = ctl.export();
+        for i in n..real {
+            replica.apply(&ctl.insert(&i.to_le_bytes(), i & 0xff).unwrap()).unwrap();
+        }
+        let s = ctl.stats();
+        assert_eq!(s.grow_rebuilds, 0, "n {n}: {s:?}");
+        assert_eq!(s.rebuilds, 1 + s.cycle_rebuilds, "only the build and cycle re-seeds: {s:?}");
+        assert_eq!(ctl.sizes(), (ma, mb));
+        for i in (0..real).step_by(13) {
+            assert_eq!(replica.get(&i.to_le_bytes()), Some(i & 0xff));
+        }
+        // One more key than the arrays hold: a growth rebuild.
+        replica.apply(&ctl.insert(&real.to_le_bytes(), 1).unwrap()).unwrap();
+        assert_eq!(ctl.stats().grow_rebuilds, 1);
+        assert_eq!(replica.get(&real.to_le_bytes()), Some(1));
+    }
+}

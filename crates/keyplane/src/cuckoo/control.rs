@@ -4,14 +4,16 @@
 use super::delta::Delta;
 use super::lookup::Lookup;
 use super::table::{MAX_ENTRY_WORDS, Op, Probe, Resize, Sink, SlotWrite, Table, VAL48, WriteStats, arena_cap_for};
-use super::{MAX_BUCKETS, MAX_KEY_LEN, Options, Params, SLOTS};
+use super::{MAX_BUCKETS, MAX_KEY_LEN, Options, Params, SLOTS, fixed_fits};
 use crate::ControlTable;
 use crate::error::{Error, Result, check_value};
 use crate::sync::{Cached, Published};
 use std::sync::Arc;
 
-/// Initial fill of a bulk-loaded table (grows at 95 %).
+/// Initial fill of a bulk-loaded table of four-slot buckets (grows at 95 %).
 const BUILD_LOAD: f64 = 0.90;
+/// The same for five- to eight-slot buckets (grow at 98 %).
+const BUILD_LOAD_WIDE_BUCKETS: f64 = 0.97;
 
 /// Counters describing the writer's history.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -66,6 +68,13 @@ impl Reader {
     pub fn get(&self, key: &[u8]) -> Option<u64> {
         self.with(|t| t.get(key))
     }
+    /// Exact lookup of the 8-byte key `key.to_le_bytes()`: the same answer
+    /// as `get`, hashed from the integer (no slice, no length dispatch) on a
+    /// table of 8-byte keys.
+    #[inline]
+    pub fn get_u64(&self, key: u64) -> Option<u64> {
+        self.with(|t| t.get_u64(key))
+    }
     /// Looks up `keys` (any number) into `out` (same length; extras ignored).
     pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
         self.with(|t| t.get_batch(keys, out))
@@ -119,15 +128,19 @@ pub struct Control {
 impl Control {
     /// Empty table with explicit options.
     pub fn with_options(value_bits: u32, opts: Options) -> Result<Self> {
-        Self::sized(value_bits, &opts, 0, 0)
+        Self::sized(value_bits, &opts, 0, 0, 0)
     }
 
-    fn sized(value_bits: u32, opts: &Options, n: usize, arena_words: usize) -> Result<Self> {
-        let nb = ((n as f64 / (SLOTS as f64 * BUILD_LOAD)).ceil() as u64).max(2);
+    /// A table for `n` keys; `kl` > 0 takes the fixed-width layout for keys of `kl` bytes.
+    fn sized(value_bits: u32, opts: &Options, n: usize, arena_words: usize, kl: u32) -> Result<Self> {
+        let p0 = Params::new(value_bits, opts, 2)?;
+        let p0 = p0.relayout(kl, 2);
+        let load = if p0.sb > SLOTS as u32 { BUILD_LOAD_WIDE_BUCKETS } else { BUILD_LOAD };
+        let nb = ((n as f64 / (p0.sb as f64 * load)).ceil() as u64).max(2);
         if nb > MAX_BUCKETS as u64 {
             return Err(Error::CapacityExceeded(format!("{n} keys need more than {MAX_BUCKETS} buckets")));
         }
-        let p = Params::new(value_bits, opts, nb as u32)?;
+        let p = p0.relayout(kl, nb as u32);
         // Bulk loads reserve 1/8 headroom for long keys; later compactions 2×.
         let t = Table::new(p, (arena_words + arena_words / 8).max(arena_cap_for(0, 0)));
         let shared = Arc::new(Shared::new(t));
@@ -151,6 +164,7 @@ impl Control {
         crate::check_value_bits(value_bits, 1, 64)?;
         let items: Vec<(K, u64)> = items.into_iter().collect();
         let mut arena = 0;
+        let mut len = items.first().map(|(k, _)| k.as_ref().len());
         for (k, v) in &items {
             check_value(*v, value_bits)?;
             let k = k.as_ref();
@@ -158,8 +172,16 @@ impl Control {
             if k.len() > super::table::INLINE_MAX {
                 arena += 1 + k.len().div_ceil(8);
             }
+            if len != Some(k.len()) {
+                len = None;
+            }
         }
-        let mut c = Self::sized(value_bits, &opts, items.len(), arena)?;
+        let auto = Params::new(value_bits, &opts, 2)?.auto;
+        let kl = match len {
+            Some(l) if auto && fixed_fits(l, value_bits) => l as u32,
+            _ => 0,
+        };
+        let mut c = Self::sized(value_bits, &opts, items.len(), arena, kl)?;
         for (k, v) in &items {
             c.put(k.as_ref(), *v)?;
         }
@@ -176,6 +198,14 @@ impl Control {
     /// A read handle on this writer's own table (cheap; one per thread).
     pub fn reader(&self) -> Reader {
         Reader::new(self.shared.clone())
+    }
+    /// [`Reader::get_u64`] on the writer's table.
+    pub fn get_u64(&self, key: u64) -> Option<u64> {
+        self.cur.get_u64(key)
+    }
+    /// Key width of the fixed-width layout (`None`: the wide layout).
+    pub fn key_width(&self) -> Option<usize> {
+        (self.cur.p.kl != 0).then_some(self.cur.p.kl as usize)
     }
     /// Sequence number of the last delta emitted.
     pub fn seq(&self) -> u64 {
@@ -214,6 +244,7 @@ impl Control {
             Resize::Grow => self.stats.grows += 1,
             Resize::Shrink => self.stats.shrinks += 1,
             Resize::Same => self.stats.compactions += 1,
+            Resize::Widen | Resize::Narrow => {}
         }
         self.sink.push(Op::Rebuild { mode, extra: extra as u32, nb: n.p.nb });
         self.shared.replace(n);
@@ -226,10 +257,27 @@ impl Control {
         loop {
             let t = self.cur.clone();
             crate::work::hashed(1);
+            if t.p.kl != 0 && key.len() != t.p.kl as usize {
+                // A key of another length: leave the fixed-width layout.
+                self.rebuild(&t, Resize::Widen, 0)?;
+                continue;
+            }
+            if t.p.kl == 0 && t.p.auto && t.len() == 0 && fixed_fits(key.len(), t.p.vbits) {
+                // The first key of an empty table sets its key width.
+                self.rebuild(&t, Resize::Narrow, key.len())?;
+                continue;
+            }
             let pr: Probe = t.p.probe(key);
             if let Some((slot, old)) = t.find_writer(&pr, key) {
+                let (k, m, _) = t.raw(slot);
+                if old != value && slot < t.p.slots() && !t.p.bucket_can_hold(k, (m & !VAL48) | value) {
+                    // The all-zero packed entry moves to the stash.
+                    let w = SlotWrite::clear(slot);
+                    t.apply_step(&[w])?;
+                    self.sink.push(Op::Step(vec![w]));
+                    continue;
+                }
                 if old != value {
-                    let (k, m, _) = t.raw(slot);
                     let w = if t.p.separate {
                         SlotWrite { slot: slot as u64, key: k, meta: m, val: value }
                     } else {
@@ -361,6 +409,10 @@ impl crate::ReadHandle for Reader {
     }
     fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
         Reader::get_batch(self, keys, out)
+    }
+    #[inline]
+    fn get_u64(&self, key: u64) -> Option<u64> {
+        Reader::get_u64(self, key)
     }
 }
 

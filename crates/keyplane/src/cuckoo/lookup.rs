@@ -52,6 +52,16 @@ impl Lookup {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Exact lookup of the 8-byte key `key.to_le_bytes()` (see [`Reader::get_u64`]).
+    #[inline]
+    pub fn get_u64(&self, key: u64) -> Option<u64> {
+        self.cur.load().get_u64(key)
+    }
+    /// Key width of the fixed-width layout (`None`: the wide layout).
+    pub fn key_width(&self) -> Option<usize> {
+        let kl = self.cur.load().p.kl;
+        (kl != 0).then_some(kl as usize)
+    }
     /// Number of buckets.
     pub fn buckets(&self) -> usize {
         self.cur.load().p.nb as usize
@@ -80,6 +90,10 @@ impl Lookup {
                         Resize::Grow => t.needs_grow() || t.stash_len() == STASH,
                         Resize::Shrink => t.wants_shrink(),
                         Resize::Same => t.arena_used() + *extra as usize > t.arena_cap(),
+                        Resize::Widen => t.p.kl != 0,
+                        Resize::Narrow => {
+                            t.p.kl == 0 && t.p.auto && t.len() == 0 && super::fixed_fits(*extra as usize, t.p.vbits)
+                        }
                     };
                     if !justified {
                         return Err(Error::DeltaMismatch("rebuild this table does not need".into()));
@@ -114,6 +128,11 @@ impl LookupTable for Lookup {
 
     fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
         self.cur.load().get_batch(keys, out)
+    }
+
+    #[inline]
+    fn get_u64(&self, key: u64) -> Option<u64> {
+        self.cur.load().get_u64(key)
     }
 
     fn apply(&self, delta: &Delta) -> Result<()> {

@@ -2,7 +2,8 @@
 //! the read protocol (CuckooSwitch Algorithms 2 and 3) and the writer's
 //! primitive steps, BFS path search and deterministic rebuild.
 
-use super::{MAX_BUCKETS, MAX_KEY_LEN, Params, SLOTS, STASH};
+use super::fasthash::hash_packed;
+use super::{MAX_BUCKETS, MAX_KEY_LEN, MAX_SLOTS, Params, SLOTS, STASH};
 use crate::error::{Error, Result};
 use crate::hash::{hash64, hi, lo, mix64, reduce};
 use crate::mem::prefetch;
@@ -13,17 +14,23 @@ pub(crate) const INLINE_MAX: usize = 8;
 const OOL: u64 = 9;
 const OCC: u64 = 1 << 63;
 pub(crate) const VAL48: u64 = (1 << 48) - 1;
-const MAX_STRIPES: usize = 4096;
+/// Version counters: 8 KiB, so they stay in L1 next to the lookups they guard.
+const MAX_STRIPES: usize = 1024;
 const MAX_BFS_NODES: usize = 1024;
 const MIN_ARENA: usize = 512;
 /// Words of the largest out-of-line arena entry (length word + key words).
 pub(crate) const MAX_ENTRY_WORDS: usize = 1 + MAX_KEY_LEN.div_ceil(8);
 /// Keys per batch round in `get_batch` (CuckooSwitch uses up to 16 packets).
 const BATCH: usize = 16;
-/// Load (percent of bucket slots) above which an insert grows the table first.
+/// Load (percent of bucket slots) above which an insert grows a table of
+/// four-slot buckets first.
 pub(crate) const MAX_LOAD_PCT: u64 = 95;
+/// The same for buckets of five to eight slots ((2,8) cuckoo hashing fills
+/// beyond 99 %).
+pub(crate) const MAX_LOAD_PCT_WIDE_BUCKETS: u64 = 98;
 
-/// One cache line: four (key word, meta word) slots.
+/// One cache line: four (key word, meta word) slots, eight packed slots, or
+/// keyed slots (see the module docs).
 #[repr(C, align(64))]
 #[derive(Default)]
 pub(crate) struct Bucket {
@@ -80,9 +87,35 @@ impl Params {
         (b1 as usize, b2 as usize)
     }
 
+    /// Hash of a key: XXH3-64 with the seed (computed from the packed word
+    /// for 4- to 8-byte keys).
+    #[inline(always)]
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        if (4..=8).contains(&key.len()) {
+            hash_packed(pack(key), key.len() as u32, super::fasthash::flip(self.seed))
+        } else {
+            hash64(key, self.seed)
+        }
+    }
+
+    /// Tag of every entry of a fixed-width table (no fingerprint).
+    #[inline(always)]
+    pub fn fixed_tag(&self) -> u64 {
+        0x8000 | (self.kl as u64) << 8
+    }
+
+    /// Largest load (percent of bucket slots) before an insert grows the table.
+    pub fn max_load_pct(&self) -> u64 {
+        if self.sb > SLOTS as u32 { MAX_LOAD_PCT_WIDE_BUCKETS } else { MAX_LOAD_PCT }
+    }
+
     #[inline(always)]
     pub fn probe(&self, key: &[u8]) -> Probe {
-        let h = hash64(key, self.seed);
+        let h = self.hash(key);
+        if self.kl != 0 && key.len() == self.kl as usize {
+            let (b1, b2) = self.buckets_of(h);
+            return Probe { b1, b2, tag: self.fixed_tag(), kw: pack(key), ool: false };
+        }
         let (b1, b2) = self.buckets_of(h);
         let m = mix64(h);
         let fp = m >> 56;
@@ -94,7 +127,162 @@ impl Params {
     }
 
     pub fn slots(&self) -> usize {
-        self.nb as usize * SLOTS
+        self.nb as usize * self.sb as usize
+    }
+
+    /// Value mask of a fixed-width slot.
+    #[inline(always)]
+    fn vmask(&self) -> u64 {
+        crate::mask(8 * self.vb)
+    }
+
+    /// Occupied marker of a packed word (bit 63) when the key and value
+    /// leave it free; 0 when they fill the word.
+    #[inline(always)]
+    fn mark(&self) -> u64 {
+        if self.kl + self.vb < 8 { 1 << 63 } else { 0 }
+    }
+
+    /// Packed word of an entry (0 only for the entry a packed table keeps in the stash).
+    #[inline(always)]
+    fn packed_word(&self, kw: u64, val: u64) -> u64 {
+        kw | val << (8 * self.kl) | self.mark()
+    }
+
+    /// Byte offset of slot `s`'s value in a keyed bucket.
+    #[inline(always)]
+    fn keyed_val_off(&self, s: usize) -> usize {
+        8 * self.sb as usize + s * self.vb as usize
+    }
+
+    /// Reads the value of keyed slot `s` from a bucket's words.
+    #[inline(always)]
+    fn keyed_val(&self, w: &[u64; 8], s: usize) -> u64 {
+        let o = self.keyed_val_off(s);
+        let (j, sh) = (o / 8, (o % 8) * 8);
+        let mut v = w[j & 7] >> sh;
+        if sh + 8 * self.vb as usize > 64 {
+            v |= w[(j + 1) & 7] << (64 - sh);
+        }
+        v & self.vmask()
+    }
+
+    /// Normalised (key word, meta word) of bucket slot `s` from the bucket's words.
+    #[inline(always)]
+    pub fn slot_from_words(&self, w: &[u64; 8], s: usize) -> (u64, u64) {
+        if self.kl == 0 {
+            return (w[2 * s], w[2 * s + 1]);
+        }
+        let (k, v) = if self.packed {
+            let x = w[s];
+            if x == 0 {
+                return (0, 0);
+            }
+            (x & crate::mask(8 * self.kl), (x >> (8 * self.kl)) & self.vmask())
+        } else {
+            if (w[7] >> 56) >> s & 1 == 0 {
+                return (0, 0);
+            }
+            (w[s], self.keyed_val(w, s))
+        };
+        (k, OCC | self.fixed_tag() << 48 | v)
+    }
+
+    /// Writes normalised (key word, meta word) into bucket slot `s` of `w`
+    /// (a meta word of 0 clears the slot).
+    pub fn slot_into_words(&self, w: &mut [u64; 8], s: usize, k: u64, m: u64) {
+        if self.kl == 0 {
+            w[2 * s] = k;
+            w[2 * s + 1] = m;
+            return;
+        }
+        let v = if m == 0 { 0 } else { m & VAL48 };
+        if self.packed {
+            w[s] = if m == 0 { 0 } else { self.packed_word(k, v) };
+            return;
+        }
+        w[s] = k;
+        let occ = 1u64 << (56 + s);
+        if m == 0 {
+            w[7] &= !occ
+        } else {
+            w[7] |= occ
+        }
+        let o = self.keyed_val_off(s);
+        let (j, sh) = (o / 8, (o % 8) * 8);
+        let vm = self.vmask();
+        w[j] = (w[j] & !(vm << sh)) | v << sh;
+        if sh + 8 * self.vb as usize > 64 {
+            let hs = 64 - sh;
+            w[j + 1] = (w[j + 1] & !(vm >> hs)) | v >> hs;
+        }
+    }
+
+    /// Searches a fixed-width bucket's words for the packed key `kw`,
+    /// without branches on the data: (hit, slot, value). Every slot
+    /// position is compared (a fixed, unrolled loop); occupancy masks out
+    /// empty slots and, in keyed buckets, the value and occupancy words.
+    #[inline(always)]
+    pub fn match_fixed(&self, w: &[u64; 8], kw: u64) -> (bool, usize, u64) {
+        if self.packed {
+            let cm = crate::mask(8 * self.kl) | self.mark();
+            let target = kw | self.mark();
+            let mut hits = 0u32;
+            for (s, &x) in w.iter().enumerate() {
+                hits |= (((((x ^ target) & cm) == 0) & (x != 0)) as u32) << s;
+            }
+            let s = hits.trailing_zeros() as usize & 7;
+            // A miss reads 0 (callers OR the two buckets' answers).
+            let vm = self.vmask() & 0u64.wrapping_sub((hits != 0) as u64);
+            (hits != 0, s, (w[s] >> (8 * self.kl)) & vm)
+        } else {
+            let mut hits = 0u32;
+            for (s, &x) in w[..7].iter().enumerate() {
+                hits |= ((x == kw) as u32) << s;
+            }
+            hits &= (w[7] >> 56) as u32;
+            let s = hits.trailing_zeros() as usize & 7;
+            (hits != 0, s, self.keyed_val(w, s) & 0u64.wrapping_sub((hits != 0) as u64))
+        }
+    }
+
+    /// [`Self::match_fixed`] reading the bucket's atomics in place (no
+    /// copy of the line): (hit, value, 0 on a miss).
+    #[inline(always)]
+    pub fn match_bucket(&self, bk: &Bucket, kw: u64) -> (bool, u64) {
+        let mut hits = 0u32;
+        if self.packed {
+            let cm = crate::mask(8 * self.kl) | self.mark();
+            let target = kw | self.mark();
+            for (s, x) in bk.w.iter().enumerate() {
+                let x = x.load(Relaxed);
+                hits |= ((((x ^ target) & cm) == 0) as u32 & (x != 0) as u32) << s;
+            }
+            let s = hits.trailing_zeros() as usize & 7;
+            let vm = self.vmask() & 0u64.wrapping_sub((hits != 0) as u64);
+            (hits != 0, (bk.w[s].load(Relaxed) >> (8 * self.kl)) & vm)
+        } else {
+            for (s, x) in bk.w[..7].iter().enumerate() {
+                hits |= ((x.load(Relaxed) == kw) as u32) << s;
+            }
+            let w7 = bk.w[7].load(Relaxed);
+            hits &= (w7 >> 56) as u32;
+            let s = hits.trailing_zeros() as usize & 7;
+            let o = self.keyed_val_off(s);
+            let (j, sh) = (o / 8, (o % 8) * 8);
+            let mut v = bk.w[j & 7].load(Relaxed) >> sh;
+            if sh + 8 * self.vb as usize > 64 {
+                v |= bk.w[(j + 1) & 7].load(Relaxed) << (64 - sh);
+            }
+            (hits != 0, v & self.vmask() & 0u64.wrapping_sub((hits != 0) as u64))
+        }
+    }
+
+    /// False for the one entry a packed bucket cannot hold (all-zero key
+    /// and value filling the word): it lives in the stash.
+    #[inline(always)]
+    pub fn bucket_can_hold(&self, k: u64, m: u64) -> bool {
+        !(self.packed && m != 0 && self.packed_word(k, m & VAL48) == 0)
     }
 }
 
@@ -135,6 +323,11 @@ pub(crate) enum Resize {
     Grow = 1,
     /// Halve (load below 20 % after a remove).
     Shrink = 2,
+    /// Leave a fixed-width layout for the wide one (a key of another length
+    /// arrived); doubles the bucket count when buckets get fewer slots.
+    Widen = 3,
+    /// Take the fixed-width layout for keys of `extra` bytes (empty table).
+    Narrow = 4,
 }
 
 impl Resize {
@@ -143,6 +336,8 @@ impl Resize {
             0 => Some(Resize::Same),
             1 => Some(Resize::Grow),
             2 => Some(Resize::Shrink),
+            3 => Some(Resize::Widen),
+            4 => Some(Resize::Narrow),
             _ => None,
         }
     }
@@ -213,7 +408,7 @@ impl Table {
         let nb = p.nb as usize;
         let buckets = zeroed_buckets(nb);
         crate::mem::advise_hugepages(&buckets);
-        let vals = if p.separate { crate::bits::zeroed_atomics(nb * SLOTS + STASH) } else { Box::new([]) };
+        let vals = if p.separate { crate::bits::zeroed_atomics(p.slots() + STASH) } else { Box::new([]) };
         let lock = StripedSeqLock::new(nb.next_power_of_two().clamp(64, MAX_STRIPES));
         let smask = lock.stripes() - 1;
         Table {
@@ -263,28 +458,59 @@ impl Table {
     }
     #[inline(always)]
     fn stripe_of_slot(&self, slot: usize) -> usize {
-        if slot < self.p.slots() { self.stripe(slot / SLOTS) } else { self.stash_stripe() }
+        if slot < self.p.slots() { self.stripe(slot / self.p.sb as usize) } else { self.stash_stripe() }
     }
 
     #[inline(always)]
-    fn pair(&self, slot: usize) -> (&AtomicU64, &AtomicU64) {
+    fn stash_pair(&self, i: usize) -> (&AtomicU64, &AtomicU64) {
+        (&self.stash[2 * i], &self.stash[2 * i + 1])
+    }
+
+    /// The eight words of bucket `b` (plain loads).
+    #[inline(always)]
+    pub fn words(&self, b: usize) -> [u64; 8] {
+        let bk = &self.buckets[b];
+        std::array::from_fn(|i| bk.w[i].load(Relaxed))
+    }
+
+    /// Raw (key word, meta word, separate value) of a slot, normalised to
+    /// the wide layout's words whatever the table's layout.
+    #[inline]
+    pub fn raw(&self, slot: usize) -> (u64, u64, u64) {
         let main = self.p.slots();
+        let v = if self.p.separate { self.vals[slot].load(Relaxed) } else { 0 };
         if slot < main {
-            let b = &self.buckets[slot / SLOTS];
-            let s = slot % SLOTS;
-            (&b.w[2 * s], &b.w[2 * s + 1])
+            let sb = self.p.sb as usize;
+            let (k, m) = self.p.slot_from_words(&self.words(slot / sb), slot % sb);
+            (k, m, v)
         } else {
-            let i = slot - main;
-            (&self.stash[2 * i], &self.stash[2 * i + 1])
+            let (k, m) = self.stash_pair(slot - main);
+            (k.load(Relaxed), m.load(Relaxed), v)
         }
     }
 
-    /// Raw (key word, meta word, separate value) of a slot.
-    #[inline]
-    pub fn raw(&self, slot: usize) -> (u64, u64, u64) {
-        let (k, m) = self.pair(slot);
-        let v = if self.p.separate { self.vals[slot].load(Relaxed) } else { 0 };
-        (k.load(Relaxed), m.load(Relaxed), v)
+    /// Stores a normalised entry into a slot (writer, under the slot's stripe).
+    fn store(&self, slot: usize, k: u64, m: u64, v: u64) {
+        let main = self.p.slots();
+        if self.p.separate {
+            self.vals[slot].store(v, Relaxed);
+        }
+        if slot < main {
+            let sb = self.p.sb as usize;
+            let b = slot / sb;
+            let old = self.words(b);
+            let mut w = old;
+            self.p.slot_into_words(&mut w, slot % sb, k, m);
+            for i in 0..8 {
+                if w[i] != old[i] {
+                    self.buckets[b].w[i].store(w[i], Relaxed);
+                }
+            }
+        } else {
+            let (kk, mm) = self.stash_pair(slot - main);
+            kk.store(k, Relaxed);
+            mm.store(m, Relaxed);
+        }
     }
 
     #[inline(always)]
@@ -312,6 +538,13 @@ impl Table {
     /// Searches one bucket: (slot, value).
     #[inline(always)]
     fn find_in(&self, b: usize, pr: &Probe, key: &[u8]) -> Option<(usize, u64)> {
+        if self.p.kl != 0 {
+            if pr.tag != self.p.fixed_tag() {
+                return None;
+            }
+            let (hit, s, v) = self.p.match_fixed(&self.words(b), pr.kw);
+            return hit.then_some((b * self.p.sb as usize + s, v));
+        }
         let bk = &self.buckets[b];
         for s in 0..SLOTS {
             let meta = bk.w[2 * s + 1].load(Relaxed);
@@ -373,17 +606,67 @@ impl Table {
         }
     }
 
+    /// Fixed-width lookup of the packed key `kw` whose hash is `h`: both
+    /// buckets are loaded up front and searched without data-dependent
+    /// branches, and the stripe versions are checked with plain loads, so
+    /// consecutive calls overlap their cache misses. The stash (rarely
+    /// non-empty) and a failed validation take the general path.
+    #[inline(always)]
+    pub fn get_fixed(&self, kw: u64, h: u64) -> Option<u64> {
+        let (b1, b2) = self.p.buckets_of(h);
+        let bk1 = &self.buckets[b1];
+        let bk2 = &self.buckets[b2];
+        prefetch(bk2 as *const Bucket);
+        let l = self.lock.view();
+        let (v1, v2) = (l.peek(b1), l.peek(b2));
+        let (h1, x1) = self.p.match_bucket(bk1, kw);
+        let (h2, x2) = self.p.match_bucket(bk2, kw);
+        let stash = self.stash_n.load(Relaxed);
+        if l.still(b1, v1) & l.still(b2, v2) & (h1 | h2 | (stash == 0)) {
+            return (h1 | h2).then_some(x1 | x2);
+        }
+        let pr = Probe { b1, b2, tag: self.p.fixed_tag(), kw, ool: false };
+        self.get_probe(&pr, &[])
+    }
+
     /// Exact lookup.
     #[inline]
     pub fn get(&self, key: &[u8]) -> Option<u64> {
+        if self.p.kl != 0 {
+            if key.len() != self.p.kl as usize {
+                return None;
+            }
+            let kw = pack(key);
+            return self.get_fixed(kw, self.p.hash(key));
+        }
         let pr = self.p.probe(key);
         self.get_probe(&pr, key)
+    }
+
+    /// Exact lookup of an 8-byte key given as an integer (its little-endian
+    /// bytes), hashed from the integer directly.
+    #[inline]
+    pub fn get_u64(&self, key: u64) -> Option<u64> {
+        if self.p.kl == 8 {
+            return self.get_fixed(key, hash_packed(key, 8, super::fasthash::flip(self.p.seed)));
+        }
+        if self.p.kl != 0 {
+            return None;
+        }
+        self.get(&key.to_le_bytes())
     }
 
     /// First slot of bucket `b` whose tag and key word (inline key) or hash
     /// check (out-of-line key) match: (slot, key word, meta word).
     #[inline(always)]
     fn candidate_in(&self, b: usize, pr: &Probe) -> Option<(usize, u64, u64)> {
+        if self.p.kl != 0 {
+            if pr.tag != self.p.fixed_tag() {
+                return None;
+            }
+            let (hit, s, v) = self.p.match_fixed(&self.words(b), pr.kw);
+            return hit.then_some((b * self.p.sb as usize + s, pr.kw, OCC | pr.tag << 48 | v));
+        }
         let bk = &self.buckets[b];
         for s in 0..SLOTS {
             let meta = bk.w[2 * s + 1].load(Relaxed);
@@ -499,6 +782,9 @@ impl Table {
         if w.slot >= (self.p.slots() + STASH) as u64 {
             return bad(format!("slot {} outside the table's {} slots", w.slot, self.p.slots() + STASH));
         }
+        if (w.slot as usize) < self.p.slots() && !self.p.bucket_can_hold(w.key, w.meta) {
+            return bad("the all-zero packed entry belongs in the stash".into());
+        }
         self.check_entry(w.key, w.meta, w.val, self.arena_used()).or_else(bad)
     }
 
@@ -525,6 +811,9 @@ impl Table {
             return Err(format!("value {v:#x} wider than {} bits", self.p.vbits));
         }
         let code = (meta >> 56) & 0x7f;
+        if self.p.kl != 0 && meta >> 48 != self.p.fixed_tag() {
+            return Err(format!("entry tag {:#x} in a table of {}-byte keys", meta >> 48, self.p.kl));
+        }
         match code {
             0..=8 => {
                 if code < 8 && key >> (8 * code) != 0 {
@@ -585,15 +874,10 @@ impl Table {
         let (mut len, mut live) = (self.len.load(Relaxed), self.arena_live.load(Relaxed));
         for w in ws {
             let slot = w.slot as usize;
-            let (k, m) = self.pair(slot);
-            let (ok, om) = (k.load(Relaxed), m.load(Relaxed));
+            let (ok, om, _) = self.raw(slot);
             live = live.saturating_sub(self.ool_words(ok, om)) + self.ool_words(w.key, w.meta);
             len = len.saturating_sub((om != 0) as u64) + (w.meta != 0) as u64;
-            k.store(w.key, Relaxed);
-            if self.p.separate {
-                self.vals[slot].store(w.val, Relaxed);
-            }
-            m.store(w.meta, Relaxed);
+            self.store(slot, w.key, w.meta, w.val);
         }
         self.len.store(len, Relaxed);
         self.arena_live.store(live, Relaxed);
@@ -657,15 +941,16 @@ impl Table {
     }
 
     fn free_in(&self, b: usize) -> Option<usize> {
-        let bk = &self.buckets[b];
-        (0..SLOTS).find(|&s| bk.w[2 * s + 1].load(Relaxed) == 0).map(|s| b * SLOTS + s)
+        let w = self.words(b);
+        let sb = self.p.sb as usize;
+        (0..sb).find(|&s| self.p.slot_from_words(&w, s).1 == 0).map(|s| b * sb + s)
     }
 
     fn alt_of(&self, slot: usize, buf: &mut Vec<u8>) -> usize {
         let (k, m, _) = self.raw(slot);
         self.key_of(k, m, buf);
-        let (b1, b2) = self.p.buckets_of(hash64(buf, self.p.seed));
-        if b1 == slot / SLOTS { b2 } else { b1 }
+        let (b1, b2) = self.p.buckets_of(self.p.hash(buf));
+        if b1 == slot / self.p.sb as usize { b2 } else { b1 }
     }
 
     /// Breadth-first search for a cuckoo path from `b1`/`b2` to a free slot.
@@ -680,13 +965,14 @@ impl Table {
             st.bfs_nodes += 1;
             // Hash the four occupants and prefetch their alternate buckets
             // before inspecting any of them (they are the next BFS level).
-            let mut alts = [0usize; SLOTS];
-            for (s, a) in alts.iter_mut().enumerate() {
-                *a = self.alt_of(b * SLOTS + s, &mut buf);
+            let sb = self.p.sb as usize;
+            let mut alts = [0usize; MAX_SLOTS];
+            for (s, a) in alts[..sb].iter_mut().enumerate() {
+                *a = self.alt_of(b * sb + s, &mut buf);
                 prefetch(&self.buckets[*a] as *const Bucket);
             }
-            for (s, &alt) in alts.iter().enumerate() {
-                let slot = b * SLOTS + s;
+            for (s, &alt) in alts[..sb].iter().enumerate() {
+                let slot = b * sb + s;
                 // Paths visit distinct buckets.
                 let mut cur = head as u32;
                 let mut seen = false;
@@ -706,7 +992,7 @@ impl Table {
                     let mut cur = head;
                     while nodes[cur].1 != NONE {
                         let par = nodes[cur].1 as usize;
-                        let from = nodes[par].0 * SLOTS + nodes[cur].2 as usize;
+                        let from = nodes[par].0 * sb + nodes[cur].2 as usize;
                         moves.push((from, vac));
                         vac = from;
                         cur = par;
@@ -733,9 +1019,12 @@ impl Table {
         sink: &mut Sink,
         st: &mut WriteStats,
     ) -> Result<bool> {
-        let target = match self.free_in(pr.b1).or_else(|| self.free_in(pr.b2)) {
+        let in_buckets = self.p.bucket_can_hold(kword, OCC | val);
+        let free = if in_buckets { self.free_in(pr.b1).or_else(|| self.free_in(pr.b2)) } else { None };
+        let bfs = if in_buckets && free.is_none() { self.bfs(pr.b1, pr.b2, st) } else { None };
+        let target = match free {
             Some(s) => s,
-            None => match self.bfs(pr.b1, pr.b2, st) {
+            None => match bfs {
                 Some((moves, root)) => {
                     for (from, to) in moves {
                         let (k, m, v) = self.raw(from);
@@ -777,8 +1066,11 @@ impl Table {
             if m == 0 {
                 continue;
             }
+            if !self.p.bucket_can_hold(k, m) {
+                continue;
+            }
             self.key_of(k, m, &mut buf);
-            let (b1, b2) = self.p.buckets_of(hash64(&buf, self.p.seed));
+            let (b1, b2) = self.p.buckets_of(self.p.hash(&buf));
             if let Some(to) = self.free_in(b1).or_else(|| self.free_in(b2)) {
                 let step = vec![SlotWrite { slot: to as u64, key: k, meta: m, val: v }, SlotWrite::clear(main + i)];
                 self.apply_step(&step)?;
@@ -795,7 +1087,7 @@ impl Table {
 
     /// True when an insert must grow the table first (load above 95 %).
     pub fn needs_grow(&self) -> bool {
-        (self.len() as u64 + 1) * 100 > self.p.slots() as u64 * MAX_LOAD_PCT
+        (self.len() as u64 + 1) * 100 > self.p.slots() as u64 * self.p.max_load_pct()
     }
 
     /// Deterministic rebuild: every key, in slot order, into a new table of
@@ -811,11 +1103,18 @@ impl Table {
             Resize::Same => self.p.nb,
             Resize::Grow => next(self.p.nb)?,
             Resize::Shrink => (self.p.nb / 2).max(2),
+            Resize::Widen if self.p.sb > SLOTS as u32 => next(self.p.nb)?,
+            Resize::Widen | Resize::Narrow => self.p.nb,
+        };
+        let (kl, extra) = match mode {
+            Resize::Widen => (0, extra),
+            Resize::Narrow => (extra as u32, 0),
+            _ => (self.p.kl, extra),
         };
         let mut buf = Vec::new();
         let mut st = WriteStats::default();
         'attempt: loop {
-            let t = Table::new(Params { nb, ..self.p }, arena_cap_for(self.arena_live(), extra));
+            let t = Table::new(self.p.relayout(kl, nb), arena_cap_for(self.arena_live(), extra));
             let mut sink = Sink::default();
             for slot in 0..self.p.slots() + STASH {
                 let (k, m, v) = self.raw(slot);
@@ -911,6 +1210,25 @@ impl Table {
             }
         }
         t.arena_used.store(arena.len() as u64, Relaxed);
+        if p.kl != 0 {
+            // Fixed-width buckets: every bit must be what the entries they
+            // hold encode to (no stray bits in padding, values or occupancy).
+            let sb = p.sb as usize;
+            for b in 0..p.nb as usize {
+                let w = t.words(b);
+                let mut canon = [0u64; 8];
+                for s in 0..sb {
+                    let (k, m) = p.slot_from_words(&w, s);
+                    if !p.bucket_can_hold(k, m) {
+                        return Err(corrupt("the all-zero packed entry in a bucket"));
+                    }
+                    p.slot_into_words(&mut canon, s, k, m);
+                }
+                if canon != w {
+                    return Err(Error::Corrupt(format!("bucket {b} has bits outside its {sb} fixed-width slots")));
+                }
+            }
+        }
         let (mut len, mut live, mut sn) = (0u64, 0u64, 0u64);
         for slot in 0..p.slots() + STASH {
             let (k, m, v) = t.raw(slot);
@@ -955,15 +1273,25 @@ mod tests {
     /// ever hides a key.
     #[test]
     fn every_step_boundary_holds_every_resident_key() {
+        // Wide, keyed (8-byte keys) and packed (6-byte keys, full and spare-bit words).
+        for (kl, bits) in [(0, 8), (8, 8), (6, 16), (6, 8)] {
+            step_boundaries(kl, bits);
+        }
+    }
+
+    fn step_boundaries(kl: u32, bits: u32) {
         // A seed known to fill the table and its stash before an insert fails.
-        let p = Params::new(8, &Options { seed: 0xc0c0_0005_17c4, ..Options::default() }, 16).unwrap();
+        let p = Params::new(bits, &Options { seed: 0xc0c0_0005_17c4, ..Options::default() }, 16).unwrap();
+        let p = p.relayout(kl, 16);
         let t = Table::new(p, 4096);
         let mirror = t.clone_table();
         let mut keys: Vec<(Vec<u8>, u64)> = Vec::new();
         let mut st = WriteStats::default();
         let mut sink = Sink { on: true, ops: Vec::new() };
         for i in 0u64..10_000 {
-            let k: Vec<u8> = if i % 3 == 0 {
+            let k: Vec<u8> = if kl != 0 {
+                if i == 0 { vec![0; kl as usize] } else { crate::hash::mix64(i).to_le_bytes()[..kl as usize].to_vec() }
+            } else if i % 3 == 0 {
                 format!("long-key-{i:08}").into_bytes()
             } else {
                 crate::hash::mix64(i).to_le_bytes()[..(i % 8 + 1) as usize].to_vec()
@@ -989,7 +1317,8 @@ mod tests {
             keys.push((k, i & 0xff));
             assert_eq!(mirror.get(&keys[keys.len() - 1].0), Some(i & 0xff));
         }
-        assert_eq!(t.len(), 64 + STASH, "table and stash filled");
+        assert_eq!(t.stash_len(), STASH, "stash filled");
+        assert!(t.len() > p.slots() * 9 / 10, "{} of {} slots", t.len(), p.slots());
         assert!(st.moves > 0 && st.stashed == STASH as u64, "{st:?}");
         // Removes, oldest first, with stashed keys moving back into buckets.
         while let Some((k, _)) = (!keys.is_empty()).then(|| keys.remove(0)) {

@@ -240,7 +240,14 @@ impl Control {
     /// Rebuilds the graph and arrays for capacity `cap` with fresh seeds.
     fn rebuild(&mut self, cap: usize, new_seed: bool) -> Result<()> {
         let (ma, mb) = Params::sizes(self.opts.sizing, cap)?;
-        let cap = cap.max(4);
+        let cap = match self.opts.sizing {
+            Sizing::Compact => cap.max(4),
+            // The arrays' real capacity: the most keys these power-of-two
+            // sizes are chosen for (m_b ≥ c, m_a ≥ 4c/3). A bulk build of
+            // 16.0M keys gets m_b = 2^24 and room for 16.7M keys, so its
+            // first inserts do not force a growth rebuild.
+            Sizing::PowerOfTwo => cap.max(4).max((mb as usize).min(ma as usize * 3 / 4)),
+        };
         let bound = self.store.id_bound();
         if bound >= NONE as usize {
             return Err(Error::CapacityExceeded("more than 2^32-1 keys".into()));

@@ -5,6 +5,7 @@ use super::delta::{Body, Delta, Image};
 use crate::LookupTable;
 use crate::bits::PackedArray;
 use crate::error::{Error, Result};
+use crate::hash::{hi, lo, reduce};
 use crate::mem::prefetch;
 use crate::sync::{Published, StripeSet, StripedSeqLock};
 use crate::wire::{Frame, Kind, Wire, Writer};
@@ -24,6 +25,12 @@ pub(crate) struct Inner {
     pub seq: AtomicU64,
     lock: StripedSeqLock,
     smask: usize,
+    /// `hash::short_flip(p.seed)`, for the 8-byte key path.
+    flip8: u64,
+    /// No fingerprint and no emptiness bit: the answer is `A ^ B` masked.
+    plain: bool,
+    /// `mask(p.vbits)`.
+    vmask: u64,
 }
 
 impl Inner {
@@ -31,7 +38,9 @@ impl Inner {
         let slots = img.p.ma as usize + img.p.mb as usize;
         let lock = StripedSeqLock::new((slots / 4096).clamp(64, MAX_STRIPES));
         let smask = lock.stripes() - 1;
-        Self { p: img.p, a: img.a, b: img.b, seq: AtomicU64::new(seq), lock, smask }
+        let flip8 = crate::hash::short_flip(img.p.seed);
+        let (plain, vmask) = (img.p.fbits == 0 && !img.p.empt, crate::mask(img.p.vbits));
+        Self { p: img.p, a: img.a, b: img.b, seq: AtomicU64::new(seq), lock, smask, flip8, plain, vmask }
     }
 
     #[inline(always)]
@@ -64,10 +73,43 @@ impl Inner {
         self.p.answer(h, x, y)
     }
 
+    /// A single lookup's read: both stripe versions, both slots, one
+    /// validation, no loop. The retry loop ([`Self::read`]) is out of line,
+    /// so the inlined path is straight-line code whose only branch (the
+    /// validation) is predicted taken, and consecutive lookups overlap
+    /// their cache misses.
+    #[inline(always)]
+    fn read_once(&self, h: u64, ia: usize, ib: usize) -> Option<u64> {
+        let st = self.lock.view();
+        let (sa, sb) = (self.stripe_a(ia), self.stripe_b(ib));
+        let (va, vb) = (st.peek(sa), st.peek(sb));
+        let (x, y) = (self.a.get(ia), self.b.get(ib));
+        if !(st.still(sa, va) & st.still(sb, vb)) {
+            return self.read_retry(h, ia, ib);
+        }
+        // Same answer as `p.answer` (no fingerprint or emptiness bit to check).
+        if self.plain { Some((x ^ y) & self.vmask) } else { self.p.answer(h, x, y) }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn read_retry(&self, h: u64, ia: usize, ib: usize) -> Option<u64> {
+        self.read(h, ia, ib)
+    }
+
     #[inline(always)]
     fn get(&self, key: &[u8]) -> Option<u64> {
         let (h, ia, ib) = self.p.locate(key);
-        self.read(h, ia, ib)
+        self.read_once(h, ia, ib)
+    }
+
+    /// `get(&u64_key(key))`: the same hash bit for bit
+    /// ([`crate::hash::hash_u64`]), with the seed's constant precomputed.
+    #[inline(always)]
+    fn get_u64(&self, key: u64) -> Option<u64> {
+        let h = crate::hash::hash_word_flipped(key.rotate_left(32), 8, self.flip8);
+        let (ia, ib) = (reduce(lo(h), self.p.ma) as usize, reduce(hi(h), self.p.mb) as usize);
+        self.read_once(h, ia, ib)
     }
 
     fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
@@ -85,7 +127,7 @@ impl Inner {
     }
 }
 
-crate::sync::cached_reader!(Inner);
+crate::sync::cached_reader!(Inner, u64);
 
 /// Othello lookup form: two packed arrays, no keys. See the [module docs](super).
 ///
@@ -217,7 +259,7 @@ impl Lookup {
 impl LookupTable for Lookup {
     type Delta = Delta;
 
-    crate::sync::snapshot_reads!();
+    crate::sync::snapshot_reads!(u64);
 
     fn apply(&self, delta: &Delta) -> Result<()> {
         let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());

@@ -30,6 +30,8 @@ struct Inner {
     seq: AtomicU64,
     lock: StripedSeqLock,
     smask: usize,
+    /// `hash::short_flip(p.seed)`, for the 8-byte key path.
+    flip8: u64,
 }
 
 enum Eval {
@@ -49,6 +51,7 @@ impl Inner {
             seq: AtomicU64::new(seq),
             lock,
             smask,
+            flip8: crate::hash::short_flip(img.p.seed),
         }
     }
 
@@ -78,6 +81,29 @@ impl Inner {
         let fb = self.fallback.load();
         let i = fb.binary_search_by_key(&(g as u32), |(h, _)| *h).ok()?;
         fb[i].1.iter().find(|(k, _)| &**k == key).map(|(_, v)| *v)
+    }
+
+    /// A single lookup's straight-line path: one stripe version, the
+    /// bucket choice, the group record, one validation. Fallback groups, a
+    /// record being written and a moved version take the out-of-line
+    /// [`Self::read_retry`], so consecutive lookups overlap their misses.
+    #[inline(always)]
+    fn read_once(&self, key: &[u8], h: u64) -> Option<u64> {
+        let kh = self.p.key_hash(h);
+        let s = self.stripe(kh.bucket);
+        let st = self.lock.view();
+        let ver = st.peek(s);
+        let g = self.p.group(kh.bucket, self.choices.get(kh.bucket));
+        match self.eval(g, kh.g1, kh.g2) {
+            Eval::Value(v) if st.still(s, ver) => Some(v),
+            _ => self.read_retry(key, h),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn read_retry(&self, key: &[u8], h: u64) -> Option<u64> {
+        self.read(key, h)
     }
 
     /// One lookup, retried until it observes its block's stripe stable.
@@ -298,8 +324,15 @@ impl Lookup {
 impl Inner {
     #[inline]
     pub(crate) fn get(&self, key: &[u8]) -> Option<u64> {
-        let c = self;
-        c.read(key, hash64(key, c.p.seed))
+        self.read_once(key, hash64(key, self.p.seed))
+    }
+
+    /// `get(&u64_key(key))`: the same hash bit for bit
+    /// ([`crate::hash::hash_u64`]), with the seed's constant precomputed.
+    #[inline]
+    pub(crate) fn get_u64(&self, key: u64) -> Option<u64> {
+        let h = crate::hash::hash_word_flipped(key.rotate_left(32), 8, self.flip8);
+        self.read_once(&key.to_le_bytes(), h)
     }
 
     /// Algorithm 1 (§5.1): three passes over a batch — hash and prefetch the
@@ -350,12 +383,12 @@ impl Inner {
     }
 }
 
-crate::sync::cached_reader!(Inner);
+crate::sync::cached_reader!(Inner, u64);
 
 impl LookupTable for Lookup {
     type Delta = Delta;
 
-    crate::sync::snapshot_reads!();
+    crate::sync::snapshot_reads!(u64);
 
     fn apply(&self, delta: &Delta) -> Result<()> {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());

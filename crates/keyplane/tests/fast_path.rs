@@ -1,0 +1,178 @@
+//! The typed single-lookup path (`get_u64`) against the generic `get`: same
+//! answers for present and absent keys, on `&self` and on readers, for
+//! Othello (every slot layout and sizing), SetSep, and the provided default
+//! of the other structures; and under concurrent deltas, every answer a
+//! reader gets is a value the key held.
+
+use keyplane::key::u64_key;
+use keyplane::{ControlTable, LookupTable, ReadHandle, ludo, othello, setsep};
+use proptest::prelude::*;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// `get_u64(x) == get(&u64_key(x))` through `&self`, a reader, and a lookup
+/// form decoded from the table's bytes.
+fn same_answers<L: LookupTable>(t: &L, probes: &[u64]) {
+    let rd = t.reader();
+    let copy = L::from_bytes(&t.to_bytes()).unwrap();
+    let rd2 = copy.reader();
+    for &x in probes {
+        let want = t.get(&u64_key(x));
+        assert_eq!(t.get_u64(x), want, "&self get_u64({x:#x})");
+        assert_eq!(rd.get_u64(x), want, "reader get_u64({x:#x})");
+        assert_eq!(rd.get(&u64_key(x)), want, "reader get({x:#x})");
+        assert_eq!(copy.get_u64(x), want, "decoded get_u64({x:#x})");
+        assert_eq!(rd2.get_u64(x), want, "decoded reader get_u64({x:#x})");
+    }
+}
+
+fn othello_options(layout: u8, seed: u64) -> othello::Options {
+    let base = match layout % 3 {
+        0 => othello::Options::default(),
+        1 => othello::Options::filtered(8),
+        _ => othello::Options { fingerprint_bits: 5, ..Default::default() },
+    };
+    let sizing = if layout / 3 == 0 { othello::Sizing::Compact } else { othello::Sizing::PowerOfTwo };
+    othello::Options { sizing, seed, ..base }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn othello_get_u64_matches_get(
+        keys in proptest::collection::hash_set(any::<u64>(), 1..400),
+        absent in proptest::collection::vec(any::<u64>(), 0..200),
+        vbits in prop::sample::select(vec![1u32, 7, 8, 13, 32]),
+        layout in 0u8..6,
+        seed in any::<u64>(),
+    ) {
+        let items: Vec<([u8; 8], u64)> =
+            keys.iter().map(|&k| (u64_key(k), k.rotate_left(9) & keyplane::mask(vbits))).collect();
+        let ctl = othello::Control::from_items_with(items.iter().copied(), vbits, othello_options(layout, seed)).unwrap();
+        let t = ctl.export();
+        for (k, v) in &items {
+            prop_assert_eq!(t.get_u64(u64::from_le_bytes(*k)), Some(*v));
+        }
+        let probes: Vec<u64> = keys.iter().copied().chain(absent.iter().copied()).collect();
+        same_answers(&t, &probes);
+    }
+
+    #[test]
+    fn setsep_get_u64_matches_get(
+        keys in proptest::collection::hash_set(any::<u64>(), 1..3000),
+        absent in proptest::collection::vec(any::<u64>(), 0..200),
+        vbits in prop::sample::select(vec![1u32, 4, 8]),
+        seed in any::<u64>(),
+    ) {
+        let items: Vec<([u8; 8], u64)> =
+            keys.iter().map(|&k| (u64_key(k), k.rotate_left(5) & keyplane::mask(vbits))).collect();
+        let opts = setsep::Options { seed, ..setsep::Options::default() };
+        let ctl = setsep::Control::from_items_with(items.iter().copied(), vbits, opts).unwrap();
+        let t = ctl.export();
+        for (k, v) in &items {
+            prop_assert_eq!(t.get_u64(u64::from_le_bytes(*k)), Some(*v));
+        }
+        let probes: Vec<u64> = keys.iter().copied().chain(absent.iter().copied()).collect();
+        same_answers(&t, &probes);
+    }
+}
+
+#[test]
+fn setsep_fallback_groups_answer_on_the_typed_path() {
+    // A tiny index range makes groups fail and land in the fallback table,
+    // which compares full keys: the typed path must hand it the key bytes.
+    let keys: Vec<u64> = (0..20_000u64).map(|i| keyplane::hash::mix64(i + 1)).collect();
+    let opts = setsep::Options { index_bits: 2, array_bits: 2, seed: 3, ..setsep::Options::default() };
+    let ctl = setsep::Control::from_items_with(keys.iter().map(|&k| (u64_key(k), k & 0xf)), 4, opts).unwrap();
+    let t = ctl.export();
+    assert!(t.fallback_size().1 > 0, "the configuration should put keys in the fallback table");
+    for &k in &keys {
+        assert_eq!(t.get_u64(k), Some(k & 0xf));
+    }
+    let absent: Vec<u64> = (0..2_000u64).map(|i| keyplane::hash::mix64(i + 1_000_000)).collect();
+    same_answers(&t, &keys.iter().chain(&absent).copied().collect::<Vec<_>>());
+}
+
+#[test]
+fn default_get_u64_is_the_generic_get() {
+    // Ludo keeps the provided `get_u64`: the same answers by definition,
+    // checked so that an override added later keeps them.
+    let items: Vec<([u8; 8], u64)> = (0..5_000u64).map(|i| (u64_key(i * 31 + 7), i & 0xff)).collect();
+    let t = ludo::Control::from_items(items.iter().copied(), 8).unwrap().export();
+    let probes: Vec<u64> = (0..6_000u64).map(|i| i * 31 + 7).collect();
+    same_answers(&t, &probes);
+}
+
+/// Readers on the typed path (a reader handle and `&self`) while a writer
+/// applies `deltas` value flips: every key alternates between two random
+/// 32-bit values, so a torn read (slots from two different states) shows as
+/// a value the key never held (a chance of about 2^-31 per lookup to pass
+/// unnoticed). Returns the number of lookups checked.
+fn flip_stress<C, F>(mut ctl: C, keys: &[u64], deltas: usize, pair: F) -> u64
+where
+    C: ControlTable,
+    C::Lookup: 'static,
+    F: Fn(u64) -> [u64; 2] + Send + Sync + Copy + 'static,
+{
+    let table = Arc::new(ctl.export());
+    let keys: Arc<Vec<u64>> = Arc::new(keys.to_vec());
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (table, keys, stop) = (table.clone(), keys.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let rd = table.reader();
+                let mut checked = 0u64;
+                let mut i = r * 7;
+                while !stop.load(Ordering::Relaxed) || checked < 1_000 {
+                    let k = keys[i % keys.len()];
+                    let got = if i % 3 == 0 { table.get_u64(k) } else { rd.get_u64(k) };
+                    let ok = pair(k);
+                    assert!(got == Some(ok[0]) || got == Some(ok[1]), "key {k:#x}: {got:?} is neither {ok:x?}");
+                    checked += 1;
+                    i += 1;
+                }
+                checked
+            })
+        })
+        .collect();
+    let mut state = vec![0usize; keys.len()];
+    for d in 0..deltas {
+        let j = keyplane::hash::mix64(d as u64) as usize % keys.len();
+        state[j] ^= 1;
+        let delta = ctl.insert(&u64_key(keys[j]), pair(keys[j])[state[j]]).unwrap();
+        table.apply(&delta).unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let checked = readers.into_iter().map(|h| h.join().unwrap()).sum();
+    // Finally every key reads its last value on every path.
+    for (j, &k) in keys.iter().enumerate() {
+        assert_eq!(table.get_u64(k), Some(pair(k)[state[j]]));
+        assert_eq!(table.reader().get_u64(k), table.get(&u64_key(k)));
+    }
+    checked
+}
+
+fn flip_pair(k: u64) -> [u64; 2] {
+    let a = keyplane::hash::mix64(k) & 0xffff_ffff;
+    [a, a ^ (1 + (keyplane::hash::mix64(!k) & 0x7fff_ffff))]
+}
+
+#[test]
+fn othello_typed_readers_see_old_or_new_values_under_deltas() {
+    let keys: Vec<u64> = (0..4_096u64).map(|i| keyplane::hash::mix64(i ^ 0xabc)).collect();
+    let opts = othello::Options { seed: 11, ..Default::default() };
+    let ctl = othello::Control::from_items_with(keys.iter().map(|&k| (u64_key(k), flip_pair(k)[0])), 32, opts).unwrap();
+    let checked = flip_stress(ctl, &keys, 200_000, flip_pair);
+    assert!(checked >= 2_000);
+}
+
+#[test]
+fn setsep_typed_readers_see_old_or_new_values_under_deltas() {
+    let keys: Vec<u64> = (0..8_192u64).map(|i| keyplane::hash::mix64(i ^ 0xdef)).collect();
+    let opts = setsep::Options { seed: 12, ..Default::default() };
+    let ctl = setsep::Control::from_items_with(keys.iter().map(|&k| (u64_key(k), flip_pair(k)[0])), 32, opts).unwrap();
+    let checked = flip_stress(ctl, &keys, 20_000, flip_pair);
+    assert!(checked >= 2_000);
+}
