@@ -263,7 +263,6 @@ macro_rules! delta_info {
 }
 
 delta_info!(
-    crate::bfw::Delta,
     crate::cfw::Delta,
     crate::cuckoo::Delta,
     crate::cuckoo::partial::Delta,
