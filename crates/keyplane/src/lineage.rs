@@ -265,7 +265,6 @@ macro_rules! delta_info {
 delta_info!(
     crate::cfw::Delta,
     crate::cuckoo::Delta,
-    crate::cuckoo::partial::Delta,
     crate::fht::Delta,
     crate::fpt::Delta,
     crate::ludo::Delta,
