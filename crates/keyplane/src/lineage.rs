@@ -266,7 +266,6 @@ delta_info!(
     crate::cfw::Delta,
     crate::cuckoo::Delta,
     crate::fht::Delta,
-    crate::fpt::Delta,
     crate::ludo::Delta,
     crate::othello::Delta,
     crate::setsep::Delta
