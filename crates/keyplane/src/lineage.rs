@@ -263,7 +263,6 @@ macro_rules! delta_info {
 }
 
 delta_info!(
-    crate::cfw::Delta,
     crate::cuckoo::Delta,
     crate::fht::Delta,
     crate::ludo::Delta,
