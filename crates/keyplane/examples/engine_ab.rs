@@ -7,7 +7,7 @@
 //! Build one binary before a change and one after, then alternate them.
 
 use keyplane::describe::{Configure, Opts};
-use keyplane::{ControlTable, LookupTable, ReadHandle};
+use keyplane::{LookupTable, ReadHandle};
 use std::hint::black_box;
 use std::time::Instant;
 
