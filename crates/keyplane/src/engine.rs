@@ -40,9 +40,9 @@ pub(crate) trait Scheme: Sized + Debug + Clone + PartialEq + Send + Sync + 'stat
     type Inner: Debug + Send + Sync + 'static;
     /// A whole lookup form: the blob payload after the prologue, and the
     /// body of a rebuild delta.
-    type Image: Debug + Clone + PartialEq + Send + Sync;
+    type Image: Debug + Clone + PartialEq + Send + Sync + ImageCodec;
     /// An in-place change (the body of every other delta).
-    type Patch: Debug + Clone + PartialEq + Send + Sync;
+    type Patch: Debug + Clone + PartialEq + Send + Sync + PatchCodec;
 
     /// Wire kind of the lookup blob.
     const LOOKUP_KIND: Kind;
@@ -53,25 +53,17 @@ pub(crate) trait Scheme: Sized + Debug + Clone + PartialEq + Send + Sync + 'stat
 
     /// A snapshot from an image (decoded from bytes or shipped in a delta).
     fn build(img: Self::Image) -> Result<Self::Inner>;
-    /// Writes an image.
-    fn encode_image(img: &Self::Image, w: &mut Writer);
-    /// Reads an image, validating every field.
-    fn decode_image(r: &mut WireReader<'_>) -> Result<Self::Image>;
     /// The image of a snapshot (for blobs).
     fn image(c: &Self::Inner) -> Self::Image;
     /// Writes the blob payload of a snapshot: its image's bytes (override
     /// to write them without building the image first).
     fn encode_inner(c: &Self::Inner, w: &mut Writer) {
-        Self::encode_image(&Self::image(c), w);
+        Self::image(c).encode(w);
     }
     /// Expected blob payload size, to size the output once.
     fn payload_hint(_c: &Self::Inner) -> usize {
         64
     }
-    /// Writes a patch: its tag byte (not `REPLACE_TAG`), then its body.
-    fn encode_patch(p: &Self::Patch, w: &mut Writer);
-    /// Reads the body of a patch whose tag byte was `tag`.
-    fn decode_patch(tag: u8, r: &mut WireReader<'_>) -> Result<Self::Patch>;
     /// Refuses a rebuild image that does not fit this table (another value
     /// width or slot layout) with [`Error::DeltaMismatch`].
     fn check_replace(c: &Self::Inner, img: &Self::Image) -> Result<()>;
@@ -92,6 +84,22 @@ pub(crate) trait Scheme: Sized + Debug + Clone + PartialEq + Send + Sync + 'stat
             *o = Self::get(c, k, &latest);
         }
     }
+}
+
+/// A scheme's whole-table image on the wire.
+pub(crate) trait ImageCodec: Sized {
+    /// Writes the image.
+    fn encode(&self, w: &mut Writer);
+    /// Reads an image, validating every field.
+    fn decode(r: &mut WireReader<'_>) -> Result<Self>;
+}
+
+/// A scheme's in-place patch on the wire.
+pub(crate) trait PatchCodec: Sized {
+    /// Writes the patch: its tag byte (not the scheme's `REPLACE_TAG`), then its body.
+    fn encode(&self, w: &mut Writer);
+    /// Reads the body of a patch whose tag byte was `tag`.
+    fn decode(tag: u8, r: &mut WireReader<'_>) -> Result<Self>;
 }
 
 /// A whole-table replacement or an in-place patch.
@@ -131,10 +139,10 @@ impl<S: Scheme> RawDelta<S> {
         let mut w = Writer::new(S::DELTA_KIND);
         lineage::write_prologue(&mut w, self.table, self.seq);
         match &self.change {
-            Change::Patch(p) => S::encode_patch(p, &mut w),
+            Change::Patch(p) => p.encode(&mut w),
             Change::Replace(img) => {
                 w.u8(S::REPLACE_TAG);
-                S::encode_image(img, &mut w);
+                img.encode(&mut w);
             }
         }
         w.finish()
@@ -144,8 +152,8 @@ impl<S: Scheme> RawDelta<S> {
         let mut r = Frame::open(bytes, S::DELTA_KIND)?;
         let (table, seq) = lineage::read_prologue(&mut r)?;
         let change = match r.u8()? {
-            t if t == S::REPLACE_TAG => Change::Replace(Box::new(S::decode_image(&mut r)?)),
-            t => Change::Patch(S::decode_patch(t, &mut r)?),
+            t if t == S::REPLACE_TAG => Change::Replace(Box::new(S::Image::decode(&mut r)?)),
+            t => Change::Patch(S::Patch::decode(t, &mut r)?),
         };
         r.finish()?;
         Ok(RawDelta { table, seq, change })
@@ -250,7 +258,7 @@ impl<S: Scheme> RawLookup<S> {
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, S::LOOKUP_KIND)?;
         let (table, seq) = lineage::read_prologue(&mut r)?;
-        let img = S::decode_image(&mut r)?;
+        let img = S::Image::decode(&mut r)?;
         r.finish()?;
         Self::from_image(img, table, seq)
     }

@@ -1,7 +1,7 @@
 //! BFW update messages.
 
 use super::{MAX_FILTER_BITS, Params};
-use crate::engine::{Change, RawDelta};
+use crate::engine::{Change, ImageCodec, PatchCodec, RawDelta};
 use crate::error::{Error, Result};
 use crate::wire::{Reader, Writer};
 
@@ -47,8 +47,8 @@ pub(crate) fn check_filter(p: &Params, port: u32, m: u64, words: usize) -> Resul
     Ok(())
 }
 
-impl Image {
-    pub fn encode(&self, w: &mut Writer) {
+impl ImageCodec for Image {
+    fn encode(&self, w: &mut Writer) {
         self.p.encode(w);
         w.u64(self.filters.len() as u64);
         for (port, m, words) in &self.filters {
@@ -56,7 +56,7 @@ impl Image {
         }
     }
 
-    pub fn decode(r: &mut Reader<'_>) -> Result<Self> {
+    fn decode(r: &mut Reader<'_>) -> Result<Self> {
         let p = Params::decode(r)?;
         let n = r.count(20)?;
         let mut filters: Vec<(u32, u64, Vec<u64>)> = Vec::with_capacity(n);
@@ -104,8 +104,8 @@ const OP_SET: u8 = 1;
 const OP_CLEAR: u8 = 2;
 const OP_FILTER: u8 = 3;
 
-impl Ops {
-    pub fn encode(&self, w: &mut Writer) {
+impl PatchCodec for Ops {
+    fn encode(&self, w: &mut Writer) {
         w.u8(TAG_OPS).u64(self.seed).varint(self.ops.len() as u64);
         for op in &self.ops {
             match op {
@@ -123,7 +123,7 @@ impl Ops {
         }
     }
 
-    pub fn decode(tag: u8, r: &mut Reader<'_>) -> Result<Self> {
+    fn decode(tag: u8, r: &mut Reader<'_>) -> Result<Self> {
         if tag != TAG_OPS {
             return Err(Error::Corrupt(format!("unknown bfw delta tag {tag}")));
         }

@@ -6,7 +6,7 @@ use crate::engine::{RawLookup, Scheme};
 use crate::error::{Error, Result};
 use crate::hash::{hash64, reduce};
 use crate::sync::{Published, StripedSeqLock};
-use crate::wire::{Kind, Reader as WireReader, Writer};
+use crate::wire::Kind;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
@@ -264,20 +264,8 @@ impl Scheme for Bfw {
     fn build(img: Image) -> Result<Inner> {
         Ok(Inner::from_image(&img))
     }
-    fn encode_image(img: &Image, w: &mut Writer) {
-        img.encode(w)
-    }
-    fn decode_image(r: &mut WireReader<'_>) -> Result<Image> {
-        Image::decode(r)
-    }
     fn image(c: &Inner) -> Image {
         Image { p: c.p, filters: c.ports.iter().zip(&c.filters).map(|(&p, f)| (p, f.m, f.to_words())).collect() }
-    }
-    fn encode_patch(p: &Ops, w: &mut Writer) {
-        p.encode(w)
-    }
-    fn decode_patch(tag: u8, r: &mut WireReader<'_>) -> Result<Ops> {
-        Ops::decode(tag, r)
     }
     fn check_replace(c: &Inner, img: &Image) -> Result<()> {
         if img.p.vbits != c.p.vbits || img.p.hashes != c.p.hashes || img.p.seed != c.p.seed {

@@ -2,7 +2,7 @@
 
 use super::{Params, SLOTS};
 use crate::bits::PackedArray;
-use crate::engine::{Change, RawDelta};
+use crate::engine::{Change, ImageCodec, PatchCodec, RawDelta};
 use crate::error::{Error, Result};
 use crate::wire::{Reader, Writer};
 
@@ -45,8 +45,8 @@ pub(crate) struct Image {
     pub l2: Vec<(Vec<u8>, u64)>,
 }
 
-impl Image {
-    pub fn encode(&self, w: &mut Writer) {
+impl ImageCodec for Image {
+    fn encode(&self, w: &mut Writer) {
         self.p.encode(w);
         w.u64s(&self.l1.to_words());
         w.u64(self.l2.len() as u64);
@@ -55,7 +55,7 @@ impl Image {
         }
     }
 
-    pub fn decode(r: &mut Reader<'_>) -> Result<Self> {
+    fn decode(r: &mut Reader<'_>) -> Result<Self> {
         let p = Params::decode(r)?;
         let l1 = PackedArray::from_words(r.u64s()?, p.nb as usize * SLOTS, p.width())
             .ok_or_else(|| Error::Corrupt("level-1 array length does not match the bucket count".into()))?;
@@ -98,8 +98,8 @@ const OP_L1: u8 = 1;
 const OP_PUT: u8 = 2;
 const OP_DEL: u8 = 3;
 
-impl Ops {
-    pub fn encode(&self, w: &mut Writer) {
+impl PatchCodec for Ops {
+    fn encode(&self, w: &mut Writer) {
         w.u8(TAG_OPS).u64(self.seed).u64(self.nb).varint(self.ops.len() as u64);
         for op in &self.ops {
             match op {
@@ -110,7 +110,7 @@ impl Ops {
         }
     }
 
-    pub fn decode(tag: u8, r: &mut Reader<'_>) -> Result<Self> {
+    fn decode(tag: u8, r: &mut Reader<'_>) -> Result<Self> {
         if tag != TAG_OPS {
             return Err(Error::Corrupt(format!("unknown cfw delta tag {tag}")));
         }

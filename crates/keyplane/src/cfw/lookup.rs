@@ -8,7 +8,7 @@ use crate::engine::{RawLookup, Scheme};
 use crate::error::{Error, Result, check_value};
 use crate::mem::prefetch;
 use crate::sync::{Published, StripeSet, StripedSeqLock};
-use crate::wire::{Kind, Reader as WireReader, Writer};
+use crate::wire::Kind;
 use arc_swap::ArcSwap;
 use std::sync::Arc;
 
@@ -142,23 +142,11 @@ impl Scheme for Cfw {
     fn build(img: Image) -> Result<Inner> {
         Inner::new(img)
     }
-    fn encode_image(img: &Image, w: &mut Writer) {
-        img.encode(w)
-    }
-    fn decode_image(r: &mut WireReader<'_>) -> Result<Image> {
-        Image::decode(r)
-    }
     fn image(c: &Inner) -> Image {
         c.image()
     }
     fn payload_hint(c: &Inner) -> usize {
         c.l1.memory_bytes() + 64
-    }
-    fn encode_patch(p: &Ops, w: &mut Writer) {
-        p.encode(w)
-    }
-    fn decode_patch(tag: u8, r: &mut WireReader<'_>) -> Result<Ops> {
-        Ops::decode(tag, r)
     }
     fn check_replace(c: &Inner, img: &Image) -> Result<()> {
         if img.p.vbits != c.p.vbits || img.p.fbits != c.p.fbits {

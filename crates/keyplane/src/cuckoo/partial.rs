@@ -9,7 +9,7 @@
 
 use crate::ControlTable;
 use crate::bits::PackedArray;
-use crate::engine::{Change, ControlLimits, RawDelta, RawLookup, Scheme};
+use crate::engine::{Change, ControlLimits, ImageCodec, PatchCodec, RawDelta, RawLookup, Scheme};
 use crate::error::{Error, Result, mask};
 use crate::hash::{hash64, hi, lo, mix64, reduce};
 use crate::mem::prefetch;
@@ -159,51 +159,30 @@ impl Delta {
 const TAG_STEPS: u8 = 1;
 const TAG_REPLACE: u8 = 2;
 
-/// The partial-key cuckoo scheme (see [`crate::engine`]).
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct PartialCuckoo;
-
-impl Scheme for PartialCuckoo {
-    type Inner = Inner;
-    type Image = (Params, PackedArray);
-    type Patch = Steps;
-    const LOOKUP_KIND: Kind = Kind::PartialCuckooLookup;
-    const DELTA_KIND: Kind = Kind::PartialCuckooDelta;
-    const REPLACE_TAG: u8 = TAG_REPLACE;
-
-    fn build(img: (Params, PackedArray)) -> Result<Inner> {
-        Ok(Inner::new(img.0, img.1))
+impl ImageCodec for (Params, PackedArray) {
+    fn encode(&self, w: &mut Writer) {
+        self.0.encode(w);
+        w.u64s(&self.1.to_words());
     }
-    fn encode_image(img: &(Params, PackedArray), w: &mut Writer) {
-        img.0.encode(w);
-        w.u64s(&img.1.to_words());
-    }
-    fn decode_image(r: &mut WireReader<'_>) -> Result<(Params, PackedArray)> {
+    fn decode(r: &mut WireReader<'_>) -> Result<Self> {
         let p = Params::decode(r)?;
         let a = PackedArray::from_words(r.u64s()?, p.slots(), p.width())
             .ok_or_else(|| Error::Corrupt("slot array length does not match the bucket count".into()))?;
         Ok((p, a))
     }
-    fn image(c: &Inner) -> (Params, PackedArray) {
-        (c.p, c.a.clone())
-    }
-    fn encode_inner(c: &Inner, w: &mut Writer) {
-        c.p.encode(w);
-        w.u64s(&c.a.to_words());
-    }
-    fn payload_hint(c: &Inner) -> usize {
-        c.a.memory_bytes() + 32
-    }
-    fn encode_patch(p: &Steps, w: &mut Writer) {
-        w.u8(TAG_STEPS).u64(p.seed).u32(p.nb).varint(p.steps.len() as u64);
-        for st in &p.steps {
+}
+
+impl PatchCodec for Steps {
+    fn encode(&self, w: &mut Writer) {
+        w.u8(TAG_STEPS).u64(self.seed).u32(self.nb).varint(self.steps.len() as u64);
+        for st in &self.steps {
             w.varint(st.len() as u64);
             for &(s, x) in st {
                 w.varint(s).varint(x);
             }
         }
     }
-    fn decode_patch(tag: u8, r: &mut WireReader<'_>) -> Result<Steps> {
+    fn decode(tag: u8, r: &mut WireReader<'_>) -> Result<Self> {
         if tag != TAG_STEPS {
             return Err(Error::Corrupt(format!("unknown partial-key cuckoo delta tag {tag}")));
         }
@@ -220,6 +199,33 @@ impl Scheme for PartialCuckoo {
             steps.push(st);
         }
         Ok(Steps { seed, nb, steps })
+    }
+}
+
+/// The partial-key cuckoo scheme (see [`crate::engine`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PartialCuckoo;
+
+impl Scheme for PartialCuckoo {
+    type Inner = Inner;
+    type Image = (Params, PackedArray);
+    type Patch = Steps;
+    const LOOKUP_KIND: Kind = Kind::PartialCuckooLookup;
+    const DELTA_KIND: Kind = Kind::PartialCuckooDelta;
+    const REPLACE_TAG: u8 = TAG_REPLACE;
+
+    fn build(img: (Params, PackedArray)) -> Result<Inner> {
+        Ok(Inner::new(img.0, img.1))
+    }
+    fn image(c: &Inner) -> (Params, PackedArray) {
+        (c.p, c.a.clone())
+    }
+    fn encode_inner(c: &Inner, w: &mut Writer) {
+        c.p.encode(w);
+        w.u64s(&c.a.to_words());
+    }
+    fn payload_hint(c: &Inner) -> usize {
+        c.a.memory_bytes() + 32
     }
     fn check_replace(c: &Inner, img: &(Params, PackedArray)) -> Result<()> {
         if img.0.fbits != c.p.fbits || img.0.vbits != c.p.vbits {

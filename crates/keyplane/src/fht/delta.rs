@@ -3,7 +3,7 @@
 use super::Params;
 use super::ct::{Ct, decode_val, encode_val};
 use crate::bits::PackedArray;
-use crate::engine::{Change, RawDelta};
+use crate::engine::{Change, ImageCodec, PatchCodec, RawDelta};
 use crate::error::{Error, Result};
 use crate::wire::{Reader, Writer};
 
@@ -34,8 +34,8 @@ pub(crate) struct Image {
     pub ct: Vec<(Vec<u8>, Option<u64>)>,
 }
 
-impl Image {
-    pub fn encode(&self, w: &mut Writer) {
+impl ImageCodec for Image {
+    fn encode(&self, w: &mut Writer) {
         self.p.encode(w);
         w.u64s(&self.table.to_words());
         w.u64(self.ct.len() as u64);
@@ -45,7 +45,7 @@ impl Image {
         }
     }
 
-    pub fn decode(r: &mut Reader<'_>) -> Result<Self> {
+    fn decode(r: &mut Reader<'_>) -> Result<Self> {
         let p = Params::decode(r)?;
         let table = PackedArray::from_words(r.u64s()?, p.slots(), p.width())
             .ok_or_else(|| Error::Corrupt("main table length does not match its parameters".into()))?;
@@ -62,7 +62,9 @@ impl Image {
         }
         Ok(Self { p, table, ct })
     }
+}
 
+impl Image {
     pub fn build_ct(&self) -> Ct {
         let mut c = Ct::new(self.p.seed);
         for (n, v) in &self.ct {
@@ -92,8 +94,8 @@ impl Delta {
 const TAG_OPS: u8 = 1;
 pub(crate) const TAG_REPLACE: u8 = 2;
 
-impl Ops {
-    pub fn encode(&self, w: &mut Writer) {
+impl PatchCodec for Ops {
+    fn encode(&self, w: &mut Writer) {
         w.u8(TAG_OPS).u64(self.seed).u32(self.buckets).varint(self.puts.len() as u64);
         for (n, v) in &self.puts {
             w.bytes(n);
@@ -109,7 +111,7 @@ impl Ops {
         }
     }
 
-    pub fn decode(tag: u8, r: &mut Reader<'_>) -> Result<Self> {
+    fn decode(tag: u8, r: &mut Reader<'_>) -> Result<Self> {
         if tag != TAG_OPS {
             return Err(Error::Corrupt(format!("unknown fht delta tag {tag}")));
         }

@@ -1,7 +1,7 @@
 //! FPT update instructions (§7.1): node writes.
 
 use super::Params;
-use crate::engine::{Change, RawDelta};
+use crate::engine::{Change, ImageCodec, PatchCodec, RawDelta};
 use crate::error::{Error, Result};
 use crate::wire::{Reader, Writer};
 
@@ -25,13 +25,13 @@ pub(crate) struct Image {
     pub nodes: Vec<u64>,
 }
 
-impl Image {
-    pub fn encode(&self, w: &mut Writer) {
+impl ImageCodec for Image {
+    fn encode(&self, w: &mut Writer) {
         self.p.encode(w);
         w.u64s(&self.nodes);
     }
 
-    pub fn decode(r: &mut Reader<'_>) -> Result<Self> {
+    fn decode(r: &mut Reader<'_>) -> Result<Self> {
         let p = Params::decode(r)?;
         let nodes = r.u64s()?;
         p.check_nodes(&nodes)?;
@@ -52,15 +52,15 @@ impl Delta {
 const TAG_WRITES: u8 = 1;
 pub(crate) const TAG_REPLACE: u8 = 2;
 
-impl Writes {
-    pub fn encode(&self, w: &mut Writer) {
+impl PatchCodec for Writes {
+    fn encode(&self, w: &mut Writer) {
         w.u8(TAG_WRITES).u64(self.seed).u32(self.nodes).varint(self.writes.len() as u64);
         for &(i, x) in &self.writes {
             w.varint(i as u64).varint(x);
         }
     }
 
-    pub fn decode(tag: u8, r: &mut Reader<'_>) -> Result<Self> {
+    fn decode(tag: u8, r: &mut Reader<'_>) -> Result<Self> {
         if tag != TAG_WRITES {
             return Err(Error::Corrupt(format!("unknown fpt delta tag {tag}")));
         }

@@ -5,7 +5,7 @@ use super::{Bits, INTERNAL, LEAF, POS_MASK, Params, TAG};
 use crate::engine::{RawLookup, Scheme};
 use crate::error::{Error, Result, mask};
 use crate::sync::{Published, StripedSeqLock};
-use crate::wire::{Kind, Reader as WireReader, Writer};
+use crate::wire::Kind;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -136,23 +136,11 @@ impl Scheme for Fpt {
     fn build(img: Image) -> Result<Inner> {
         Ok(Inner::new(img))
     }
-    fn encode_image(img: &Image, w: &mut Writer) {
-        img.encode(w)
-    }
-    fn decode_image(r: &mut WireReader<'_>) -> Result<Image> {
-        Image::decode(r)
-    }
     fn image(c: &Inner) -> Image {
         c.image()
     }
     fn payload_hint(c: &Inner) -> usize {
         c.nodes.len() * 8 + 64
-    }
-    fn encode_patch(p: &Writes, w: &mut Writer) {
-        p.encode(w)
-    }
-    fn decode_patch(tag: u8, r: &mut WireReader<'_>) -> Result<Writes> {
-        Writes::decode(tag, r)
     }
     fn check_replace(c: &Inner, img: &Image) -> Result<()> {
         if img.p != c.p {
