@@ -33,6 +33,7 @@ pub mod cfw;
 pub mod conformance;
 pub mod cuckoo;
 pub mod describe;
+mod engine;
 mod error;
 pub mod ext;
 pub mod fht;

@@ -262,17 +262,7 @@ macro_rules! delta_info {
     )*};
 }
 
-delta_info!(
-    crate::bfw::Delta,
-    crate::cfw::Delta,
-    crate::cuckoo::Delta,
-    crate::cuckoo::partial::Delta,
-    crate::fht::Delta,
-    crate::fpt::Delta,
-    crate::ludo::Delta,
-    crate::othello::Delta,
-    crate::setsep::Delta
-);
+delta_info!(crate::cuckoo::Delta, crate::ludo::Delta, crate::othello::Delta, crate::setsep::Delta);
 
 #[cfg(test)]
 mod tests {

@@ -1,9 +1,10 @@
 //! The BFW control form: every key, one counting Bloom filter per port.
 
-use super::delta::{Body, Delta, Image, Op};
+use super::delta::{Delta, Image, Op, Ops};
 use super::{Lookup, Options, Params, bit, step_of};
 use crate::ControlTable;
-use crate::error::{Error, Result, check_value, check_value_bits};
+use crate::engine::{ControlLimits, RawDelta};
+use crate::error::Result;
 use crate::hash::hash64;
 use crate::store::{Inserted, KeyStore};
 
@@ -111,16 +112,13 @@ impl Control {
         I: IntoIterator<Item = (K, u64)>,
         K: AsRef<[u8]>,
     {
-        check_value_bits(value_bits, 1, super::MAX_VALUE_BITS)?;
+        Self::check_value_bits(value_bits)?;
         let p = Params { seed: opts.seed, vbits: value_bits, hashes: opts.hashes };
         p.validate()?;
         let it = items.into_iter();
         let mut store = KeyStore::with_capacity(it.size_hint().0, 16);
         for (k, v) in it {
-            check_value(v, value_bits)?;
-            if k.as_ref().len() >= u32::MAX as usize {
-                return Err(Error::InvalidParameter("key longer than 4 GiB".into()));
-            }
+            Self::check_item(k.as_ref(), v, value_bits)?;
             store.insert(k.as_ref(), v);
         }
         let mut c = Control {
@@ -191,7 +189,7 @@ impl Control {
 
     fn delta(&mut self, ops: Vec<Op>) -> Delta {
         crate::lineage::bump(&mut self.seq);
-        Delta { table: self.table, seq: self.seq, body: Body::Ops { seed: self.p.seed, ops } }
+        Delta(RawDelta::patch(self.table, self.seq, Ops { seed: self.p.seed, ops }))
     }
 
     /// Adds key `id` (hash `h`) to `port`.
@@ -256,6 +254,10 @@ impl Control {
     }
 }
 
+impl ControlLimits for Control {
+    const MAX_VALUE_BITS: u32 = super::MAX_VALUE_BITS;
+}
+
 impl ControlTable for Control {
     type Delta = Delta;
     type Lookup = Lookup;
@@ -282,10 +284,7 @@ impl ControlTable for Control {
     }
 
     fn insert(&mut self, key: &[u8], value: u64) -> Result<Delta> {
-        check_value(value, self.p.vbits)?;
-        if key.len() >= u32::MAX as usize {
-            return Err(Error::InvalidParameter("key longer than 4 GiB".into()));
-        }
+        Self::check_item(key, value, self.p.vbits)?;
         let h = hash64(key, self.p.seed);
         let mut ops = Vec::new();
         match self.store.insert(key, value) {

@@ -1,14 +1,14 @@
 //! The BFW data-plane form.
 
-use super::delta::{Body, Delta, Image, Op};
+use super::delta::{Delta, Image, Op, Ops, TAG_REPLACE};
 use super::{Params, bit, predicted_rates, step_of};
-use crate::LookupTable;
+use crate::engine::{RawLookup, Scheme};
 use crate::error::{Error, Result};
 use crate::hash::{hash64, reduce};
 use crate::sync::{Published, StripedSeqLock};
-use crate::wire::{Frame, Kind, Wire, Writer};
-use std::sync::atomic::{AtomicU64, Ordering, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use crate::wire::Kind;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 #[derive(Debug)]
 pub(crate) struct Filter {
@@ -46,11 +46,17 @@ impl Filter {
     }
 }
 
+/// One snapshot. A delta that adds, resizes or drops a filter publishes a
+/// new snapshot sharing the unchanged filters and the seqlock, and marks the
+/// old one `retired` inside the seqlock window: a reader that finds its
+/// snapshot retired starts over on the newest one.
 #[derive(Debug)]
 pub(crate) struct Inner {
     p: Params,
     ports: Vec<u32>,
     filters: Vec<Arc<Filter>>,
+    lock: Arc<StripedSeqLock>,
+    retired: AtomicBool,
 }
 
 impl Inner {
@@ -59,6 +65,19 @@ impl Inner {
             p: img.p,
             ports: img.filters.iter().map(|f| f.0).collect(),
             filters: img.filters.iter().map(|(_, m, w)| Arc::new(Filter::from_words(*m, w))).collect(),
+            lock: Arc::new(StripedSeqLock::new(1)),
+            retired: AtomicBool::new(false),
+        }
+    }
+
+    /// The same filters and seqlock (a snapshot about to be changed).
+    fn successor(&self) -> Self {
+        Self {
+            p: self.p,
+            ports: self.ports.clone(),
+            filters: self.filters.clone(),
+            lock: self.lock.clone(),
+            retired: AtomicBool::new(false),
         }
     }
 
@@ -76,6 +95,42 @@ impl Inner {
                 return;
             }
         }
+    }
+
+    /// Runs the read `f` until it saw a stable snapshot; `None` when this
+    /// snapshot is retired (the caller starts over on the newest one).
+    #[inline(always)]
+    fn read<R>(&self, mut f: impl FnMut(&Self) -> R) -> Option<R> {
+        loop {
+            let v = self.lock.read_begin(0);
+            let r = f(self);
+            if self.lock.read_validate(0, v) {
+                return if self.retired.load(Relaxed) { None } else { Some(r) };
+            }
+        }
+    }
+
+    /// Consistent read of the newest snapshot, starting from `c`.
+    #[inline(always)]
+    fn read_latest<R>(c: &Self, latest: impl Fn() -> Arc<Inner>, mut f: impl FnMut(&Self) -> R) -> R {
+        if let Some(r) = c.read(&mut f) {
+            return r;
+        }
+        loop {
+            if let Some(r) = latest().read(&mut f) {
+                return r;
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn first(&self, h: u64) -> Option<u64> {
+        let mut r = None;
+        self.scan(h, |p| {
+            r = Some(p as u64);
+            false
+        });
+        r
     }
 
     fn find(&self, port: u32) -> Option<usize> {
@@ -111,84 +166,68 @@ pub struct Rates {
 /// and a per-thread [`reader`](crate::LookupTable::reader).
 #[derive(Debug)]
 pub struct Lookup {
-    table: crate::lineage::Lineage,
-    cur: Published<Inner>,
-    lock: StripedSeqLock,
-    seq: AtomicU64,
-    writer: Mutex<()>,
+    raw: RawLookup<Bfw>,
 }
 
+/// A per-thread read handle ([`crate::LookupTable::reader`]).
+#[derive(Debug, Clone)]
+pub struct Reader<'a>(crate::engine::Reader<'a, Bfw>);
+
+crate::engine::lookup_form!(Bfw);
+
 impl Lookup {
-    /// Table id and key format (see [`crate::lineage`]).
-    pub(crate) fn lineage(&self) -> crate::lineage::Lineage {
-        self.table
-    }
-
     pub(crate) fn from_image(img: &Image, table: crate::lineage::Lineage, seq: u64) -> Self {
-        Self {
-            table,
-            cur: Published::new(Inner::from_image(img)),
-            lock: StripedSeqLock::new(1),
-            seq: AtomicU64::new(seq),
-            writer: Mutex::new(()),
-        }
+        Self::from_raw(RawLookup::new(Inner::from_image(img), table, seq))
     }
 
-    /// Value bits.
-    pub(crate) fn value_bits(&self) -> u32 {
-        self.cur.load().p.vbits
-    }
     /// Hash functions per filter `n_h`.
     pub fn hashes(&self) -> u32 {
-        self.cur.load().p.hashes
+        self.raw.load().p.hashes
     }
     /// Ports with a filter.
     pub fn ports(&self) -> Vec<u32> {
-        self.cur.load().ports.clone()
-    }
-    /// Sequence number of the last delta applied (or of the export).
-    pub(crate) fn seq(&self) -> u64 {
-        self.seq.load(Ordering::Acquire)
+        self.raw.load().ports.clone()
     }
 
     /// Every port whose filter matches `key`, in scan order (the first one
-    /// is what [`LookupTable::get`] returns), written into `out` (cleared
+    /// is what [`LookupTable::get`](crate::LookupTable::get) returns), written into `out` (cleared
     /// first; it allocates only if `out` lacks capacity). A valid key's own
     /// port is always among them. The list is a consistent snapshot even
     /// while deltas are applied.
     pub fn matches(&self, key: &[u8], out: &mut Vec<u64>) {
-        loop {
-            out.clear();
-            let v = self.lock.read_begin(0);
-            let c = self.cur.load();
-            c.scan(hash64(key, c.p.seed), |p| {
-                out.push(p as u64);
-                true
-            });
-            if self.lock.read_validate(0, v) {
-                return;
-            }
-        }
+        let c = self.raw.load();
+        let h = hash64(key, c.p.seed);
+        Inner::read_latest(
+            &c,
+            || self.raw.load_full(),
+            |c| {
+                out.clear();
+                c.scan(h, |p| {
+                    out.push(p as u64);
+                    true
+                })
+            },
+        )
     }
 
     /// True if `port`'s filter matches `key` (consistent under concurrent
     /// deltas; never allocates).
     pub fn contains(&self, key: &[u8], port: u64) -> bool {
-        loop {
-            let v = self.lock.read_begin(0);
-            let c = self.cur.load();
-            let h = hash64(key, c.p.seed);
-            let hit = port <= u32::MAX as u64
-                && c.find(port as u32).is_some_and(|i| c.filters[i].contains(h, step_of(h), c.p.hashes));
-            if self.lock.read_validate(0, v) {
-                return hit;
-            }
-        }
+        let c = self.raw.load();
+        let h = hash64(key, c.p.seed);
+        Inner::read_latest(
+            &c,
+            || self.raw.load_full(),
+            |c| {
+                port <= u32::MAX as u64
+                    && c.find(port as u32).is_some_and(|i| c.filters[i].contains(h, step_of(h), c.p.hashes))
+            },
+        )
     }
 
     /// Predicted rates from the filters' current fill (eq. 3.7 and the scan model).
     pub fn rates(&self) -> Rates {
-        let c = self.cur.load();
+        let c = self.raw.load();
         let d = c.filters.len();
         let mut miss_all = 1.0;
         let mut qsum = 0.0;
@@ -208,9 +247,35 @@ impl Lookup {
             collision_scan: cr_scan,
         }
     }
+}
 
-    fn apply_ops(&self, seed: u64, ops: &[Op]) -> Result<()> {
-        let c = self.cur.load_full();
+/// The BFW scheme (see [`crate::engine`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Bfw;
+
+impl Scheme for Bfw {
+    type Inner = Inner;
+    type Image = Image;
+    type Patch = Ops;
+    const LOOKUP_KIND: Kind = Kind::BfwLookup;
+    const DELTA_KIND: Kind = Kind::BfwDelta;
+    const REPLACE_TAG: u8 = TAG_REPLACE;
+
+    fn build(img: Image) -> Result<Inner> {
+        Ok(Inner::from_image(&img))
+    }
+    fn image(c: &Inner) -> Image {
+        Image { p: c.p, filters: c.ports.iter().zip(&c.filters).map(|(&p, f)| (p, f.m, f.to_words())).collect() }
+    }
+    fn check_replace(c: &Inner, img: &Image) -> Result<()> {
+        if img.p.vbits != c.p.vbits || img.p.hashes != c.p.hashes || img.p.seed != c.p.seed {
+            return Err(Error::DeltaMismatch("rebuild delta has different parameters".into()));
+        }
+        Ok(())
+    }
+
+    fn apply_patch(cur: &Published<Inner>, c: Arc<Inner>, patch: &Ops) -> Result<()> {
+        let (seed, ops) = (patch.seed, &patch.ops);
         if seed != c.p.seed {
             return Err(Error::DeltaMismatch(format!("delta is for seed {seed:#x}, table has {:#x}", c.p.seed)));
         }
@@ -240,10 +305,10 @@ impl Lookup {
                 }
             }
         }
-        self.lock.write_begin(&[0]);
-        let mut cur: Option<Inner> = None;
+        c.lock.write_begin(&[0]);
+        let mut next: Option<Inner> = None;
         for op in ops {
-            let inner: &Inner = cur.as_ref().unwrap_or(&c);
+            let inner: &Inner = next.as_ref().unwrap_or(&c);
             match op {
                 Op::Set { port, bits } | Op::Clear { port, bits } => {
                     let on = matches!(op, Op::Set { .. });
@@ -252,107 +317,48 @@ impl Lookup {
                     }
                 }
                 Op::Filter { port, m, words } => {
-                    let mut next = Inner { p: inner.p, ports: inner.ports.clone(), filters: inner.filters.clone() };
-                    match (next.find(*port), *m) {
+                    let mut n = inner.successor();
+                    match (n.find(*port), *m) {
                         (Some(i), 0) => {
-                            next.ports.remove(i);
-                            next.filters.remove(i);
+                            n.ports.remove(i);
+                            n.filters.remove(i);
                         }
-                        (Some(i), _) => next.filters[i] = Arc::new(Filter::from_words(*m, words)),
+                        (Some(i), _) => n.filters[i] = Arc::new(Filter::from_words(*m, words)),
                         (None, 0) => {}
                         (None, _) => {
-                            let i = next.ports.partition_point(|&p| p < *port);
-                            next.ports.insert(i, *port);
-                            next.filters.insert(i, Arc::new(Filter::from_words(*m, words)));
+                            let i = n.ports.partition_point(|&p| p < *port);
+                            n.ports.insert(i, *port);
+                            n.filters.insert(i, Arc::new(Filter::from_words(*m, words)));
                         }
                     }
-                    cur = Some(next);
+                    next = Some(n);
                 }
             }
         }
-        if let Some(next) = cur {
-            self.cur.replace(next);
+        if let Some(n) = next {
+            c.retired.store(true, Relaxed);
+            cur.replace(n);
         }
-        self.lock.write_end(&[0]);
+        c.lock.write_end(&[0]);
         Ok(())
     }
-}
 
-impl LookupTable for Lookup {
-    type Delta = Delta;
-    type Reader<'a> = crate::SharedReader<'a, Self>;
+    fn memory_bytes(c: &Inner) -> usize {
+        c.ports.capacity() * 4
+            + c.filters.iter().map(|f| f.words.len() * 8 + std::mem::size_of::<Filter>() + 16).sum::<usize>()
+            + c.filters.capacity() * 8
+            + c.lock.memory_bytes()
+    }
 
-    fn reader(&self) -> Self::Reader<'_> {
-        crate::SharedReader(self)
+    fn value_bits(c: &Inner) -> u32 {
+        c.p.vbits
     }
 
     /// The port of the first matching filter in the scan (see the module
     /// docs for the tie rule); `None` when no filter matches.
-    #[inline]
-    fn get(&self, key: &[u8]) -> Option<u64> {
-        loop {
-            let v = self.lock.read_begin(0);
-            let c = self.cur.load();
-            let h = hash64(key, c.p.seed);
-            let mut r = None;
-            c.scan(h, |p| {
-                r = Some(p as u64);
-                false
-            });
-            if self.lock.read_validate(0, v) {
-                return r;
-            }
-        }
-    }
-
-    fn apply(&self, delta: &Delta) -> Result<()> {
-        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let have = self.seq.load(Relaxed);
-        crate::lineage::check_next(self.table, have, delta.table, delta.seq)?;
-        match &delta.body {
-            Body::Ops { seed, ops } => self.apply_ops(*seed, ops)?,
-            Body::Replace(img) => {
-                let c = self.cur.load();
-                if img.p.vbits != c.p.vbits || img.p.hashes != c.p.hashes || img.p.seed != c.p.seed {
-                    return Err(Error::DeltaMismatch("rebuild delta has different parameters".into()));
-                }
-                self.lock.write_begin(&[0]);
-                self.cur.replace(Inner::from_image(img));
-                self.lock.write_end(&[0]);
-            }
-        }
-        self.seq.store(delta.seq, Ordering::Release);
-        Ok(())
-    }
-
-    fn memory_bytes(&self) -> usize {
-        let c = self.cur.load();
-        std::mem::size_of::<Self>()
-            + std::mem::size_of::<Inner>()
-            + c.ports.capacity() * 4
-            + c.filters.iter().map(|f| f.words.len() * 8 + std::mem::size_of::<Filter>() + 16).sum::<usize>()
-            + c.filters.capacity() * 8
-            + self.lock.memory_bytes()
-    }
-}
-
-impl Wire for Lookup {
-    fn to_bytes(&self) -> Vec<u8> {
-        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let c = self.cur.load();
-        let mut w = Writer::new(Kind::BfwLookup);
-        crate::lineage::write_prologue(&mut w, self.table, self.seq.load(Ordering::Acquire));
-        let img =
-            Image { p: c.p, filters: c.ports.iter().zip(&c.filters).map(|(&p, f)| (p, f.m, f.to_words())).collect() };
-        img.encode(&mut w);
-        w.finish()
-    }
-
-    fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::BfwLookup)?;
-        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
-        let img = Image::decode(&mut r)?;
-        r.finish()?;
-        Ok(Self::from_image(&img, table, seq))
+    #[inline(always)]
+    fn get(c: &Inner, key: &[u8], latest: impl Fn() -> Arc<Inner>) -> Option<u64> {
+        let h = hash64(key, c.p.seed);
+        Inner::read_latest(c, latest, |c| c.first(h))
     }
 }

@@ -1,11 +1,12 @@
 //! The CFW control form: full keys, collision-avoidance sets, slot owners,
 //! cuckoo-path search, deltas.
 
-use super::delta::{Body, Delta, Image, Op};
+use super::delta::{Delta, Image, Op, Ops};
 use super::{Lookup, Options, Params, SLOTS};
 use crate::ControlTable;
 use crate::bits::PackedArray;
-use crate::error::{Error, Result, check_value, check_value_bits};
+use crate::engine::{ControlLimits, RawDelta};
+use crate::error::{Error, Result, check_value};
 use crate::store::{Inserted, KeyStore};
 
 const NONE: u32 = u32::MAX;
@@ -115,21 +116,18 @@ impl Control {
         I: IntoIterator<Item = (K, u64)>,
         K: AsRef<[u8]>,
     {
-        check_value_bits(value_bits, 1, 63)?;
+        Self::check_value_bits(value_bits)?;
         let it = items.into_iter();
         let mut store = KeyStore::with_capacity(it.size_hint().0, 16);
         for (k, v) in it {
-            check_value(v, value_bits)?;
-            if k.as_ref().len() >= u32::MAX as usize {
-                return Err(Error::InvalidParameter("key longer than 4 GiB".into()));
-            }
+            Self::check_item(k.as_ref(), v, value_bits)?;
             store.insert(k.as_ref(), v);
         }
         Self::build(store, value_bits, opts)
     }
 
     fn build(store: KeyStore, value_bits: u32, opts: Options) -> Result<Self> {
-        check_value_bits(value_bits, 1, 63)?;
+        Self::check_value_bits(value_bits)?;
         let p = Params { seed: opts.seed, nb: 2, vbits: value_bits, fbits: opts.fingerprint_bits };
         p.validate()?;
         let mut c = Control {
@@ -444,12 +442,12 @@ impl Control {
     fn replace_delta(&mut self) -> Delta {
         crate::lineage::bump(&mut self.seq);
         let img = self.image(|id| self.store.value(id));
-        Delta { table: self.table, seq: self.seq, body: Body::Replace(Box::new(img)) }
+        Delta(RawDelta::replace(self.table, self.seq, img))
     }
 
     fn ops_delta(&mut self, ops: Vec<Op>) -> Delta {
         crate::lineage::bump(&mut self.seq);
-        Delta { table: self.table, seq: self.seq, body: Body::Ops { seed: self.p.seed, nb: self.p.nb, ops } }
+        Delta(RawDelta::patch(self.table, self.seq, Ops { seed: self.p.seed, nb: self.p.nb, ops }))
     }
 
     fn grow(&mut self) -> Result<Delta> {
@@ -563,6 +561,10 @@ impl Control {
     }
 }
 
+impl ControlLimits for Control {
+    const MAX_VALUE_BITS: u32 = 63;
+}
+
 impl ControlTable for Control {
     type Delta = Delta;
     type Lookup = Lookup;
@@ -579,7 +581,7 @@ impl ControlTable for Control {
     /// `value_bits` must be 1..=63 (a slot holds fingerprint and value in
     /// one 64-bit element).
     fn with_value_bits(value_bits: u32) -> Result<Self> {
-        check_value_bits(value_bits, 1, 63)?;
+        Self::check_value_bits(value_bits)?;
         let f = super::DEFAULT_FINGERPRINT_BITS.min(64 - value_bits);
         Self::with_options(value_bits, Options::with_fingerprint_bits(f))
     }
@@ -589,16 +591,13 @@ impl ControlTable for Control {
         I: IntoIterator<Item = (K, u64)>,
         K: AsRef<[u8]>,
     {
-        check_value_bits(value_bits, 1, 63)?;
+        Self::check_value_bits(value_bits)?;
         let f = super::DEFAULT_FINGERPRINT_BITS.min(64 - value_bits);
         Self::from_items_with(items, value_bits, Options::with_fingerprint_bits(f))
     }
 
     fn insert(&mut self, key: &[u8], value: u64) -> Result<Delta> {
-        check_value(value, self.p.vbits)?;
-        if key.len() >= u32::MAX as usize {
-            return Err(Error::InvalidParameter("key longer than 4 GiB".into()));
-        }
+        Self::check_item(key, value, self.p.vbits)?;
         match self.store.insert(key, value) {
             Inserted::Existing(id, old) => {
                 if old == value {

@@ -2,8 +2,9 @@
 
 use super::{Params, SLOTS};
 use crate::bits::PackedArray;
+use crate::engine::{Change, ImageCodec, PatchCodec, RawDelta};
 use crate::error::{Error, Result};
-use crate::wire::{Frame, Kind, Reader, Wire, Writer};
+use crate::wire::{Reader, Writer};
 
 /// One primitive change of a lookup form.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,19 +26,15 @@ pub(crate) enum Op {
 /// delete), plus any level-2 keys promoted back to level 1. All changes of
 /// one delta become visible to readers at once. Deltas are numbered: a
 /// lookup form applies delta `s + 1` only after `s`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Delta {
-    pub(crate) table: crate::lineage::Lineage,
-    pub(crate) seq: u64,
-    pub(crate) body: Body,
-}
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delta(pub(crate) RawDelta<super::lookup::Cfw>);
 
+/// In-place changes to the skeleton `(seed, nb)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Body {
-    /// In-place changes to the skeleton `(seed, nb)`.
-    Ops { seed: u64, nb: u64, ops: Vec<Op> },
-    /// Growth: the whole new lookup form.
-    Replace(Box<Image>),
+pub(crate) struct Ops {
+    pub seed: u64,
+    pub nb: u64,
+    pub ops: Vec<Op>,
 }
 
 /// A complete lookup form: parameters, level 1, level-2 entries sorted by key.
@@ -48,8 +45,8 @@ pub(crate) struct Image {
     pub l2: Vec<(Vec<u8>, u64)>,
 }
 
-impl Image {
-    pub fn encode(&self, w: &mut Writer) {
+impl ImageCodec for Image {
+    fn encode(&self, w: &mut Writer) {
         self.p.encode(w);
         w.u64s(&self.l1.to_words());
         w.u64(self.l2.len() as u64);
@@ -58,7 +55,7 @@ impl Image {
         }
     }
 
-    pub fn decode(r: &mut Reader<'_>) -> Result<Self> {
+    fn decode(r: &mut Reader<'_>) -> Result<Self> {
         let p = Params::decode(r)?;
         let l1 = PackedArray::from_words(r.u64s()?, p.nb as usize * SLOTS, p.width())
             .ok_or_else(|| Error::Corrupt("level-1 array length does not match the bucket count".into()))?;
@@ -78,90 +75,57 @@ impl Image {
 }
 
 impl Delta {
-    /// Sequence number of this delta (the lookup form's after applying it).
-    pub(crate) fn seq(&self) -> u64 {
-        self.seq
-    }
-
-    /// The table this delta belongs to (see [`crate::lineage`]).
-    pub(crate) fn table_id(&self) -> crate::TableId {
-        self.table.id
-    }
-
     /// Level-1 slots this delta writes (a cuckoo path has several).
     pub fn level1_slots(&self) -> usize {
-        match &self.body {
-            Body::Ops { ops, .. } => ops.iter().filter(|o| matches!(o, Op::L1 { .. })).count(),
-            Body::Replace(img) => img.l1.len(),
+        match &self.0.change {
+            Change::Patch(p) => p.ops.iter().filter(|o| matches!(o, Op::L1 { .. })).count(),
+            Change::Replace(img) => img.l1.len(),
         }
     }
 
     /// Level-2 operations in this delta.
     pub fn level2_ops(&self) -> usize {
-        match &self.body {
-            Body::Ops { ops, .. } => ops.iter().filter(|o| !matches!(o, Op::L1 { .. })).count(),
-            Body::Replace(img) => img.l2.len(),
+        match &self.0.change {
+            Change::Patch(p) => p.ops.iter().filter(|o| !matches!(o, Op::L1 { .. })).count(),
+            Change::Replace(img) => img.l2.len(),
         }
-    }
-
-    /// True if this delta replaces the whole lookup form (growth).
-    pub(crate) fn is_rebuild(&self) -> bool {
-        matches!(self.body, Body::Replace(_))
     }
 }
 
 const TAG_OPS: u8 = 1;
-const TAG_REPLACE: u8 = 2;
+pub(crate) const TAG_REPLACE: u8 = 2;
 const OP_L1: u8 = 1;
 const OP_PUT: u8 = 2;
 const OP_DEL: u8 = 3;
 
-impl Wire for Delta {
-    fn to_bytes(&self) -> Vec<u8> {
-        let mut w = Writer::new(Kind::CfwDelta);
-        crate::lineage::write_prologue(&mut w, self.table, self.seq);
-        match &self.body {
-            Body::Ops { seed, nb, ops } => {
-                w.u8(TAG_OPS).u64(*seed).u64(*nb).varint(ops.len() as u64);
-                for op in ops {
-                    match op {
-                        Op::L1 { slot, word } => w.u8(OP_L1).varint(*slot).varint(*word),
-                        Op::L2Put { key, value } => w.u8(OP_PUT).bytes(key).varint(*value),
-                        Op::L2Del { key } => w.u8(OP_DEL).bytes(key),
-                    };
-                }
-            }
-            Body::Replace(img) => {
-                w.u8(TAG_REPLACE);
-                img.encode(&mut w);
-            }
+impl PatchCodec for Ops {
+    fn encode(&self, w: &mut Writer) {
+        w.u8(TAG_OPS).u64(self.seed).u64(self.nb).varint(self.ops.len() as u64);
+        for op in &self.ops {
+            match op {
+                Op::L1 { slot, word } => w.u8(OP_L1).varint(*slot).varint(*word),
+                Op::L2Put { key, value } => w.u8(OP_PUT).bytes(key).varint(*value),
+                Op::L2Del { key } => w.u8(OP_DEL).bytes(key),
+            };
         }
-        w.finish()
     }
 
-    fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::CfwDelta)?;
-        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
-        let body = match r.u8()? {
-            TAG_OPS => {
-                let seed = r.u64()?;
-                let nb = r.u64()?;
-                let n = r.varint_count(3)?;
-                let mut ops = Vec::with_capacity(n);
-                for _ in 0..n {
-                    ops.push(match r.u8()? {
-                        OP_L1 => Op::L1 { slot: r.varint()?, word: r.varint()? },
-                        OP_PUT => Op::L2Put { key: r.bytes()?.to_vec(), value: r.varint()? },
-                        OP_DEL => Op::L2Del { key: r.bytes()?.to_vec() },
-                        t => return Err(Error::Corrupt(format!("unknown cfw delta op {t}"))),
-                    });
-                }
-                Body::Ops { seed, nb, ops }
-            }
-            TAG_REPLACE => Body::Replace(Box::new(Image::decode(&mut r)?)),
-            t => return Err(Error::Corrupt(format!("unknown cfw delta tag {t}"))),
-        };
-        r.finish()?;
-        Ok(Delta { table, seq, body })
+    fn decode(tag: u8, r: &mut Reader<'_>) -> Result<Self> {
+        if tag != TAG_OPS {
+            return Err(Error::Corrupt(format!("unknown cfw delta tag {tag}")));
+        }
+        let seed = r.u64()?;
+        let nb = r.u64()?;
+        let n = r.varint_count(3)?;
+        let mut ops = Vec::with_capacity(n);
+        for _ in 0..n {
+            ops.push(match r.u8()? {
+                OP_L1 => Op::L1 { slot: r.varint()?, word: r.varint()? },
+                OP_PUT => Op::L2Put { key: r.bytes()?.to_vec(), value: r.varint()? },
+                OP_DEL => Op::L2Del { key: r.bytes()?.to_vec() },
+                t => return Err(Error::Corrupt(format!("unknown cfw delta op {t}"))),
+            });
+        }
+        Ok(Ops { seed, nb, ops })
     }
 }

@@ -1,17 +1,16 @@
 //! The CFW data-plane form.
 
-use super::delta::{Body, Delta, Image, Op};
+use super::delta::{Delta, Image, Op, Ops, TAG_REPLACE};
 use super::l2::L2;
 use super::{Loc, Params, SLOTS};
-use crate::LookupTable;
 use crate::bits::PackedArray;
+use crate::engine::{RawLookup, Scheme};
 use crate::error::{Error, Result, check_value};
 use crate::mem::prefetch;
 use crate::sync::{Published, StripeSet, StripedSeqLock};
-use crate::wire::{Frame, Kind, Wire, Writer};
+use crate::wire::Kind;
 use arc_swap::ArcSwap;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 const MAX_STRIPES: usize = 4096;
 const BATCH: usize = 16;
@@ -21,14 +20,13 @@ pub(crate) struct Inner {
     pub p: Params,
     pub l1: PackedArray,
     l2: ArcSwap<L2>,
-    pub seq: AtomicU64,
     lock: StripedSeqLock,
     l2lock: StripedSeqLock,
     smask: usize,
 }
 
 impl Inner {
-    fn new(img: Image, seq: u64) -> Result<Self> {
+    fn new(img: Image) -> Result<Self> {
         let lock = StripedSeqLock::new((img.p.nb as usize / 256).clamp(64, MAX_STRIPES));
         let smask = lock.stripes() - 1;
         let p = img.p;
@@ -36,15 +34,7 @@ impl Inner {
         if l2.len() != img.l2.len() {
             return Err(Error::Corrupt("duplicate level-2 keys".into()));
         }
-        Ok(Self {
-            p,
-            l1: img.l1,
-            l2: ArcSwap::from_pointee(l2),
-            seq: AtomicU64::new(seq),
-            lock,
-            l2lock: StripedSeqLock::new(1),
-            smask,
-        })
+        Ok(Self { p, l1: img.l1, l2: ArcSwap::from_pointee(l2), lock, l2lock: StripedSeqLock::new(1), smask })
     }
 
     #[inline(always)]
@@ -94,58 +84,79 @@ impl Inner {
 /// and a per-thread [`reader`](crate::LookupTable::reader).
 #[derive(Debug)]
 pub struct Lookup {
-    table: crate::lineage::Lineage,
-    cur: Published<Inner>,
-    writer: Mutex<()>,
+    raw: RawLookup<Cfw>,
 }
 
-impl Lookup {
-    /// Table id and key format (see [`crate::lineage`]).
-    pub(crate) fn lineage(&self) -> crate::lineage::Lineage {
-        self.table
-    }
+/// A per-thread read handle ([`crate::LookupTable::reader`]).
+#[derive(Debug, Clone)]
+pub struct Reader<'a>(crate::engine::Reader<'a, Cfw>);
 
+crate::engine::lookup_form!(Cfw);
+
+impl Lookup {
     pub(crate) fn from_image(img: Image, table: crate::lineage::Lineage, seq: u64) -> Self {
         // Images built by the control form never hold duplicate level-2 keys.
-        let inner = Inner::new(img, seq).expect("control-form image is consistent");
-        Self { table, cur: Published::new(inner), writer: Mutex::new(()) }
+        let inner = Inner::new(img).expect("control-form image is consistent");
+        Self::from_raw(RawLookup::new(inner, table, seq))
     }
 
-    /// Value bits.
-    pub(crate) fn value_bits(&self) -> u32 {
-        self.cur.load().p.vbits
-    }
     /// Fingerprint bits.
     pub fn fingerprint_bits(&self) -> u32 {
-        self.cur.load().p.fbits
+        self.raw.load().p.fbits
     }
     /// Number of level-1 buckets (4 slots each).
     pub fn buckets(&self) -> u64 {
-        self.cur.load().p.nb
+        self.raw.load().p.nb
     }
     /// Hash seed (part of the skeleton).
     pub fn seed(&self) -> u64 {
-        self.cur.load().p.seed
+        self.raw.load().p.seed
     }
     /// Keys held in level 2.
     pub fn level2_len(&self) -> usize {
-        self.cur.load().l2.load().len()
+        self.raw.load().l2.load().len()
     }
     /// Occupied level-1 slots (a scan of level 1).
     pub fn level1_len(&self) -> usize {
-        let c = self.cur.load();
+        let c = self.raw.load();
         (0..c.l1.len()).filter(|&i| c.l1.get(i) != 0).count()
-    }
-    /// Sequence number of the last delta applied (or of the export).
-    pub(crate) fn seq(&self) -> u64 {
-        self.cur.load().seq.load(Ordering::Acquire)
     }
     /// Heap bytes of level 1 alone (the part every lookup touches).
     pub fn level1_memory_bytes(&self) -> usize {
-        self.cur.load().l1.memory_bytes()
+        self.raw.load().l1.memory_bytes()
     }
+}
 
-    fn apply_ops(&self, c: &Inner, seed: u64, nb: u64, ops: &[Op]) -> Result<()> {
+/// The CFW scheme (see [`crate::engine`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Cfw;
+
+impl Scheme for Cfw {
+    type Inner = Inner;
+    type Image = Image;
+    type Patch = Ops;
+    const LOOKUP_KIND: Kind = Kind::CfwLookup;
+    const DELTA_KIND: Kind = Kind::CfwDelta;
+    const REPLACE_TAG: u8 = TAG_REPLACE;
+
+    fn build(img: Image) -> Result<Inner> {
+        Inner::new(img)
+    }
+    fn image(c: &Inner) -> Image {
+        c.image()
+    }
+    fn payload_hint(c: &Inner) -> usize {
+        c.l1.memory_bytes() + 64
+    }
+    fn check_replace(c: &Inner, img: &Image) -> Result<()> {
+        if img.p.vbits != c.p.vbits || img.p.fbits != c.p.fbits {
+            return Err(Error::DeltaMismatch("rebuild delta has a different slot layout".into()));
+        }
+        Ok(())
+    }
+    fn apply_patch(_cur: &Published<Inner>, c: Arc<Inner>, patch: &Ops) -> Result<()> {
+        let (seed, nb, ops) = (patch.seed, patch.nb, &patch.ops);
+        let c = &*c;
         if seed != c.p.seed || nb != c.p.nb {
             return Err(Error::DeltaMismatch(format!(
                 "delta is for skeleton (seed {seed:#x}, {nb} buckets), table has (seed {:#x}, {} buckets)",
@@ -205,6 +216,20 @@ impl Lookup {
         c.lock.write_end(st);
         Ok(())
     }
+
+    fn memory_bytes(c: &Inner) -> usize {
+        c.l1.memory_bytes() + c.l2.load().memory_bytes() + c.lock.memory_bytes() + c.l2lock.memory_bytes()
+    }
+    fn value_bits(c: &Inner) -> u32 {
+        c.p.vbits
+    }
+    #[inline(always)]
+    fn get(c: &Inner, key: &[u8], _latest: impl Fn() -> Arc<Inner>) -> Option<u64> {
+        c.get(key)
+    }
+    fn get_batch(c: &Inner, keys: &[&[u8]], out: &mut [Option<u64>], _latest: impl Fn() -> Arc<Inner>) {
+        c.get_batch(keys, out)
+    }
 }
 
 impl Inner {
@@ -228,65 +253,5 @@ impl Inner {
                 *o = c.read(k, l);
             }
         }
-    }
-}
-
-crate::sync::cached_reader!(Inner);
-
-impl LookupTable for Lookup {
-    type Delta = Delta;
-
-    crate::sync::snapshot_reads!();
-
-    fn apply(&self, delta: &Delta) -> Result<()> {
-        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let c = self.cur.load_full();
-        let have = c.seq.load(Ordering::Relaxed);
-        crate::lineage::check_next(self.table, have, delta.table, delta.seq)?;
-        match &delta.body {
-            Body::Ops { seed, nb, ops } => {
-                self.apply_ops(&c, *seed, *nb, ops)?;
-                c.seq.store(delta.seq, Ordering::Release);
-            }
-            Body::Replace(img) => {
-                if img.p.vbits != c.p.vbits || img.p.fbits != c.p.fbits {
-                    return Err(Error::DeltaMismatch("rebuild delta has a different slot layout".into()));
-                }
-                let inner = Inner::new((**img).clone(), delta.seq).map_err(|e| Error::DeltaMismatch(e.to_string()))?;
-                self.cur.replace(inner);
-            }
-        }
-        Ok(())
-    }
-
-    fn memory_bytes(&self) -> usize {
-        let c = self.cur.load();
-        std::mem::size_of::<Self>()
-            + std::mem::size_of::<Inner>()
-            + c.l1.memory_bytes()
-            + c.l2.load().memory_bytes()
-            + c.lock.memory_bytes()
-            + c.l2lock.memory_bytes()
-    }
-}
-
-impl Wire for Lookup {
-    fn to_bytes(&self) -> Vec<u8> {
-        // Hold the writer lock: the image is a consistent snapshot.
-        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let c = self.cur.load();
-        let mut w = Writer::with_capacity(Kind::CfwLookup, c.l1.memory_bytes() + 64);
-        crate::lineage::write_prologue(&mut w, self.table, c.seq.load(Ordering::Acquire));
-        c.image().encode(&mut w);
-        w.finish()
-    }
-
-    fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::CfwLookup)?;
-        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
-        let img = Image::decode(&mut r)?;
-        r.finish()?;
-        let inner = Inner::new(img, seq)?;
-        Ok(Self { table, cur: Published::new(inner), writer: Mutex::new(()) })
     }
 }

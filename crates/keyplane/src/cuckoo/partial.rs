@@ -7,16 +7,16 @@
 //! performance: `docs/structures/cuckoo.md` in the repository. Usage: the
 //! examples on [`Control`] and [`Lookup`].
 
+use crate::ControlTable;
 use crate::bits::PackedArray;
-use crate::error::{Error, Result, check_value, check_value_bits, mask};
+use crate::engine::{Change, ControlLimits, ImageCodec, PatchCodec, RawDelta, RawLookup, Scheme};
+use crate::error::{Error, Result, mask};
 use crate::hash::{hash64, hi, lo, mix64, reduce};
 use crate::mem::prefetch;
 use crate::store::{Inserted, KeyStore};
 use crate::sync::{Published, StripeSet, StripedSeqLock};
-use crate::wire::{Frame, Kind, Reader as WireReader, Wire, Writer};
-use crate::{ControlTable, LookupTable};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::wire::{Kind, Reader as WireReader, Writer};
+use std::sync::Arc;
 
 const SLOTS: usize = 4;
 const NONE: u32 = u32::MAX;
@@ -42,7 +42,7 @@ impl Default for Options {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Params {
+pub(crate) struct Params {
     seed: u64,
     nb: u32,
     fbits: u32,
@@ -51,7 +51,7 @@ struct Params {
 
 impl Params {
     fn validate(&self) -> Result<()> {
-        check_value_bits(self.vbits, 1, 63)?;
+        Control::check_value_bits(self.vbits)?;
         if !(1..=32).contains(&self.fbits) || self.width() > 64 {
             return Err(Error::InvalidParameter(format!(
                 "fingerprint_bits {} must be 1..=32 and 1 + fingerprint + value bits ({}) at most 64",
@@ -109,7 +109,7 @@ impl Params {
 }
 
 #[derive(Debug)]
-struct Inner {
+pub(crate) struct Inner {
     p: Params,
     a: PackedArray,
     lock: StripedSeqLock,
@@ -135,159 +135,141 @@ impl Inner {
 type Step = Vec<(u64, u64)>;
 
 /// An update message for [`Lookup`], numbered like every keyplane delta.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Delta {
-    table: crate::lineage::Lineage,
-    seq: u64,
-    body: Body,
-}
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delta(RawDelta<PartialCuckoo>);
 
+/// In-place steps on a table with this seed and bucket count.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Body {
-    /// In-place steps on a table with this seed and bucket count.
-    Steps { seed: u64, nb: u32, steps: Vec<Step> },
-    /// A rebuilt (grown) table.
-    Replace(Box<(Params, PackedArray)>),
+pub(crate) struct Steps {
+    seed: u64,
+    nb: u32,
+    steps: Vec<Step>,
 }
 
 impl Delta {
-    /// Sequence number.
-    pub(crate) fn seq(&self) -> u64 {
-        self.seq
-    }
-
-    /// The table this delta belongs to (see [`crate::lineage`]).
-    pub(crate) fn table_id(&self) -> crate::TableId {
-        self.table.id
-    }
     /// Slot writes carried (a whole table for a rebuild).
     pub fn slots_touched(&self) -> usize {
-        match &self.body {
-            Body::Steps { steps, .. } => steps.iter().map(Vec::len).sum(),
-            Body::Replace(b) => b.0.slots(),
+        match &self.0.change {
+            Change::Patch(p) => p.steps.iter().map(Vec::len).sum(),
+            Change::Replace(b) => b.0.slots(),
         }
     }
-    /// True if this delta replaces the whole lookup form.
-    pub(crate) fn is_rebuild(&self) -> bool {
-        matches!(self.body, Body::Replace(_))
+}
+
+const TAG_STEPS: u8 = 1;
+const TAG_REPLACE: u8 = 2;
+
+impl ImageCodec for (Params, PackedArray) {
+    fn encode(&self, w: &mut Writer) {
+        self.0.encode(w);
+        w.u64s(&self.1.to_words());
+    }
+    fn decode(r: &mut WireReader<'_>) -> Result<Self> {
+        let p = Params::decode(r)?;
+        let a = PackedArray::from_words(r.u64s()?, p.slots(), p.width())
+            .ok_or_else(|| Error::Corrupt("slot array length does not match the bucket count".into()))?;
+        Ok((p, a))
     }
 }
 
-fn encode_image(p: &Params, a: &PackedArray, w: &mut Writer) {
-    p.encode(w);
-    w.u64s(&a.to_words());
-}
-
-fn decode_image(r: &mut WireReader<'_>) -> Result<(Params, PackedArray)> {
-    let p = Params::decode(r)?;
-    let a = PackedArray::from_words(r.u64s()?, p.slots(), p.width())
-        .ok_or_else(|| Error::Corrupt("slot array length does not match the bucket count".into()))?;
-    Ok((p, a))
-}
-
-impl Wire for Delta {
-    fn to_bytes(&self) -> Vec<u8> {
-        let mut w = Writer::new(Kind::PartialCuckooDelta);
-        crate::lineage::write_prologue(&mut w, self.table, self.seq);
-        match &self.body {
-            Body::Steps { seed, nb, steps } => {
-                w.u8(1).u64(*seed).u32(*nb).varint(steps.len() as u64);
-                for st in steps {
-                    w.varint(st.len() as u64);
-                    for &(s, x) in st {
-                        w.varint(s).varint(x);
-                    }
-                }
-            }
-            Body::Replace(img) => {
-                w.u8(2);
-                encode_image(&img.0, &img.1, &mut w);
+impl PatchCodec for Steps {
+    fn encode(&self, w: &mut Writer) {
+        w.u8(TAG_STEPS).u64(self.seed).u32(self.nb).varint(self.steps.len() as u64);
+        for st in &self.steps {
+            w.varint(st.len() as u64);
+            for &(s, x) in st {
+                w.varint(s).varint(x);
             }
         }
-        w.finish()
     }
-
-    fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::PartialCuckooDelta)?;
-        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
-        let body = match r.u8()? {
-            1 => {
-                let seed = r.u64()?;
-                let nb = r.u32()?;
-                let n = r.varint_count(1)?;
-                let mut steps = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let m = r.varint_count(2)?;
-                    let mut st = Vec::with_capacity(m);
-                    for _ in 0..m {
-                        st.push((r.varint()?, r.varint()?));
-                    }
-                    steps.push(st);
-                }
-                Body::Steps { seed, nb, steps }
+    fn decode(tag: u8, r: &mut WireReader<'_>) -> Result<Self> {
+        if tag != TAG_STEPS {
+            return Err(Error::Corrupt(format!("unknown partial-key cuckoo delta tag {tag}")));
+        }
+        let seed = r.u64()?;
+        let nb = r.u32()?;
+        let n = r.varint_count(1)?;
+        let mut steps = Vec::with_capacity(n);
+        for _ in 0..n {
+            let m = r.varint_count(2)?;
+            let mut st = Vec::with_capacity(m);
+            for _ in 0..m {
+                st.push((r.varint()?, r.varint()?));
             }
-            2 => Body::Replace(Box::new(decode_image(&mut r)?)),
-            t => return Err(Error::Corrupt(format!("unknown partial-key cuckoo delta tag {t}"))),
-        };
-        r.finish()?;
-        Ok(Delta { table, seq, body })
+            steps.push(st);
+        }
+        Ok(Steps { seed, nb, steps })
     }
 }
 
-/// Partial-key cuckoo lookup form: fingerprints and values, no keys. May
-/// return a wrong value for a valid key (see the [module docs](self)).
-///
-/// # Examples
-///
-/// [`Control`](Control#examples) shows the whole cycle: `export`, `to_bytes` /
-/// `from_bytes`, [`apply`](crate::LookupTable::apply),
-/// [`get`](crate::LookupTable::get), [`get_batch`](crate::LookupTable::get_batch)
-/// and a per-thread [`reader`](crate::LookupTable::reader).
-#[derive(Debug)]
-pub struct Lookup {
-    table: crate::lineage::Lineage,
-    cur: Published<Inner>,
-    seq: AtomicU64,
-    writer: Mutex<()>,
-}
+/// The partial-key cuckoo scheme (see [`crate::engine`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PartialCuckoo;
 
-impl Lookup {
-    /// Table id and key format (see [`crate::lineage`]).
-    pub(crate) fn lineage(&self) -> crate::lineage::Lineage {
-        self.table
-    }
+impl Scheme for PartialCuckoo {
+    type Inner = Inner;
+    type Image = (Params, PackedArray);
+    type Patch = Steps;
+    const LOOKUP_KIND: Kind = Kind::PartialCuckooLookup;
+    const DELTA_KIND: Kind = Kind::PartialCuckooDelta;
+    const REPLACE_TAG: u8 = TAG_REPLACE;
 
-    fn new(p: Params, a: PackedArray, table: crate::lineage::Lineage, seq: u64) -> Self {
-        Self { table, cur: Published::new(Inner::new(p, a)), seq: AtomicU64::new(seq), writer: Mutex::new(()) }
+    fn build(img: (Params, PackedArray)) -> Result<Inner> {
+        Ok(Inner::new(img.0, img.1))
     }
-    /// Fingerprint bits.
-    pub fn fingerprint_bits(&self) -> u32 {
-        self.cur.load().p.fbits
+    fn image(c: &Inner) -> (Params, PackedArray) {
+        (c.p, c.a.clone())
     }
-    /// Value bits.
-    pub(crate) fn value_bits(&self) -> u32 {
-        self.cur.load().p.vbits
+    fn encode_inner(c: &Inner, w: &mut Writer) {
+        c.p.encode(w);
+        w.u64s(&c.a.to_words());
     }
-    /// Number of buckets.
-    pub fn buckets(&self) -> usize {
-        self.cur.load().p.nb as usize
+    fn payload_hint(c: &Inner) -> usize {
+        c.a.memory_bytes() + 32
     }
-    /// Sequence number of the last delta applied.
-    pub(crate) fn seq(&self) -> u64 {
-        self.seq.load(Ordering::Acquire)
+    fn check_replace(c: &Inner, img: &(Params, PackedArray)) -> Result<()> {
+        if img.0.fbits != c.p.fbits || img.0.vbits != c.p.vbits {
+            return Err(Error::DeltaMismatch("rebuild delta has a different slot layout".into()));
+        }
+        Ok(())
     }
-}
-
-impl Inner {
-    #[inline]
-    pub(crate) fn get(&self, key: &[u8]) -> Option<u64> {
-        let c = self;
+    fn apply_patch(_cur: &Published<Inner>, c: Arc<Inner>, patch: &Steps) -> Result<()> {
+        if patch.seed != c.p.seed || patch.nb != c.p.nb {
+            return Err(Error::DeltaMismatch("delta is for another table (seed or size)".into()));
+        }
+        let wmask = mask(c.p.width());
+        for &(s, x) in patch.steps.iter().flatten() {
+            if s >= c.p.slots() as u64 || x & !wmask != 0 {
+                return Err(Error::DeltaMismatch(format!("slot write ({s}, {x:#x}) outside the table")));
+            }
+        }
+        let mut set = StripeSet::new();
+        for st in &patch.steps {
+            set.clear();
+            for &(s, _) in st {
+                set.add((s as usize / SLOTS) & c.smask);
+            }
+            let ss = set.finish();
+            c.lock.write_begin(ss);
+            for &(s, x) in st {
+                c.a.set(s as usize, x);
+            }
+            c.lock.write_end(ss);
+        }
+        Ok(())
+    }
+    fn memory_bytes(c: &Inner) -> usize {
+        c.a.memory_bytes() + c.lock.memory_bytes()
+    }
+    fn value_bits(c: &Inner) -> u32 {
+        c.p.vbits
+    }
+    #[inline(always)]
+    fn get(c: &Inner, key: &[u8], _latest: impl Fn() -> Arc<Inner>) -> Option<u64> {
         let (b1, fp) = c.p.locate(key);
         c.read(b1, fp)
     }
-
-    pub(crate) fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
-        let c = self;
+    fn get_batch(c: &Inner, keys: &[&[u8]], out: &mut [Option<u64>], _latest: impl Fn() -> Arc<Inner>) {
         let mut loc = [(0usize, 0u64); 16];
         for (ks, os) in keys.chunks(16).zip(out.chunks_mut(16)) {
             for (k, l) in ks.iter().zip(loc.iter_mut()) {
@@ -302,75 +284,37 @@ impl Inner {
     }
 }
 
-crate::sync::cached_reader!(Inner);
-
-impl LookupTable for Lookup {
-    type Delta = Delta;
-
-    crate::sync::snapshot_reads!();
-
-    fn apply(&self, delta: &Delta) -> Result<()> {
-        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let have = self.seq.load(Ordering::Relaxed);
-        crate::lineage::check_next(self.table, have, delta.table, delta.seq)?;
-        let c = self.cur.load_full();
-        match &delta.body {
-            Body::Steps { seed, nb, steps } => {
-                if *seed != c.p.seed || *nb != c.p.nb {
-                    return Err(Error::DeltaMismatch("delta is for another table (seed or size)".into()));
-                }
-                let wmask = mask(c.p.width());
-                for &(s, x) in steps.iter().flatten() {
-                    if s >= c.p.slots() as u64 || x & !wmask != 0 {
-                        return Err(Error::DeltaMismatch(format!("slot write ({s}, {x:#x}) outside the table")));
-                    }
-                }
-                let mut set = StripeSet::new();
-                for st in steps {
-                    set.clear();
-                    for &(s, _) in st {
-                        set.add((s as usize / SLOTS) & c.smask);
-                    }
-                    let ss = set.finish();
-                    c.lock.write_begin(ss);
-                    for &(s, x) in st {
-                        c.a.set(s as usize, x);
-                    }
-                    c.lock.write_end(ss);
-                }
-            }
-            Body::Replace(img) => {
-                if img.0.fbits != c.p.fbits || img.0.vbits != c.p.vbits {
-                    return Err(Error::DeltaMismatch("rebuild delta has a different slot layout".into()));
-                }
-                self.cur.replace(Inner::new(img.0, img.1.clone()));
-            }
-        }
-        self.seq.store(delta.seq, Ordering::Release);
-        Ok(())
-    }
-
-    fn memory_bytes(&self) -> usize {
-        let c = self.cur.load();
-        std::mem::size_of::<Self>() + std::mem::size_of::<Inner>() + c.a.memory_bytes() + c.lock.memory_bytes()
-    }
+/// Partial-key cuckoo lookup form: fingerprints and values, no keys. May
+/// return a wrong value for a valid key (see the [module docs](self)).
+///
+/// # Examples
+///
+/// [`Control`](Control#examples) shows the whole cycle: `export`, `to_bytes` /
+/// `from_bytes`, [`apply`](crate::LookupTable::apply),
+/// [`get`](crate::LookupTable::get), [`get_batch`](crate::LookupTable::get_batch)
+/// and a per-thread [`reader`](crate::LookupTable::reader).
+#[derive(Debug)]
+pub struct Lookup {
+    raw: RawLookup<PartialCuckoo>,
 }
 
-impl Wire for Lookup {
-    fn to_bytes(&self) -> Vec<u8> {
-        let c = self.cur.load();
-        let mut w = Writer::with_capacity(Kind::PartialCuckooLookup, c.a.memory_bytes() + 32);
-        crate::lineage::write_prologue(&mut w, self.table, self.seq());
-        encode_image(&c.p, &c.a, &mut w);
-        w.finish()
-    }
+/// A per-thread read handle ([`crate::LookupTable::reader`]).
+#[derive(Debug, Clone)]
+pub struct Reader<'a>(crate::engine::Reader<'a, PartialCuckoo>);
 
-    fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::PartialCuckooLookup)?;
-        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
-        let (p, a) = decode_image(&mut r)?;
-        r.finish()?;
-        Ok(Self::new(p, a, table, seq))
+crate::engine::lookup_form!(PartialCuckoo);
+
+impl Lookup {
+    fn new(p: Params, a: PackedArray, table: crate::lineage::Lineage, seq: u64) -> Self {
+        Self::from_raw(RawLookup::new(Inner::new(p, a), table, seq))
+    }
+    /// Fingerprint bits.
+    pub fn fingerprint_bits(&self) -> u32 {
+        self.raw.load().p.fbits
+    }
+    /// Number of buckets.
+    pub fn buckets(&self) -> usize {
+        self.raw.load().p.nb as usize
     }
 }
 
@@ -430,7 +374,7 @@ impl Control {
     {
         let mut store = KeyStore::new();
         for (k, v) in items {
-            check_value(v, value_bits)?;
+            Self::check_item(k.as_ref(), v, value_bits)?;
             store.insert(k.as_ref(), v);
         }
         let nb = ((store.len() as f64 / (SLOTS as f64 * BUILD_LOAD)).ceil() as u64).max(2);
@@ -611,17 +555,18 @@ impl Control {
         self.grows += 1;
         self.steps.clear();
         crate::lineage::bump(&mut self.seq);
-        Ok(Delta { table: self.table, seq: self.seq, body: Body::Replace(Box::new((self.p, self.a.clone()))) })
+        Ok(Delta(RawDelta::replace(self.table, self.seq, (self.p, self.a.clone()))))
     }
 
     fn steps_delta(&mut self) -> Delta {
         crate::lineage::bump(&mut self.seq);
-        Delta {
-            table: self.table,
-            seq: self.seq,
-            body: Body::Steps { seed: self.p.seed, nb: self.p.nb, steps: std::mem::take(&mut self.steps) },
-        }
+        let steps = Steps { seed: self.p.seed, nb: self.p.nb, steps: std::mem::take(&mut self.steps) };
+        Delta(RawDelta::patch(self.table, self.seq, steps))
     }
+}
+
+impl ControlLimits for Control {
+    const MAX_VALUE_BITS: u32 = 63;
 }
 
 impl ControlTable for Control {
@@ -649,7 +594,7 @@ impl ControlTable for Control {
     }
 
     fn insert(&mut self, key: &[u8], value: u64) -> Result<Delta> {
-        check_value(value, self.p.vbits)?;
+        Self::check_item(key, value, self.p.vbits)?;
         self.steps.clear();
         match self.store.insert(key, value) {
             Inserted::Existing(id, old) => {

@@ -3,11 +3,12 @@
 //! form from which it emits deltas.
 
 use super::ct::Ct;
-use super::delta::{Body, Delta, Image};
+use super::delta::{Delta, Image, Ops};
 use super::{Loc, Lookup, LookupOrder, Options, Params};
 use crate::ControlTable;
 use crate::bits::PackedArray;
-use crate::error::{Error, Result, check_value, check_value_bits};
+use crate::engine::{ControlLimits, RawDelta};
+use crate::error::{Error, Result};
 use crate::store::{Inserted, KeyStore};
 use hashbrown::HashMap;
 
@@ -100,11 +101,11 @@ impl Control {
         J: IntoIterator<Item = N>,
         N: AsRef<[u8]>,
     {
-        check_value_bits(value_bits, 1, 64)?;
+        Self::check_value_bits(value_bits)?;
         let it = stored.into_iter();
         let mut store = KeyStore::with_capacity(it.size_hint().0, 24);
         for (k, v) in it {
-            check_value(v, value_bits)?;
+            Self::check_item(k.as_ref(), v, value_bits)?;
             store.insert(k.as_ref(), v);
         }
         let mut absent = KeyStore::new();
@@ -300,16 +301,12 @@ impl Control {
 
     fn ops_delta(&mut self, puts: CtList, slots: Vec<(u64, u64)>, dels: Vec<Vec<u8>>) -> Delta {
         crate::lineage::bump(&mut self.seq);
-        Delta {
-            table: self.tid,
-            seq: self.seq,
-            body: Body::Ops { seed: self.p.seed, buckets: self.p.b, puts, slots, dels },
-        }
+        Delta(RawDelta::patch(self.tid, self.seq, Ops { seed: self.p.seed, buckets: self.p.b, puts, slots, dels }))
     }
 
     fn replace_delta(&mut self) -> Delta {
         crate::lineage::bump(&mut self.seq);
-        Delta { table: self.tid, seq: self.seq, body: Body::Replace(Box::new(self.image())) }
+        Delta(RawDelta::replace(self.tid, self.seq, self.image()))
     }
 
     fn image(&self) -> Image {
@@ -471,6 +468,10 @@ impl Control {
     }
 }
 
+impl ControlLimits for Control {
+    const MAX_VALUE_BITS: u32 = 64;
+}
+
 impl ControlTable for Control {
     type Delta = Delta;
     type Lookup = Lookup;
@@ -496,10 +497,7 @@ impl ControlTable for Control {
     }
 
     fn insert(&mut self, key: &[u8], value: u64) -> Result<Delta> {
-        check_value(value, self.p.vbits)?;
-        if key.len() >= u32::MAX as usize {
-            return Err(Error::InvalidParameter("name longer than 4 GiB".into()));
-        }
+        Self::check_item(key, value, self.p.vbits)?;
         let l = self.locate(key);
         if let Some(id) = self.store.find(key) {
             if self.store.value(id) == value {

@@ -1,16 +1,16 @@
 //! The FHT data-plane form: fingerprint-only d-left table plus collision table.
 
 use super::ct::Ct;
-use super::delta::{Body, Delta, Image};
+use super::delta::{Delta, Image, Ops, TAG_REPLACE};
 use super::{Loc, LookupOrder, MAX_SUBTABLES, Params};
-use crate::LookupTable;
 use crate::bits::PackedArray;
+use crate::engine::{RawLookup, Scheme};
 use crate::error::{Error, Result, check_value};
 use crate::mem::prefetch;
 use crate::sync::{Published, StripeSet, StripedSeqLock};
-use crate::wire::{Frame, Kind, Wire, Writer};
-use std::sync::atomic::{AtomicU64, Ordering, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use crate::wire::Kind;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 
 const MAX_STRIPES: usize = 4096;
 const BATCH: usize = 16;
@@ -21,11 +21,10 @@ pub(crate) struct Inner {
     pub p: Params,
     pub table: Arc<PackedArray>,
     /// The collision table, immutable: a CT change publishes a new `Inner`
-    /// that shares the main table, lock and sequence number with the old
+    /// that shares the main table and lock with the old
     /// one, so a lookup needs one snapshot load (each `ArcSwap` load ends
     /// in a locked instruction, which would stop lookups from overlapping).
     pub ct: Arc<Ct>,
-    pub seq: Arc<AtomicU64>,
     lock: Arc<StripedSeqLock>,
     /// The shape [`Inner::get24`] serves: four subtables of 8 entries
     /// of a 16-bit fingerprint over an 8-bit value, collision table first.
@@ -45,7 +44,7 @@ enum Scan {
 }
 
 impl Inner {
-    fn new(img: Image, seq: u64) -> Self {
+    fn new(img: Image) -> Self {
         let mut ct = img.build_ct();
         ct.seal();
         let buckets = img.p.d as usize * img.p.b as usize;
@@ -54,7 +53,6 @@ impl Inner {
             p: img.p,
             table: Arc::new(img.table),
             ct: Arc::new(ct),
-            seq: Arc::new(AtomicU64::new(seq)),
             lock: Arc::new(lock),
             fast24: Self::is_fast24(&img.p),
         }
@@ -67,14 +65,7 @@ impl Inner {
     /// The same main table with another collision table.
     fn with_ct(&self, mut ct: Ct) -> Self {
         ct.seal();
-        Self {
-            p: self.p,
-            table: self.table.clone(),
-            ct: Arc::new(ct),
-            seq: self.seq.clone(),
-            lock: self.lock.clone(),
-            fast24: self.fast24,
-        }
+        Self { p: self.p, table: self.table.clone(), ct: Arc::new(ct), lock: self.lock.clone(), fast24: self.fast24 }
     }
 
     /// Seqlock stripe of bucket `k` (bucket indices are already random).
@@ -471,24 +462,11 @@ fn bucket8<const W: usize>(t: &PackedArray, k: usize) -> [u64; 8] {
     e
 }
 
-/// A per-thread read handle ([`LookupTable::reader`]): the same answers as
-/// [`Lookup`]'s `get` / `get_batch` without the per-call snapshot pinning
-/// (see `Cached`). Applied deltas are visible to it.
+/// A per-thread read handle ([`crate::LookupTable::reader`]): the same
+/// answers as [`Lookup`]'s `get` / `get_batch` without the per-call snapshot
+/// pinning (see `Cached`). Applied deltas are visible to it.
 #[derive(Debug, Clone)]
-pub struct Reader<'a>(crate::sync::Cached<&'a Published<Inner>, Inner>);
-
-impl crate::ReadHandle for Reader<'_> {
-    #[inline]
-    fn get(&self, key: &[u8]) -> Option<u64> {
-        self.0.with(
-            #[inline(always)]
-            |c| c.get(key, || self.0.latest()),
-        )
-    }
-    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
-        self.0.with(|c| c.get_batch(keys, out, || self.0.latest()))
-    }
-}
+pub struct Reader<'a>(crate::engine::Reader<'a, Fht>);
 
 /// FHT lookup form. See the [module docs](super).
 ///
@@ -500,60 +478,47 @@ impl crate::ReadHandle for Reader<'_> {
 /// and a per-thread [`reader`](crate::LookupTable::reader).
 #[derive(Debug)]
 pub struct Lookup {
-    table: crate::lineage::Lineage,
-    cur: Published<Inner>,
-    writer: Mutex<()>,
+    raw: RawLookup<Fht>,
 }
 
+crate::engine::lookup_form!(Fht);
+
 impl Lookup {
-    /// Table id and key format (see [`crate::lineage`]).
-    pub(crate) fn lineage(&self) -> crate::lineage::Lineage {
-        self.table
-    }
-
     pub(crate) fn from_image(img: Image, table: crate::lineage::Lineage, seq: u64) -> Self {
-        Self { table, cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(()) }
+        Self::from_raw(RawLookup::new(Inner::new(img), table, seq))
     }
 
-    /// Sequence number of the last delta applied (or of the export).
-    pub(crate) fn seq(&self) -> u64 {
-        self.cur.load().seq.load(Ordering::Acquire)
-    }
     /// Fingerprint bits w.
     pub fn fingerprint_bits(&self) -> u32 {
-        self.cur.load().p.fbits
-    }
-    /// Value bits.
-    pub(crate) fn value_bits(&self) -> u32 {
-        self.cur.load().p.vbits
+        self.raw.load().p.fbits
     }
     /// `(subtables d, buckets per subtable B, entries per bucket E)`.
     pub fn shape(&self) -> (u32, u32, u32) {
-        let c = self.cur.load();
+        let c = self.raw.load();
         (c.p.d, c.p.b, c.p.e)
     }
     /// Lookup order in force.
     pub fn order(&self) -> LookupOrder {
-        if self.cur.load().p.flag { LookupOrder::MainFirst } else { LookupOrder::CollisionTableFirst }
+        if self.raw.load().p.flag { LookupOrder::MainFirst } else { LookupOrder::CollisionTableFirst }
     }
     /// Entries in the collision table.
     pub fn collision_table_entries(&self) -> usize {
-        self.cur.load().ct.len()
+        self.raw.load().ct.len()
     }
     /// Heap bytes of the main d-left table.
     pub fn main_table_bytes(&self) -> usize {
-        self.cur.load().table.memory_bytes()
+        self.raw.load().table.memory_bytes()
     }
     /// Heap bytes of the collision table (entries and names).
     pub fn collision_table_bytes(&self) -> usize {
-        self.cur.load().ct.memory_bytes()
+        self.raw.load().ct.memory_bytes()
     }
 
     /// Lookup that skips the collision table (the paper's "w/o CT" figure:
     /// the latency when the CT is offloaded to separate hardware). Correct
     /// only for names that live in the main table.
     pub fn get_main_only(&self, key: &[u8]) -> Option<u64> {
-        let c = self.cur.load();
+        let c = self.raw.load();
         let l = c.p.locate(key);
         let base = c.bases(&l);
         c.prefetch(&base);
@@ -562,14 +527,43 @@ impl Lookup {
             Scan::Miss => None,
         }
     }
+}
 
-    fn apply_ops(
-        &self,
-        c: &Inner,
-        puts: &[(Vec<u8>, Option<u64>)],
-        slots: &[(u64, u64)],
-        dels: &[Vec<u8>],
-    ) -> Result<()> {
+/// The FHT scheme (see [`crate::engine`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Fht;
+
+impl Scheme for Fht {
+    type Inner = Inner;
+    type Image = Image;
+    type Patch = Ops;
+    const LOOKUP_KIND: Kind = Kind::FhtLookup;
+    const DELTA_KIND: Kind = Kind::FhtDelta;
+    const REPLACE_TAG: u8 = TAG_REPLACE;
+
+    fn build(img: Image) -> Result<Inner> {
+        Ok(Inner::new(img))
+    }
+    fn image(c: &Inner) -> Image {
+        c.image()
+    }
+    fn payload_hint(c: &Inner) -> usize {
+        c.table.memory_bytes() + 64
+    }
+    fn check_replace(c: &Inner, img: &Image) -> Result<()> {
+        if img.p.vbits != c.p.vbits || img.p.flag != c.p.flag {
+            return Err(Error::DeltaMismatch("rebuild delta has a different entry layout".into()));
+        }
+        Ok(())
+    }
+    fn apply_patch(cur: &Published<Inner>, c: Arc<Inner>, patch: &Ops) -> Result<()> {
+        let Ops { seed, buckets, puts, slots, dels } = patch;
+        if *seed != c.p.seed || *buckets != c.p.b {
+            return Err(Error::DeltaMismatch(format!(
+                "delta is for table (seed {seed:#x}, {buckets} buckets), this one is (seed {:#x}, {} buckets)",
+                c.p.seed, c.p.b
+            )));
+        }
         let wm = crate::mask(c.p.width());
         for (_, v) in puts {
             if let Some(v) = v {
@@ -592,7 +586,7 @@ impl Lookup {
             for (name, v) in puts {
                 ct.put(crate::hash::hash64(name, c.p.seed), name, *v);
             }
-            self.cur.replace(c.with_ct(ct));
+            cur.replace(c.with_ct(ct));
         }
         if !slots.is_empty() {
             let st = stripes.finish();
@@ -603,86 +597,28 @@ impl Lookup {
             c.lock.write_end(st);
         }
         if !dels.is_empty() {
-            let cur = self.cur.load_full();
-            let mut ct = (*cur.ct).clone();
+            let now = cur.load_full();
+            let mut ct = (*now.ct).clone();
             for name in dels {
                 ct.del(crate::hash::hash64(name, c.p.seed), name);
             }
-            self.cur.replace(cur.with_ct(ct));
-        }
-        Ok(())
-    }
-}
-
-impl LookupTable for Lookup {
-    type Delta = Delta;
-
-    type Reader<'a> = Reader<'a>;
-
-    fn reader(&self) -> Reader<'_> {
-        Reader(self.cur.cached())
-    }
-
-    #[inline]
-    fn get(&self, key: &[u8]) -> Option<u64> {
-        self.cur.load().get(key, || self.cur.load_full())
-    }
-
-    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
-        self.cur.load().get_batch(keys, out, || self.cur.load_full())
-    }
-
-    fn apply(&self, delta: &Delta) -> Result<()> {
-        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let c = self.cur.load_full();
-        let have = c.seq.load(Ordering::Relaxed);
-        crate::lineage::check_next(self.table, have, delta.table, delta.seq)?;
-        match &delta.body {
-            Body::Ops { seed, buckets, puts, slots, dels } => {
-                if *seed != c.p.seed || *buckets != c.p.b {
-                    return Err(Error::DeltaMismatch(format!(
-                        "delta is for table (seed {seed:#x}, {buckets} buckets), this one is (seed {:#x}, {} buckets)",
-                        c.p.seed, c.p.b
-                    )));
-                }
-                self.apply_ops(&c, puts, slots, dels)?;
-                c.seq.store(delta.seq, Ordering::Release);
-            }
-            Body::Replace(img) => {
-                if img.p.vbits != c.p.vbits || img.p.flag != c.p.flag {
-                    return Err(Error::DeltaMismatch("rebuild delta has a different entry layout".into()));
-                }
-                self.cur.replace(Inner::new((**img).clone(), delta.seq));
-            }
+            cur.replace(now.with_ct(ct));
         }
         Ok(())
     }
 
-    fn memory_bytes(&self) -> usize {
-        let c = self.cur.load();
-        std::mem::size_of::<Self>()
-            + std::mem::size_of::<Inner>()
-            + c.table.memory_bytes()
-            + c.ct.memory_bytes()
-            + c.lock.memory_bytes()
+    fn memory_bytes(c: &Inner) -> usize {
+        c.table.memory_bytes() + c.ct.memory_bytes() + c.lock.memory_bytes()
     }
-}
-
-impl Wire for Lookup {
-    fn to_bytes(&self) -> Vec<u8> {
-        let c = self.cur.load();
-        let mut w = Writer::with_capacity(Kind::FhtLookup, c.table.memory_bytes() + 64);
-        crate::lineage::write_prologue(&mut w, self.table, c.seq.load(Ordering::Acquire));
-        c.image().encode(&mut w);
-        w.finish()
+    fn value_bits(c: &Inner) -> u32 {
+        c.p.vbits
     }
-
-    fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::FhtLookup)?;
-        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
-        let img = Image::decode(&mut r)?;
-        r.finish()?;
-        Ok(Self::from_image(img, table, seq))
+    #[inline(always)]
+    fn get(c: &Inner, key: &[u8], latest: impl Fn() -> Arc<Inner>) -> Option<u64> {
+        c.get(key, latest)
+    }
+    fn get_batch(c: &Inner, keys: &[&[u8]], out: &mut [Option<u64>], latest: impl Fn() -> Arc<Inner>) {
+        c.get_batch(keys, out, latest)
     }
 }
 

@@ -1,10 +1,11 @@
 //! The FPT control form: names, the trie with parent/owner links, update
 //! instructions (§7.1).
 
-use super::delta::{Body, Delta, Image};
+use super::delta::{Delta, Image, Writes};
 use super::{Bits, INTERNAL, LEAF, Lookup, Options, POS_MASK, Params, TAG};
 use crate::ControlTable;
-use crate::error::{Error, Result, check_value, check_value_bits};
+use crate::engine::{ControlLimits, RawDelta};
+use crate::error::{Error, Result};
 use crate::store::{Inserted, KeyStore};
 
 const NONE: u32 = u32::MAX;
@@ -52,7 +53,7 @@ pub struct Control {
 impl Control {
     /// Empty trie with explicit options.
     pub fn with_options(value_bits: u32, opts: Options) -> Result<Self> {
-        check_value_bits(value_bits, 1, 64)?;
+        Self::check_value_bits(value_bits)?;
         let p = Params { seed: opts.seed, fbits: opts.fingerprint_bits, cbits: opts.check_bits, vbits: value_bits };
         p.validate()?;
         Ok(Self {
@@ -201,10 +202,7 @@ impl Control {
     }
 
     fn insert_inner(&mut self, key: &[u8], value: u64) -> Result<Option<Vec<(u32, u64)>>> {
-        check_value(value, self.p.vbits)?;
-        if key.len() > super::MAX_NAME_LEN {
-            return Err(Error::InvalidParameter(format!("name longer than {} bytes", super::MAX_NAME_LEN)));
-        }
+        Self::check_item(key, value, self.p.vbits)?;
         let b = self.bits(key);
         let leaf = self.p.leaf(value, b.check);
         match self.store.insert(key, value) {
@@ -272,16 +270,18 @@ impl Control {
 
     fn writes_delta(&mut self, writes: Vec<(u32, u64)>) -> Delta {
         crate::lineage::bump(&mut self.seq);
-        Delta {
-            table: self.table,
-            seq: self.seq,
-            body: Body::Writes { seed: self.p.seed, nodes: self.nodes.len() as u32, writes },
-        }
+        let w = Writes { seed: self.p.seed, nodes: self.nodes.len() as u32, writes };
+        Delta(RawDelta::patch(self.table, self.seq, w))
     }
 
     fn image(&self) -> Image {
         Image { p: self.p, nodes: self.nodes.clone() }
     }
+}
+
+impl ControlLimits for Control {
+    const MAX_VALUE_BITS: u32 = 64;
+    const MAX_KEY_LEN: usize = super::MAX_NAME_LEN;
 }
 
 impl ControlTable for Control {
@@ -314,7 +314,7 @@ impl ControlTable for Control {
             None => {
                 self.rebuilds += 1;
                 crate::lineage::bump(&mut self.seq);
-                Ok(Delta { table: self.table, seq: self.seq, body: Body::Replace(Box::new(self.image())) })
+                Ok(Delta(RawDelta::replace(self.table, self.seq, self.image())))
             }
         }
     }

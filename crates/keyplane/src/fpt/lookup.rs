@@ -1,27 +1,26 @@
 //! The FPT data-plane form: one array of node words, bit positions only.
 
-use super::delta::{Body, Delta, Image};
+use super::delta::{Delta, Image, TAG_REPLACE, Writes};
 use super::{Bits, INTERNAL, LEAF, POS_MASK, Params, TAG};
-use crate::LookupTable;
+use crate::engine::{RawLookup, Scheme};
 use crate::error::{Error, Result, mask};
 use crate::sync::{Published, StripedSeqLock};
-use crate::wire::{Frame, Kind, Wire, Writer};
-use std::sync::Mutex;
+use crate::wire::Kind;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 #[derive(Debug)]
 pub(crate) struct Inner {
     pub p: Params,
     pub nodes: Box<[AtomicU64]>,
-    pub seq: AtomicU64,
     lock: StripedSeqLock,
 }
 
 impl Inner {
-    fn new(img: Image, seq: u64) -> Self {
+    fn new(img: Image) -> Self {
         let nodes: Vec<AtomicU64> = img.nodes.into_iter().map(AtomicU64::new).collect();
         crate::mem::advise_hugepages(&nodes);
-        Self { p: img.p, nodes: nodes.into_boxed_slice(), seq: AtomicU64::new(seq), lock: StripedSeqLock::new(1) }
+        Self { p: img.p, nodes: nodes.into_boxed_slice(), lock: StripedSeqLock::new(1) }
     }
 
     /// Walks the trie once (no retry): the leaf word reached and the depth.
@@ -81,45 +80,36 @@ impl Inner {
 /// and a per-thread [`reader`](crate::LookupTable::reader).
 #[derive(Debug)]
 pub struct Lookup {
-    table: crate::lineage::Lineage,
-    cur: Published<Inner>,
-    writer: Mutex<()>,
+    raw: RawLookup<Fpt>,
 }
 
+/// A per-thread read handle ([`crate::LookupTable::reader`]).
+#[derive(Debug, Clone)]
+pub struct Reader<'a>(crate::engine::Reader<'a, Fpt>);
+
+crate::engine::lookup_form!(Fpt);
+
 impl Lookup {
-    /// Table id and key format (see [`crate::lineage`]).
-    pub(crate) fn lineage(&self) -> crate::lineage::Lineage {
-        self.table
-    }
-
     pub(crate) fn from_image(img: Image, table: crate::lineage::Lineage, seq: u64) -> Self {
-        Self { table, cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(()) }
+        Self::from_raw(RawLookup::new(Inner::new(img), table, seq))
     }
 
-    /// Sequence number of the last delta applied (or of the export).
-    pub(crate) fn seq(&self) -> u64 {
-        self.cur.load().seq.load(Ordering::Acquire)
-    }
     /// Fingerprint bits prepended to names.
     pub fn fingerprint_bits(&self) -> u32 {
-        self.cur.load().p.fbits
-    }
-    /// Value bits.
-    pub(crate) fn value_bits(&self) -> u32 {
-        self.cur.load().p.vbits
+        self.raw.load().p.fbits
     }
     /// Check bits per leaf.
     pub fn check_bits(&self) -> u32 {
-        self.cur.load().p.cbits
+        self.raw.load().p.cbits
     }
     /// Node words in the array (used or free).
     pub fn node_capacity(&self) -> usize {
-        self.cur.load().nodes.len()
+        self.raw.load().nodes.len()
     }
     /// Internal nodes visited by a lookup of `key` (the leaf depth for a
     /// stored name); `None` for an empty trie.
     pub fn depth(&self, key: &[u8]) -> Option<u32> {
-        let c = self.cur.load();
+        let c = self.raw.load();
         let b = c.p.bits(key);
         loop {
             let v = c.lock.read_begin(0);
@@ -131,96 +121,74 @@ impl Lookup {
     }
 }
 
-impl Inner {
-    #[inline]
-    pub(crate) fn get(&self, key: &[u8]) -> Option<u64> {
-        let c = self;
-        c.answer(&c.p.bits(key))
+/// The FPT scheme (see [`crate::engine`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Fpt;
+
+impl Scheme for Fpt {
+    type Inner = Inner;
+    type Image = Image;
+    type Patch = Writes;
+    const LOOKUP_KIND: Kind = Kind::FptLookup;
+    const DELTA_KIND: Kind = Kind::FptDelta;
+    const REPLACE_TAG: u8 = TAG_REPLACE;
+
+    fn build(img: Image) -> Result<Inner> {
+        Ok(Inner::new(img))
     }
-
-    pub(crate) fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
-        // A trie walk is a chain of dependent loads: only the root word and
-        // the hash can be done ahead; keep one snapshot for the batch.
-        let c = self;
-        for (k, o) in keys.iter().zip(out.iter_mut()) {
-            *o = c.answer(&c.p.bits(k));
-        }
+    fn image(c: &Inner) -> Image {
+        c.image()
     }
-}
-
-crate::sync::cached_reader!(Inner);
-
-impl LookupTable for Lookup {
-    type Delta = Delta;
-
-    crate::sync::snapshot_reads!();
-
-    fn apply(&self, delta: &Delta) -> Result<()> {
-        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let c = self.cur.load_full();
-        let have = c.seq.load(Ordering::Relaxed);
-        crate::lineage::check_next(self.table, have, delta.table, delta.seq)?;
-        match &delta.body {
-            Body::Writes { seed, nodes, writes } => {
-                if *seed != c.p.seed || *nodes as usize != c.nodes.len() {
-                    return Err(Error::DeltaMismatch(format!(
-                        "delta is for a trie (seed {seed:#x}, {nodes} nodes), this one is (seed {:#x}, {} nodes)",
-                        c.p.seed,
-                        c.nodes.len()
-                    )));
-                }
-                let lim = mask(c.p.vbits + c.p.cbits);
-                for &(i, w) in writes {
-                    let ok = match w & TAG {
-                        0 => w == 0,
-                        LEAF => (w & !TAG) & !lim == 0,
-                        INTERNAL => {
-                            let left = (w & 0xffff_ffff) as usize;
-                            left >= 2 && left % 2 == 0 && left + 1 < c.nodes.len()
-                        }
-                        _ => false,
-                    };
-                    if !ok || i == 1 && w != 0 {
-                        return Err(Error::DeltaMismatch(format!("node write {i} = {w:#x} does not fit this trie")));
-                    }
-                }
-                c.lock.write_begin(&[0]);
-                for &(i, w) in writes {
-                    c.nodes[i as usize].store(w, Ordering::Relaxed);
-                }
-                c.lock.write_end(&[0]);
-                c.seq.store(delta.seq, Ordering::Release);
-            }
-            Body::Replace(img) => {
-                if img.p != c.p {
-                    return Err(Error::DeltaMismatch("rebuild delta has different parameters".into()));
-                }
-                self.cur.replace(Inner::new((**img).clone(), delta.seq));
-            }
+    fn payload_hint(c: &Inner) -> usize {
+        c.nodes.len() * 8 + 64
+    }
+    fn check_replace(c: &Inner, img: &Image) -> Result<()> {
+        if img.p != c.p {
+            return Err(Error::DeltaMismatch("rebuild delta has different parameters".into()));
         }
         Ok(())
     }
-
-    fn memory_bytes(&self) -> usize {
-        let c = self.cur.load();
-        std::mem::size_of::<Self>() + std::mem::size_of::<Inner>() + c.nodes.len() * 8 + c.lock.memory_bytes()
+    fn apply_patch(_cur: &Published<Inner>, c: Arc<Inner>, patch: &Writes) -> Result<()> {
+        let Writes { seed, nodes, writes } = patch;
+        if *seed != c.p.seed || *nodes as usize != c.nodes.len() {
+            return Err(Error::DeltaMismatch(format!(
+                "delta is for a trie (seed {seed:#x}, {nodes} nodes), this one is (seed {:#x}, {} nodes)",
+                c.p.seed,
+                c.nodes.len()
+            )));
+        }
+        let lim = mask(c.p.vbits + c.p.cbits);
+        for &(i, w) in writes {
+            let ok = match w & TAG {
+                0 => w == 0,
+                LEAF => (w & !TAG) & !lim == 0,
+                INTERNAL => {
+                    let left = (w & 0xffff_ffff) as usize;
+                    left >= 2 && left % 2 == 0 && left + 1 < c.nodes.len()
+                }
+                _ => false,
+            };
+            if !ok || i == 1 && w != 0 {
+                return Err(Error::DeltaMismatch(format!("node write {i} = {w:#x} does not fit this trie")));
+            }
+        }
+        c.lock.write_begin(&[0]);
+        for &(i, w) in writes {
+            c.nodes[i as usize].store(w, Ordering::Relaxed);
+        }
+        c.lock.write_end(&[0]);
+        Ok(())
     }
-}
-
-impl Wire for Lookup {
-    fn to_bytes(&self) -> Vec<u8> {
-        let c = self.cur.load();
-        let mut w = Writer::with_capacity(Kind::FptLookup, c.nodes.len() * 8 + 64);
-        crate::lineage::write_prologue(&mut w, self.table, c.seq.load(Ordering::Acquire));
-        c.image().encode(&mut w);
-        w.finish()
+    fn memory_bytes(c: &Inner) -> usize {
+        c.nodes.len() * 8 + c.lock.memory_bytes()
     }
-
-    fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::FptLookup)?;
-        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
-        let img = Image::decode(&mut r)?;
-        r.finish()?;
-        Ok(Self::from_image(img, table, seq))
+    fn value_bits(c: &Inner) -> u32 {
+        c.p.vbits
     }
+    #[inline(always)]
+    fn get(c: &Inner, key: &[u8], _latest: impl Fn() -> Arc<Inner>) -> Option<u64> {
+        c.answer(&c.p.bits(key))
+    }
+    // A trie walk is a chain of dependent loads: the default (one snapshot
+    // for the batch, key by key) is the batch lookup.
 }

@@ -1,0 +1,429 @@
+//! The replicated-table engine: one implementation of everything a lookup
+//! form does besides looking up and patching (in the spirit of hashbrown's
+//! raw table under its map types).
+//!
+//! A structure is a [`Scheme`]: its snapshot type (what readers load), its
+//! whole-table image and in-place patch, how they are encoded, how a patch
+//! is applied and how a key is looked up. [`RawLookup`] wraps any scheme with
+//! the rest, written once:
+//!
+//! * the lineage (table id, key format) and the sequence number, checked by
+//!   [`crate::lineage::check_next`] before any delta touches the table
+//!   (overflow-safe: after `u64::MAX` nothing follows, never a panic);
+//! * the writer lock (one writer at a time; blobs are written under it, so a
+//!   blob is a consistent snapshot with its sequence number);
+//! * whole-table replacement (a rebuild delta: checked by the scheme, built,
+//!   published by `Arc` swap so racing readers finish on the old snapshot);
+//! * the per-thread reader ([`Reader`], a [`crate::sync::Cached`] handle);
+//! * the framing of lookup blobs and deltas: `Writer`/`Frame` with the
+//!   scheme's own kind codes, the lineage prologue, and a delta's tag byte
+//!   (the scheme's `REPLACE_TAG` for a whole image, its own tags otherwise).
+//!
+//! A structure's public `Lookup` / `Delta` / `Reader` are thin newtypes over
+//! [`RawLookup`] / [`RawDelta`] / [`Reader`]; [`lookup_form!`] writes their
+//! trait impls (`LookupTable`, `Wire`, `ReadHandle`, `DeltaInfo`). The control
+//! side's prologue (value-width limit, value and key checks) is
+//! [`ControlLimits`]. See `docs/design.md`, "The engine".
+
+use crate::error::{Error, Result};
+use crate::lineage::{self, Lineage};
+use crate::sync::{Cached, Published};
+use crate::wire::{Frame, Kind, Reader as WireReader, Writer};
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// One structure's lookup form, as the engine sees it. Implemented by a
+/// zero-sized marker type per structure.
+pub(crate) trait Scheme: Sized + Debug + Clone + PartialEq + Send + Sync + 'static {
+    /// One snapshot of the lookup form: what readers load and search.
+    type Inner: Debug + Send + Sync + 'static;
+    /// A whole lookup form: the blob payload after the prologue, and the
+    /// body of a rebuild delta.
+    type Image: Debug + Clone + PartialEq + Send + Sync + ImageCodec;
+    /// An in-place change (the body of every other delta).
+    type Patch: Debug + Clone + PartialEq + Send + Sync + PatchCodec;
+
+    /// Wire kind of the lookup blob.
+    const LOOKUP_KIND: Kind;
+    /// Wire kind of a delta.
+    const DELTA_KIND: Kind;
+    /// Tag byte of a rebuild delta; [`Scheme::encode_patch`] writes the others.
+    const REPLACE_TAG: u8;
+
+    /// A snapshot from an image (decoded from bytes or shipped in a delta).
+    fn build(img: Self::Image) -> Result<Self::Inner>;
+    /// The image of a snapshot (for blobs).
+    fn image(c: &Self::Inner) -> Self::Image;
+    /// Writes the blob payload of a snapshot: its image's bytes (override
+    /// to write them without building the image first).
+    fn encode_inner(c: &Self::Inner, w: &mut Writer) {
+        Self::image(c).encode(w);
+    }
+    /// Expected blob payload size, to size the output once.
+    fn payload_hint(_c: &Self::Inner) -> usize {
+        64
+    }
+    /// Refuses a rebuild image that does not fit this table (another value
+    /// width or slot layout) with [`Error::DeltaMismatch`].
+    fn check_replace(c: &Self::Inner, img: &Self::Image) -> Result<()>;
+    /// Applies a patch to snapshot `c`: in place under the snapshot's
+    /// seqlocks, or by publishing new snapshots through `cur`. Validates
+    /// every index before the first write (a bad patch changes nothing).
+    fn apply_patch(cur: &Published<Self::Inner>, c: Arc<Self::Inner>, patch: &Self::Patch) -> Result<()>;
+    /// Heap bytes of a snapshot (without the `Inner` header itself).
+    fn memory_bytes(c: &Self::Inner) -> usize;
+    /// Value width of a snapshot.
+    fn value_bits(c: &Self::Inner) -> u32;
+    /// Looks a key up in snapshot `c`. `latest` loads the newest snapshot,
+    /// for schemes whose readers can find theirs stale (most ignore it).
+    fn get(c: &Self::Inner, key: &[u8], latest: impl Fn() -> Arc<Self::Inner>) -> Option<u64>;
+    /// Looks many keys up in snapshot `c` (prefetching where it helps).
+    fn get_batch(c: &Self::Inner, keys: &[&[u8]], out: &mut [Option<u64>], latest: impl Fn() -> Arc<Self::Inner>) {
+        for (k, o) in keys.iter().zip(out.iter_mut()) {
+            *o = Self::get(c, k, &latest);
+        }
+    }
+}
+
+/// A scheme's whole-table image on the wire.
+pub(crate) trait ImageCodec: Sized {
+    /// Writes the image.
+    fn encode(&self, w: &mut Writer);
+    /// Reads an image, validating every field.
+    fn decode(r: &mut WireReader<'_>) -> Result<Self>;
+}
+
+/// A scheme's in-place patch on the wire.
+pub(crate) trait PatchCodec: Sized {
+    /// Writes the patch: its tag byte (not the scheme's `REPLACE_TAG`), then its body.
+    fn encode(&self, w: &mut Writer);
+    /// Reads the body of a patch whose tag byte was `tag`.
+    fn decode(tag: u8, r: &mut WireReader<'_>) -> Result<Self>;
+}
+
+/// A whole-table replacement or an in-place patch.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Change<S: Scheme> {
+    /// In-place change.
+    Patch(S::Patch),
+    /// Whole new lookup form (growth, re-seed, rebuild).
+    Replace(Box<S::Image>),
+}
+
+/// A delta: lineage, sequence number and the change.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RawDelta<S: Scheme> {
+    pub table: Lineage,
+    pub seq: u64,
+    pub change: Change<S>,
+}
+
+impl<S: Scheme> RawDelta<S> {
+    /// A patch delta.
+    pub fn patch(table: Lineage, seq: u64, p: S::Patch) -> Self {
+        RawDelta { table, seq, change: Change::Patch(p) }
+    }
+
+    /// A rebuild delta.
+    pub fn replace(table: Lineage, seq: u64, img: S::Image) -> Self {
+        RawDelta { table, seq, change: Change::Replace(Box::new(img)) }
+    }
+
+    /// True for a whole-table replacement.
+    pub fn is_rebuild(&self) -> bool {
+        matches!(self.change, Change::Replace(_))
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut w = Writer::new(S::DELTA_KIND);
+        lineage::write_prologue(&mut w, self.table, self.seq);
+        match &self.change {
+            Change::Patch(p) => p.encode(&mut w),
+            Change::Replace(img) => {
+                w.u8(S::REPLACE_TAG);
+                img.encode(&mut w);
+            }
+        }
+        w.finish()
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let mut r = Frame::open(bytes, S::DELTA_KIND)?;
+        let (table, seq) = lineage::read_prologue(&mut r)?;
+        let change = match r.u8()? {
+            t if t == S::REPLACE_TAG => Change::Replace(Box::new(S::Image::decode(&mut r)?)),
+            t => Change::Patch(S::Patch::decode(t, &mut r)?),
+        };
+        r.finish()?;
+        Ok(RawDelta { table, seq, change })
+    }
+}
+
+/// A lookup form: the scheme's current snapshot plus everything shared.
+#[derive(Debug)]
+pub(crate) struct RawLookup<S: Scheme> {
+    table: Lineage,
+    cur: Published<S::Inner>,
+    seq: AtomicU64,
+    writer: Mutex<()>,
+}
+
+impl<S: Scheme> RawLookup<S> {
+    /// A lookup form at sequence number `seq` of lineage `table`.
+    pub fn new(inner: S::Inner, table: Lineage, seq: u64) -> Self {
+        Self { table, cur: Published::new(inner), seq: AtomicU64::new(seq), writer: Mutex::new(()) }
+    }
+
+    /// From an image (a control form's export).
+    pub fn from_image(img: S::Image, table: Lineage, seq: u64) -> Result<Self> {
+        Ok(Self::new(S::build(img)?, table, seq))
+    }
+
+    /// Table id and key format.
+    pub fn lineage(&self) -> Lineage {
+        self.table
+    }
+
+    /// Sequence number of the last delta applied (or of the export).
+    pub fn seq(&self) -> u64 {
+        self.seq.load(Ordering::Acquire)
+    }
+
+    /// The current snapshot, pinned for one call.
+    #[inline(always)]
+    pub fn load(&self) -> arc_swap::Guard<Arc<S::Inner>> {
+        self.cur.load()
+    }
+
+    /// The current snapshot, held as long as needed.
+    pub fn load_full(&self) -> Arc<S::Inner> {
+        self.cur.load_full()
+    }
+
+    /// Value width.
+    pub fn value_bits(&self) -> u32 {
+        S::value_bits(&self.cur.load())
+    }
+
+    #[inline(always)]
+    pub fn get(&self, key: &[u8]) -> Option<u64> {
+        S::get(&self.cur.load(), key, || self.cur.load_full())
+    }
+
+    #[inline]
+    pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        S::get_batch(&self.cur.load(), keys, out, || self.cur.load_full())
+    }
+
+    /// A per-thread reader.
+    pub fn reader(&self) -> Reader<'_, S> {
+        Reader(self.cur.cached())
+    }
+
+    /// Applies a delta: lineage and sequence checks, then the patch or the
+    /// replacement, then the new sequence number; one writer at a time.
+    pub fn apply(&self, d: &RawDelta<S>) -> Result<()> {
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        lineage::check_next(self.table, self.seq.load(Ordering::Relaxed), d.table, d.seq)?;
+        let c = self.cur.load_full();
+        match &d.change {
+            Change::Patch(p) => S::apply_patch(&self.cur, c, p)?,
+            Change::Replace(img) => {
+                S::check_replace(&c, img)?;
+                let inner = S::build((**img).clone()).map_err(|e| Error::DeltaMismatch(e.to_string()))?;
+                self.cur.replace(inner);
+            }
+        }
+        self.seq.store(d.seq, Ordering::Release);
+        Ok(())
+    }
+
+    /// Every heap byte plus the headers.
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + std::mem::size_of::<S::Inner>() + S::memory_bytes(&self.cur.load())
+    }
+
+    /// The lookup blob, written under the writer lock (a consistent
+    /// snapshot with its sequence number).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let c = self.cur.load();
+        let mut w = Writer::with_capacity(S::LOOKUP_KIND, S::payload_hint(&c));
+        lineage::write_prologue(&mut w, self.table, self.seq.load(Ordering::Acquire));
+        S::encode_inner(&c, &mut w);
+        w.finish()
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let mut r = Frame::open(bytes, S::LOOKUP_KIND)?;
+        let (table, seq) = lineage::read_prologue(&mut r)?;
+        let img = S::Image::decode(&mut r)?;
+        r.finish()?;
+        Self::from_image(img, table, seq)
+    }
+}
+
+/// The per-thread reader of any scheme: a cached snapshot (see
+/// [`Cached`]); `latest` for stale snapshots goes through the publisher.
+#[derive(Debug)]
+pub(crate) struct Reader<'a, S: Scheme>(Cached<&'a Published<S::Inner>, S::Inner>);
+
+impl<S: Scheme> Clone for Reader<'_, S> {
+    fn clone(&self) -> Self {
+        Reader(self.0.clone())
+    }
+}
+
+impl<S: Scheme> Reader<'_, S> {
+    #[inline(always)]
+    pub fn get(&self, key: &[u8]) -> Option<u64> {
+        self.0.with(
+            #[inline(always)]
+            |c| S::get(c, key, || self.0.latest()),
+        )
+    }
+
+    #[inline]
+    pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        self.0.with(|c| S::get_batch(c, keys, out, || self.0.latest()))
+    }
+}
+
+/// The control-form prologue every structure runs: value width in
+/// `1..=MAX_VALUE_BITS`, values that fit it, keys that fit the key store.
+pub(crate) trait ControlLimits {
+    /// Widest value the structure stores.
+    const MAX_VALUE_BITS: u32;
+    /// Longest key (bytes) the structure accepts.
+    const MAX_KEY_LEN: usize = u32::MAX as usize - 1;
+
+    /// Checks a value width for a new table.
+    fn check_value_bits(value_bits: u32) -> Result<()> {
+        crate::check_value_bits(value_bits, 1, Self::MAX_VALUE_BITS)
+    }
+
+    /// Checks a key and its value before an insert.
+    fn check_item(key: &[u8], value: u64, value_bits: u32) -> Result<()> {
+        crate::check_value(value, value_bits)?;
+        if key.len() > Self::MAX_KEY_LEN {
+            return Err(Error::InvalidParameter(format!(
+                "key of {} bytes is longer than the {} bytes this table takes",
+                key.len(),
+                Self::MAX_KEY_LEN
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Writes the trait impls of a structure's public `Lookup { raw:
+/// RawLookup<S> }`, `Delta(RawDelta<S>)` and `Reader<'a>(engine::Reader<'a,
+/// S>)`, all delegating to the engine: `LookupTable`, `Wire` (both),
+/// `ReadHandle`, `DeltaInfo`, and the crate-internal accessors `lineage`,
+/// `seq`, `value_bits`.
+macro_rules! lookup_form {
+    ($scheme:ty) => {
+        impl $crate::LookupTable for Lookup {
+            type Delta = Delta;
+            type Reader<'a> = Reader<'a>;
+
+            fn reader(&self) -> Reader<'_> {
+                Reader(self.raw.reader())
+            }
+            #[inline]
+            fn get(&self, key: &[u8]) -> Option<u64> {
+                self.raw.get(key)
+            }
+            #[inline]
+            fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+                self.raw.get_batch(keys, out)
+            }
+            fn apply(&self, delta: &Delta) -> $crate::Result<()> {
+                self.raw.apply(&delta.0)
+            }
+            fn memory_bytes(&self) -> usize {
+                self.raw.memory_bytes()
+            }
+        }
+
+        impl $crate::Wire for Lookup {
+            fn to_bytes(&self) -> Vec<u8> {
+                self.raw.to_bytes()
+            }
+            fn from_bytes(bytes: &[u8]) -> $crate::Result<Self> {
+                Ok(Lookup { raw: $crate::engine::RawLookup::from_bytes(bytes)? })
+            }
+        }
+
+        impl $crate::Wire for Delta {
+            fn to_bytes(&self) -> Vec<u8> {
+                self.0.to_bytes()
+            }
+            fn from_bytes(bytes: &[u8]) -> $crate::Result<Self> {
+                Ok(Delta($crate::engine::RawDelta::from_bytes(bytes)?))
+            }
+        }
+
+        impl $crate::ReadHandle for Reader<'_> {
+            #[inline]
+            fn get(&self, key: &[u8]) -> Option<u64> {
+                self.0.get(key)
+            }
+            #[inline]
+            fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+                self.0.get_batch(keys, out)
+            }
+        }
+
+        impl $crate::lineage::DeltaInfo for Delta {
+            fn table_id(&self) -> $crate::TableId {
+                self.0.table.id
+            }
+            fn seq(&self) -> u64 {
+                self.0.seq
+            }
+            fn is_rebuild(&self) -> bool {
+                self.0.is_rebuild()
+            }
+        }
+
+        impl Lookup {
+            /// A lookup form from an image (the control form's export).
+            pub(crate) fn from_raw(raw: $crate::engine::RawLookup<$scheme>) -> Self {
+                Lookup { raw }
+            }
+            /// Table id and key format (see [`crate::lineage`]).
+            pub(crate) fn lineage(&self) -> $crate::lineage::Lineage {
+                self.raw.lineage()
+            }
+            /// Sequence number of the last delta applied (or of the export).
+            pub(crate) fn seq(&self) -> u64 {
+                self.raw.seq()
+            }
+            /// Value bits.
+            pub(crate) fn value_bits(&self) -> u32 {
+                self.raw.value_bits()
+            }
+        }
+
+        impl Delta {
+            /// Sequence number of this delta.
+            #[allow(dead_code)]
+            pub(crate) fn seq(&self) -> u64 {
+                self.0.seq
+            }
+            /// The table this delta belongs to (see [`crate::lineage`]).
+            #[allow(dead_code)]
+            pub(crate) fn table_id(&self) -> $crate::TableId {
+                self.0.table.id
+            }
+            /// True if this delta replaces the whole lookup form.
+            #[allow(dead_code)]
+            pub(crate) fn is_rebuild(&self) -> bool {
+                self.0.is_rebuild()
+            }
+        }
+    };
+}
+pub(crate) use lookup_form;
