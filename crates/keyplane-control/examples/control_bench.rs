@@ -13,6 +13,12 @@
 //! time per batch by phase (apply / store / publish). The latency run
 //! offers 10 000 updates/s as one 10-update batch per millisecond, each
 //! write on its own task (the pace does not wait for acknowledgements).
+//!
+//! Environment: `KEYPLANE_BENCH_EXPECTED=N` creates the table with
+//! `-O expected_keys=N` (default KEYS + 2 000 000; 0 = not pre-sized, so
+//! growth rebuilds run inside the measurement); `KEYPLANE_BENCH_WRITERS=1,4`
+//! measures each batch size with each number of concurrent writer tasks
+//! (default 1: one client, each batch waits for its acknowledgement).
 
 use keyplane_control::client::{self, insert};
 use keyplane_control::follow::{Follower, Subscriber};
@@ -39,6 +45,19 @@ async fn main() {
     let etcd: Option<Vec<String>> =
         args.get(6).and_then(|s| s.strip_prefix("etcd:")).map(|s| s.split(',').map(String::from).collect());
     let store_name = if etcd.is_some() { "etcd" } else { "log" };
+    // Tables are created with `-O expected_keys=N` (default KEYS + 2M, so
+    // no growth rebuild runs during the measurement); 0 = not pre-sized.
+    let expected: u64 =
+        std::env::var("KEYPLANE_BENCH_EXPECTED").ok().and_then(|s| s.parse().ok()).unwrap_or(keys + 2_000_000);
+    // Concurrent writer tasks in the durable-writes rows (group commit
+    // takes every batch queued while the previous group was committed).
+    // A comma-separated list: each batch size is measured with each count.
+    let writer_counts: Vec<u64> = std::env::var("KEYPLANE_BENCH_WRITERS")
+        .unwrap_or_else(|_| "1".into())
+        .split(',')
+        .filter_map(|s| s.parse().ok())
+        .map(|w: u64| w.max(1))
+        .collect();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     eprintln!("load average at start: {load}");
     let mut rows = Vec::new();
@@ -80,14 +99,22 @@ async fn main() {
                 }
             }
         }
+        let options = if expected > 0 {
+            [(keyplane_control::table::EXPECTED_KEYS.to_string(), expected.to_string())].into()
+        } else {
+            Default::default()
+        };
+        let tc = Instant::now();
         c.create_table(pb::CreateTableRequest {
             name: "t".into(),
             structure: structure.into(),
             value_bits: 8,
+            options,
             ..Default::default()
         })
         .await
         .unwrap();
+        eprintln!("{structure}: created (expected_keys {expected}) in {:.2} s", tc.elapsed().as_secs_f64());
         let t0 = Instant::now();
         let mut next = 0u64;
         while next < keys {
@@ -96,20 +123,41 @@ async fn main() {
             c.write(pb::WriteRequest { table: "t".into(), updates: ups }).await.unwrap();
             next += n;
         }
+        // The table's sequence (one per update); `next` is the next fresh key.
+        let mut seq = next;
         eprintln!("{structure}: preloaded {keys} keys in {:.1} s", t0.elapsed().as_secs_f64());
-        for batch in [1u64, 100, 1000] {
+        for (batch, writers) in [1u64, 100, 1000].into_iter().flat_map(|b| writer_counts.iter().map(move |&w| (b, w))) {
             let ph0 = phases(srv.metrics).await;
             let cpu0 = cpu_seconds();
             let t = Instant::now();
-            let mut done = 0u64;
-            let mut nb = 0u64;
-            while t.elapsed().as_secs_f64() < secs {
-                let ups = (next..next + batch).map(|i| insert(raw_key(k(i)), i & 0xff)).collect();
-                c.write(pb::WriteRequest { table: "t".into(), updates: ups }).await.unwrap();
-                next += batch;
-                done += batch;
-                nb += 1;
+            // Each writer task writes its own key range (stride `writers`
+            // batches), each batch waiting for its acknowledgement.
+            let mut tasks = Vec::new();
+            for w in 0..writers {
+                let mut c = c.clone();
+                let start = next + w * batch;
+                tasks.push(tokio::spawn(async move {
+                    let (mut at, mut done, mut nb) = (start, 0u64, 0u64);
+                    while t.elapsed().as_secs_f64() < secs {
+                        let ups = (at..at + batch).map(|i| insert(raw_key(k(i)), i & 0xff)).collect();
+                        c.write(pb::WriteRequest { table: "t".into(), updates: ups }).await.unwrap();
+                        at += batch * writers;
+                        done += batch;
+                        nb += 1;
+                    }
+                    (at, done, nb)
+                }));
             }
+            let (mut done, mut nb) = (0u64, 0u64);
+            let mut top = next;
+            for task in tasks {
+                let (at, d, b) = task.await.unwrap();
+                top = top.max(at);
+                done += d;
+                nb += b;
+            }
+            next = top;
+            seq += done;
             let wall = t.elapsed().as_secs_f64();
             let cpu = cpu_seconds() - cpu0;
             let ph1 = phases(srv.metrics).await;
@@ -123,23 +171,24 @@ async fn main() {
                 ms(2)
             );
             rows.push(format!(
-                "{{\"bench\":\"durable_writes\",\"store\":\"{store_name}\",\"run\":{run},\"structure\":\"{structure}\",\"keys\":{keys},\"batch\":{batch},\"updates_per_s\":{rate:.0},\"updates_per_cpu_s\":{cpu_rate:.0},\"writer_ms_per_batch\":{{\"apply\":{:.4},\"store\":{:.4},\"publish\":{:.4}}},\"loadavg\":{}}}",
+                "{{\"bench\":\"durable_writes\",\"store\":\"{store_name}\",\"run\":{run},\"structure\":\"{structure}\",\"keys\":{keys},\"batch\":{batch},\"writers\":{writers},\"expected_keys\":{expected},\"updates_per_s\":{rate:.0},\"updates_per_cpu_s\":{cpu_rate:.0},\"writer_ms_per_batch\":{{\"apply\":{:.4},\"store\":{:.4},\"publish\":{:.4}}},\"loadavg\":{}}}",
                 ms(0),
                 ms(1),
                 ms(2),
                 loadavg()
             ));
+            eprintln!("  ({writers} writer task(s), {nb} batches)");
         }
         // Catch-up: a new subscriber loads the whole blob.
         let t = Instant::now();
         let mut f = Follower::new(Subscriber::new(&url, "t"));
-        f.wait_for(next).await.unwrap();
+        f.wait_for(seq).await.unwrap();
         let catch = t.elapsed().as_secs_f64();
         let blob = f.handle().current().unwrap().to_bytes().len();
         eprintln!("{structure}: catch-up from a {blob}-byte blob in {catch:.3} s");
         rows.push(format!(
             "{{\"bench\":\"catch_up\",\"store\":\"{store_name}\",\"run\":{run},\"structure\":\"{structure}\",\"keys\":{},\"blob_bytes\":{blob},\"seconds\":{catch:.4}}}",
-            next
+            seq
         ));
         // Latency at a paced 10K updates/s (batches of 10 every ms): ack -> applied.
         let h = f.handle();
@@ -180,6 +229,7 @@ async fn main() {
                 let _ = tx2.send((r.sequence, Instant::now()));
             }));
             next += 10;
+            seq += 10;
             sent += 10;
         }
         for w in inflight {
@@ -202,7 +252,7 @@ async fn main() {
             lat.len()
         );
         rows.push(format!(
-            "{{\"bench\":\"ack_to_applied\",\"store\":\"{store_name}\",\"run\":{run},\"structure\":\"{structure}\",\"offered_updates_per_s\":{rate:.0},\"batch\":10,\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3},\"samples\":{},\"loadavg\":{}}}",
+            "{{\"bench\":\"ack_to_applied\",\"store\":\"{store_name}\",\"run\":{run},\"structure\":\"{structure}\",\"keys\":{seq},\"expected_keys\":{expected},\"offered_updates_per_s\":{rate:.0},\"batch\":10,\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3},\"samples\":{},\"loadavg\":{}}}",
             pct(0.5),
             pct(0.99),
             pct(1.0),

@@ -552,7 +552,8 @@ fn write(st: &mut State, req: pb::WriteRequest, group: &mut Group) -> Result<Wro
         resolved.push(e.map_err(|s| (s, false))?);
     }
     // Pass 2: presence, with the batch's own earlier updates overlaid.
-    let mut overlay: HashMap<&[u8], bool> = HashMap::new();
+    let mut overlay: HashMap<&[u8], bool, foldhash::fast::RandomState> =
+        HashMap::with_capacity_and_hasher(resolved.len(), Default::default());
     let single = resolved.len() == 1;
     for (i, (key, ty, _)) in resolved.iter().enumerate() {
         let present = match overlay.get(key.as_slice()) {

@@ -2,10 +2,10 @@
 //! snapshot, and (network-wide tables) the per-switch views.
 
 use crate::pb;
-use crate::store::TableRecord;
+use crate::store::{ItemMap, TableRecord};
 use crate::topology::{self, Topology};
 use keyplane_any::{AnyControl, KeyFormat, Opts};
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -127,7 +127,7 @@ pub struct Table {
     /// The committed entries (what the store holds): `Read` answers from
     /// here, and a control form that refused an update mid-batch is
     /// rebuilt from here.
-    pub items: HashMap<Vec<u8>, u64>,
+    pub items: ItemMap,
     /// Epoch of the control form.
     pub epoch: u64,
     /// Deltas of the table's own lookup form.
@@ -146,6 +146,56 @@ pub struct Table {
     pub id: u64,
 }
 
+/// Service-level table option (`-O expected_keys=N` at create): build the
+/// control form sized for N keys, so that inserts up to N never stop the
+/// writer for a growth rebuild (an O(n) rebuild of a 1M-key Othello is
+/// ~100 ms). Kept in the table's record, so restarts and rebuilds size the
+/// form the same way.
+pub const EXPECTED_KEYS: &str = "expected_keys";
+
+/// Largest `expected_keys` accepted (bounds memory on a bad request).
+pub const MAX_EXPECTED_KEYS: usize = 1 << 30;
+
+fn parse_expected(v: &str) -> Result<usize, String> {
+    v.parse::<usize>()
+        .ok()
+        .filter(|n| *n <= MAX_EXPECTED_KEYS)
+        .ok_or_else(|| format!("option {EXPECTED_KEYS}={v:?}: give a whole number of keys up to {MAX_EXPECTED_KEYS}"))
+}
+
+/// Placeholder key `i` used to pre-size a control form: 17 bytes no key
+/// format produces (0xFE, salt, counter), skipped when a real key equals it.
+fn placeholder(salt: u64, i: u64) -> [u8; 17] {
+    let mut k = [0u8; 17];
+    k[0] = 0xfe;
+    k[1..9].copy_from_slice(&salt.to_le_bytes());
+    k[9..].copy_from_slice(&i.to_le_bytes());
+    k
+}
+
+/// Builds `structure` from `items`, sized for at least `expected` keys:
+/// bulk construction over the items plus placeholder keys, which are then
+/// removed again (the structures never shrink on removal, so the capacity
+/// stays). `expected <= items.len()` is a plain build.
+fn build_sized(
+    structure: &str,
+    items: &ItemMap,
+    value_bits: u32,
+    opts: &Opts,
+    expected: usize,
+) -> Result<AnyControl, String> {
+    let pad = expected.saturating_sub(items.len()) as u64;
+    let salt = new_epoch();
+    let fake = |i: u64| Some(placeholder(salt, i)).filter(|k| !items.contains_key(k.as_slice()));
+    let real = items.iter().map(|(k, v)| (std::borrow::Cow::Borrowed(k.as_slice()), *v));
+    let pads = (0..pad).filter_map(fake).map(|k| (std::borrow::Cow::Owned(k.to_vec()), 0u64));
+    let mut control = AnyControl::build(structure, real.chain(pads), value_bits, opts).map_err(|e| e.to_string())?;
+    for k in (0..pad).filter_map(fake) {
+        control.remove(&k).map_err(|e| format!("pre-sizing for {expected} keys: {e}"))?;
+    }
+    Ok(control)
+}
+
 /// A fresh epoch number: time and process id, never 0.
 pub fn new_epoch() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -158,21 +208,27 @@ pub fn new_epoch() -> u64 {
 
 impl Table {
     /// Builds the control form (and views) from a record and its entries.
-    pub fn build(rec: TableRecord, entries: Vec<(Vec<u8>, u64)>) -> Result<Self, String> {
+    pub fn build(rec: TableRecord, entries: impl IntoIterator<Item = (Vec<u8>, u64)>) -> Result<Self, String> {
         Self::build_from(rec, entries.into_iter().collect())
     }
 
     /// Builds the control form (and views) from a record and its entries.
-    pub fn build_from(rec: TableRecord, items: HashMap<Vec<u8>, u64>) -> Result<Self, String> {
+    /// The service option [`EXPECTED_KEYS`] (not passed to the structure)
+    /// sizes the control form for that many keys up front.
+    pub fn build_from(rec: TableRecord, mut items: ItemMap) -> Result<Self, String> {
         let kf =
             crate::keys::from_pb(rec.key_format).ok_or_else(|| format!("unknown key format {}", rec.key_format))?;
         let mut opts = Opts::new();
+        let mut expected = 0usize;
         for (k, v) in &rec.options {
-            opts.push(k, v);
+            if k == EXPECTED_KEYS {
+                expected = parse_expected(v)?;
+            } else {
+                opts.push(k, v);
+            }
         }
-        let control =
-            AnyControl::build(&rec.structure, items.iter().map(|(k, v)| (k.as_slice(), *v)), rec.value_bits, &opts)
-                .map_err(|e| e.to_string())?;
+        items.reserve(expected.saturating_sub(items.len()));
+        let control = build_sized(&rec.structure, &items, rec.value_bits, &opts, expected)?;
         let net = if rec.topology.is_empty() {
             None
         } else {

@@ -267,3 +267,74 @@ pub async fn http_get(addr: std::net::SocketAddr) -> String {
     s.read_to_string(&mut out).await.unwrap();
     out
 }
+
+/// `-O expected_keys=N` sizes the control form up front: inserting up to N
+/// keys never grows it (the lookup form's memory stays the same), the keys
+/// read back, a follower equals a fresh export, the sizing survives a
+/// restart, and bad values are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expected_keys_presizes_tables() {
+    let srv = TestServer::start(Retain::default()).await;
+    let mut c = client::connect(&srv.url).await.unwrap();
+    for bad in ["abc", "-1", "99999999999999"] {
+        let e = c
+            .create_table(pb::CreateTableRequest {
+                name: "bad".into(),
+                structure: "othello".into(),
+                value_bits: 8,
+                options: [("expected_keys".to_string(), bad.to_string())].into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "expected_keys={bad}");
+        assert!(e.message().contains("expected_keys"), "{}", e.message());
+    }
+    let describe = |c: &mut Client, name: &'static str| {
+        let mut c = c.clone();
+        async move { c.describe_table(pb::DescribeTableRequest { name: name.into() }).await.unwrap().into_inner() }
+    };
+    for (name, structure, expected) in [("o", "othello", Some(3000)), ("l", "ludo", Some(3000)), ("g", "othello", None)]
+    {
+        let options = expected.map(|n: u64| [("expected_keys".to_string(), n.to_string())].into()).unwrap_or_default();
+        c.create_table(pb::CreateTableRequest {
+            name: name.into(),
+            structure: structure.into(),
+            value_bits: 8,
+            key_format: pb::KeyFormat::U64 as i32,
+            options,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let m0 = describe(&mut c, name).await;
+        assert_eq!(m0.n, 0, "the placeholder keys are gone");
+        let mut f = Follower::new(Subscriber::new(&srv.url, name));
+        f.wait_for(0).await.unwrap();
+        let mut oracle = BTreeMap::new();
+        for b in 0..5u64 {
+            let ups = (b * 500..(b + 1) * 500).map(|i| insert(raw_key(key(i)), i & 0xff)).collect();
+            c.write(pb::WriteRequest { table: name.into(), updates: ups }).await.unwrap();
+            oracle.extend((b * 500..(b + 1) * 500).map(|i| (key(i), i & 0xff)));
+        }
+        check_state(&mut c, name, &oracle, 2500).await;
+        f.wait_for(2500).await.unwrap();
+        assert_eq!(f.handle().current().unwrap().to_bytes(), fresh_blob(&srv.url, name).await);
+        let m1 = describe(&mut c, name).await;
+        if expected.is_some() && structure == "othello" {
+            assert_eq!(m1.memory_bytes, m0.memory_bytes, "{name}: no growth below expected_keys");
+        }
+        if expected.is_none() {
+            assert!(m1.memory_bytes > m0.memory_bytes, "{name}: without expected_keys the table grows");
+        }
+    }
+    let before = describe(&mut c, "o").await;
+    let srv = TestServer::start_in(srv.stop().await, Retain::default()).await;
+    let mut c = client::connect(&srv.url).await.unwrap();
+    let after = describe(&mut c, "o").await;
+    assert_eq!(after.memory_bytes, before.memory_bytes, "restart keeps the sizing");
+    assert_eq!(after.n, 2500);
+    let (entries, _) = client::read_all(&mut c, "o", Vec::new()).await.unwrap();
+    assert_eq!(entries.len(), 2500);
+    assert!(entries.iter().all(|(k, v)| u64::from_le_bytes(k.as_slice().try_into().unwrap()) & 0xff == *v));
+}
