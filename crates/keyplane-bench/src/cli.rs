@@ -181,7 +181,7 @@ fn check_value(name: &'static str) -> impl Fn(&str) -> Result<String, String> + 
                 Some(1..=1024) => Ok(v.to_string()),
                 _ => Err(format!("{v:?}: 1..=1024 threads")),
             },
-            "key-type" => crate::common::KeyType::parse(v).map(|_| v.to_string()),
+            "key-type" => crate::common::KeyType::parse(v).map(|_| v.to_string()).map_err(String::from),
             "dist" => {
                 matches!(v, "uniform" | "zipf").then(|| v.to_string()).ok_or_else(|| "expected uniform or zipf".into())
             }

@@ -15,16 +15,7 @@
 
 use crate::common::*;
 use keyplane::{ControlTable, LookupTable, fht, fpt, name};
-
-/// `n` distinct generated hierarchical names `/tld/label-id[/sub[/sub]]`
-/// (`keyplane::name::generate`); `salt` selects disjoint sets.
-pub fn gen_names(n: usize, salt: u64) -> KeySet {
-    let mut ks = KeySet::default();
-    for i in 0..n as u64 {
-        ks.push(&name::generate(i + (salt << 40), (i % 3) as usize, 1));
-    }
-    ks
-}
+pub use keyplane_keygen::gen_names;
 
 /// A workload of generated names (the common `Workload` with name keys).
 fn name_workload(a: &Args) -> Workload {

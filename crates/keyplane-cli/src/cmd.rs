@@ -6,7 +6,7 @@ use crate::{CliError, Progress};
 use clap::{Args, Subcommand};
 use keyplane::ext::wire::Frame;
 use keyplane_any::{AnyControl, AnyLookup, KeyFormat, Opts, STRUCTURES, split_frames};
-use keyplane_bench::common::{KeyType, gen_keys, gen_values};
+use keyplane_keygen::{KeyType, gen_keys, gen_values};
 use std::io::Write;
 use std::time::Instant;
 
