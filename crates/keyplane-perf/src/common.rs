@@ -1,62 +1,15 @@
-//! Shared benchmark machinery: arguments, key generation, timing, the generic
+//! Shared benchmark machinery: key generation (from `keyplane-keygen`), timing, the generic
 //! measurement of any `ControlTable`, baselines, the DRAM floor, output.
 
 use keyplane::{ControlTable, LookupTable, ReadHandle};
 use serde_json::{Map, Value, json};
-use std::collections::HashMap;
 use std::hint::black_box;
 use std::time::Instant;
 
+pub use crate::args::*;
 pub use keyplane_keygen::{
     KeySet, KeyType, gen_keys, gen_names, gen_values, mix, parse_num, sample_indices, stream, zipf_stream,
 };
-
-/// `--flag value` arguments after the sub-command.
-#[derive(Debug, Clone, Default)]
-pub struct Args {
-    map: HashMap<String, String>,
-    flags: Vec<String>,
-}
-
-impl Args {
-    /// Parses `--name value` pairs and bare `--flag`s.
-    pub fn parse(args: &[String]) -> Result<Self, String> {
-        let mut a = Args::default();
-        let mut i = 0;
-        while i < args.len() {
-            let k = args[i].strip_prefix("--").ok_or_else(|| format!("unexpected argument {:?}", args[i]))?;
-            if let Some((k, v)) = k.split_once('=') {
-                a.map.insert(k.to_string(), v.to_string());
-            } else if i + 1 < args.len() && !args[i + 1].starts_with("--") {
-                a.map.insert(k.to_string(), args[i + 1].clone());
-                i += 1;
-            } else {
-                a.flags.push(k.to_string());
-            }
-            i += 1;
-        }
-        Ok(a)
-    }
-    /// A bare flag such as `--json`.
-    pub fn flag(&self, k: &str) -> bool {
-        self.flags.iter().any(|f| f == k)
-    }
-    /// A string option.
-    pub fn str(&self, k: &str, default: &str) -> String {
-        self.map.get(k).cloned().unwrap_or_else(|| default.to_string())
-    }
-    /// A numeric option; accepts `16M`, `1K`, `1e6`.
-    pub fn num(&self, k: &str, default: u64) -> u64 {
-        self.map.get(k).map(|v| parse_num(v).unwrap_or_else(|| panic!("--{k}: not a number: {v}"))).unwrap_or(default)
-    }
-    /// A comma-separated list of numbers.
-    pub fn nums(&self, k: &str, default: &[u64]) -> Vec<u64> {
-        match self.map.get(k) {
-            Some(v) => v.split(',').map(|x| parse_num(x).unwrap_or_else(|| panic!("--{k}: bad list {v}"))).collect(),
-            None => default.to_vec(),
-        }
-    }
-}
 
 /// Seconds of a closure.
 pub fn time<R>(f: impl FnOnce() -> R) -> (R, f64) {
@@ -127,21 +80,17 @@ pub struct Workload {
 
 impl Workload {
     /// Generates a workload from `--keys`, `--value-bits`, `--key-type`, `--threads`.
-    pub fn from_args(a: &Args) -> Result<Self, String> {
-        let n = a.num("keys", 1 << 20) as usize;
-        let bits = a.num("value-bits", 8) as u32;
-        let kt = KeyType::parse(&a.str("key-type", "u64"))?;
+    pub fn from_args(a: &Common) -> Result<Self, String> {
+        let n = a.keys as usize;
+        let bits = a.value_bits;
+        let kt = a.key_type;
         let (keys, t) = time(|| gen_keys(kt, n, 1));
         let alien = gen_keys(kt, (n / 4).clamp(1000, 1 << 20), 2);
         eprintln!("# generated {n} {} keys in {t:.2}s", kt.label());
         // `--dist zipf [--zipf-s 1.0]` skews the query stream (Concise Fig. 5, thesis Figs. 4.17–4.18).
-        let queries = match a.str("dist", "uniform").as_str() {
-            "uniform" => stream(&keys, n.clamp(1, 2 << 20), 4),
-            "zipf" => {
-                let s: f64 = a.str("zipf-s", "1").parse().map_err(|_| "--zipf-s: not a number".to_string())?;
-                zipf_stream(&keys, n.clamp(1, 2 << 20), s, 4)
-            }
-            d => return Err(format!("--dist {d}: expected uniform or zipf")),
+        let queries = match a.dist {
+            Dist::Uniform => stream(&keys, n.clamp(1, 2 << 20), 4),
+            Dist::Zipf => zipf_stream(&keys, n.clamp(1, 2 << 20), a.zipf_s, 4),
         };
         let alien_queries = stream(&alien, n.clamp(1, 1 << 20), 5);
         Ok(Self {
@@ -152,8 +101,8 @@ impl Workload {
             keys,
             alien,
             value_bits: bits,
-            threads: a.num("threads", 2) as usize,
-            updates: a.num("updates", 1 << 20) as usize,
+            threads: a.threads,
+            updates: a.updates as usize,
         })
     }
     /// Number of keys.

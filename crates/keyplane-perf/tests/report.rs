@@ -2,7 +2,7 @@
 //! valid, each SVG has 1–8 series, both axis labels and a legend outside the
 //! plotting area, and every figure `index.md` names exists.
 
-use keyplane_bench::report::{FIGURES, Options, check_svg, replot, run, select};
+use keyplane_perf::report::{FIGURES, Options, check_svg, replot, run, select};
 use serde_json::Value;
 
 fn tmp(name: &str) -> String {
