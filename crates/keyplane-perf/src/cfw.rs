@@ -41,7 +41,6 @@ pub fn run(a: &CfwArgs) -> Result<Vec<Record>, String> {
     let mut out = Vec::new();
     let mut at_1pct: Option<(f64, usize)> = None;
     for &f in &fbits {
-        let f = f as u32;
         if f + w.value_bits > 64 {
             continue;
         }

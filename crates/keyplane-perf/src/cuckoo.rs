@@ -98,7 +98,7 @@ const CHURN_LAG: u64 = 4096;
 /// table size stays constant and every update is one insert or one remove.
 fn churn(c: u64, f: u64) -> (bool, usize) {
     let j = c / 2;
-    if c.is_multiple_of(2) { (true, (j % f) as usize) } else { (false, ((j + f - CHURN_LAG % f) % f) as usize) }
+    if c % 2 == 0 { (true, (j % f) as usize) } else { (false, ((j + f - CHURN_LAG % f) % f) as usize) }
 }
 
 /// A writer thread doing `rate` updates per second (insert a fresh key,

@@ -19,7 +19,7 @@
 //! use clap::Parser;
 //! let cli = keyplane_perf::Cli::try_parse_from(["keyplane-bench", "hash", "--keys", "1K"]).unwrap();
 //! let records = keyplane_perf::run(&cli.bench).unwrap();
-//! assert!(records.iter().any(|r| r.0["hash"] == "xxh3_64"));
+//! assert!(records.iter().any(|r| r.0["structure"] == "hash_xxh3_64" && r.num("hash_ns").is_some()));
 //! // Bad flags are clap's usage errors, before anything runs.
 //! let e = keyplane_perf::Cli::try_parse_from(["keyplane-bench", "othello", "--value-bits", "99"]).unwrap_err();
 //! assert_eq!(e.exit_code(), 2);

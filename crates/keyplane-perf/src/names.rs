@@ -108,7 +108,7 @@ fn table2(w: &Workload, a: &FhtArgs) -> Vec<Record> {
     let n = w.n();
     let mut out = Vec::new();
     for &fb in &a.table2_widths {
-        let opts = fht::Options::with_fingerprint_bits(fb as u32);
+        let opts = fht::Options::with_fingerprint_bits(fb);
         let (ctl, s) = time(|| fht::Control::from_items_with(w.items(), 8, opts).expect("build"));
         let t = ctl.export();
         let mut r = Record::new("fht_table2", n, 8, w.kt);
@@ -236,7 +236,7 @@ fn depth_curve(label: &str, names: &[Vec<u8>], widths: &[u32], source: &str) -> 
     let n = names.len();
     let mut d0 = f64::NAN;
     for &f in widths {
-        let opts = fpt::Options::with_fingerprint_bits(f as u32);
+        let opts = fpt::Options::with_fingerprint_bits(f);
         let ctl = fpt::Control::from_items_with(names.iter().map(|k| (k, 1)), 8, opts).expect("fpt");
         let (_, _, max) = ctl.depth_stats();
         let d = ctl.avg_leaf_depth();

@@ -102,13 +102,13 @@ pub fn run(a: &SetSepArgs) -> Result<Vec<Record>, String> {
         let threads = a.table_threads.clone();
         let mut rows: Vec<(Options, u32, usize)> = Vec::new();
         for &l in &bits {
-            rows.push((Options::default(), l as u32, 1));
+            rows.push((Options::default(), l, 1));
         }
         rows.push((Options::with_bits(8, 16), 1, 1));
         rows.push((Options::with_bits(16, 16), 1, 1));
         for &t in threads.iter().filter(|&&t| t != 1) {
             for &l in &bits {
-                rows.push((Options::default(), l as u32, t as usize));
+                rows.push((Options::default(), l, t));
             }
         }
         for (opts, l, t) in rows {
