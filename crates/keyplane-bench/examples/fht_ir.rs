@@ -2,7 +2,7 @@
 //! with different lookup counts and divide the difference): FHT reader
 //! `get` vs the hashbrown baseline, at a cache-resident size.
 use keyplane::{ControlTable, LookupTable, ReadHandle, fht, name};
-use keyplane_bench::common::KeySet;
+use keyplane_perf::common::KeySet;
 
 fn main() {
     let which = std::env::args().nth(1).unwrap_or_default();

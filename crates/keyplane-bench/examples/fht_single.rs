@@ -2,7 +2,7 @@
 //! with the hashbrown baseline in the same run, for A/B experiments on
 //! the lookup path (`cargo run --release -p keyplane-bench --example fht_single`).
 use keyplane::{ControlTable, LookupTable, ReadHandle, fht, name};
-use keyplane_bench::common::{KeySet, lookup_ns, stream};
+use keyplane_perf::common::{KeySet, lookup_ns, stream};
 
 fn main() {
     let n: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(16 << 20);
@@ -67,7 +67,7 @@ fn main() {
         let rd = t.reader();
         let a = lookup_ns(&q, |k| t.get(k));
         let b = lookup_ns(&q, |k| rd.get(k));
-        let c = keyplane_bench::common::batch_ns(&t, &q, 16);
+        let c = keyplane_perf::common::batch_ns(&t, &q, 16);
         // Dependent chain: the next key's index depends on this answer, so
         // no two lookups overlap (pure latency).
         let keys: Vec<&[u8]> = q.iter().collect();

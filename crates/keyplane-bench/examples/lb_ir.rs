@@ -6,9 +6,10 @@
 //! look up bursts of 32 states of one VIP, as the bench does;
 //! `concury-mixed` looks up bursts of 32 packets, each to the next VIP
 //! (the mixed-VIP `lookup_batch`).
-use keyplane::lb::baselines::{Balancer, Maglev};
+use keyplane::lb::Balancer;
+use keyplane::lb::maglev::Maglev;
 use keyplane::lb::{Params, VipId};
-use keyplane_bench::lb::{Net, load, loaded_concury};
+use keyplane_perf::lb::{Net, load, loaded_concury};
 
 const VIPS: usize = 16;
 const BPV: usize = 32;

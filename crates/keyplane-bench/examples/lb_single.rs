@@ -5,9 +5,10 @@
 //! lookups overlap, and the same for Maglev
 //! (`cargo run --release -p keyplane-bench --example lb_single`).
 use keyplane::hash::mix64;
-use keyplane::lb::baselines::{Balancer, Maglev};
+use keyplane::lb::Balancer;
+use keyplane::lb::maglev::Maglev;
 use keyplane::lb::{Backend, Params, VipId};
-use keyplane_bench::lb::{Net, load, loaded_concury};
+use keyplane_perf::lb::{Net, load, loaded_concury};
 use std::hint::black_box;
 use std::time::Instant;
 

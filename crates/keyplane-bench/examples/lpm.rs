@@ -1,5 +1,5 @@
 //! LPM benchmark (issue #16, "LPM lookups per second and memory per prefix"):
-//! `keyplane::lpm` against a DIR-24-8 array (`keyplane_bench::dir24`) and
+//! `keyplane::lpm` against a DIR-24-8 array (`keyplane_perf::dir24`) and
 //! the Linux kernel's own IPv4 FIB, on one synthetic table of IPv4 prefixes
 //! with a realistic length distribution.
 //!
@@ -22,10 +22,11 @@
 //!   syscall-and-netlink round trip per lookup, NOT the FIB's own lookup
 //!   cost, reported as such; its answers are cross-checked with ours.
 
+use clap::Parser;
 use keyplane::lpm::{self, Prefix};
 use keyplane::{ControlTable, LookupTable, ReadHandle};
-use keyplane_bench::common::{Args, parse_num};
-use keyplane_bench::dir24::Dir24;
+use keyplane_keygen::parse_num;
+use keyplane_perf::dir24::Dir24;
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::hint::black_box;
@@ -119,27 +120,17 @@ fn uniform(n: usize, seed: u64) -> Vec<u32> {
     (0..n).map(|_| r.next() as u32).collect()
 }
 
-/// `struct rusage` on Linux x86_64 / aarch64 (two timevals, 14 longs).
-#[repr(C)]
-struct Rusage {
-    utime: [i64; 2],
-    stime: [i64; 2],
-    rest: [i64; 14],
-}
-
-unsafe extern "C" {
-    fn getrusage(who: i32, usage: *mut Rusage) -> i32;
-}
-
 /// CPU time this thread has used, in ns (`getrusage(RUSAGE_THREAD)`): time
 /// the shared machine's scheduler gave to other processes is not in it.
 fn thread_cpu_ns() -> u64 {
-    let mut r = Rusage { utime: [0; 2], stime: [0; 2], rest: [0; 14] };
-    // SAFETY: `r` is a writable rusage-sized struct; RUSAGE_THREAD (1) is valid on Linux.
-    if unsafe { getrusage(1, &mut r) } != 0 {
+    // SAFETY: an all-zero `rusage` is a valid value (plain integers).
+    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `r` is a valid, writable `rusage`; RUSAGE_THREAD is valid on Linux.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut r) } != 0 {
         return 0;
     }
-    ((r.utime[0] + r.stime[0]) * 1_000_000_000 + (r.utime[1] + r.stime[1]) * 1000) as u64
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    (us(r.ru_utime) + us(r.ru_stime)) * 1000
 }
 
 /// (wall ns per op, thread CPU ns in total) of `f` over `n` ops.
@@ -284,24 +275,43 @@ fn kernel(rs: &[(Prefix, u64)], t: &lpm::Lookup, gets: usize, out: &mut Vec<Valu
     Ok(())
 }
 
+/// The example's flags (counts accept 1M, 64K, 1e6).
+#[derive(Parser, Debug)]
+struct Flags {
+    /// IPv4 prefixes in the table.
+    #[arg(long, default_value = "1000000", value_parser = count)]
+    prefixes: usize,
+    /// Lookups per round.
+    #[arg(long, default_value = "4000000", value_parser = count)]
+    lookups: usize,
+    /// Rounds (best of).
+    #[arg(long, default_value = "3", value_parser = count)]
+    rounds: usize,
+    /// Route updates to time.
+    #[arg(long, default_value = "200000", value_parser = count)]
+    updates: usize,
+    /// `ip route get` lookups against the kernel FIB.
+    #[arg(long, default_value = "20000", value_parser = count)]
+    kernel_gets: usize,
+    /// Skip the kernel FIB comparison.
+    #[arg(long)]
+    no_kernel: bool,
+    /// Write the JSON here instead of stdout.
+    #[arg(long)]
+    json: Option<String>,
+}
+
+fn count(v: &str) -> Result<usize, String> {
+    parse_num(v).map(|n| n as usize).ok_or_else(|| format!("{v:?} is not a count (1000, 64K, 1M)"))
+}
+
 fn main() {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let args = Args::parse(&argv).unwrap_or_else(|e| {
-        eprintln!("lpm: {e}");
-        std::process::exit(2)
-    });
-    let num = |k: &str, d: u64| -> usize {
-        let v = args.str(k, &d.to_string());
-        parse_num(&v).unwrap_or_else(|| {
-            eprintln!("lpm: --{k} {v}: not a number");
-            std::process::exit(2)
-        }) as usize
-    };
-    let n = num("prefixes", 1_000_000).max(1);
-    let lookups = num("lookups", 4_000_000).max(1);
-    let rounds = num("rounds", 3).max(1);
-    let updates = num("updates", 200_000);
-    let gets = num("kernel-gets", 20_000);
+    let args = Flags::parse();
+    let n = args.prefixes.max(1);
+    let lookups = args.lookups.max(1);
+    let rounds = args.rounds.max(1);
+    let updates = args.updates;
+    let gets = args.kernel_gets;
     let vbits = 8;
     let mut out: Vec<Value> = Vec::new();
 
@@ -457,15 +467,15 @@ fn main() {
     }
     drop(fresh_t);
 
-    if !args.flag("no-kernel") {
+    if !args.no_kernel {
         let cur: Vec<(Prefix, u64)> = ctl.prefixes().collect();
         if let Err(e) = kernel(&cur, &table, gets, &mut out) {
             eprintln!("kernel FIB not measured: {e}");
         }
     }
     let text = serde_json::to_string_pretty(&out).expect("json");
-    match args.str("json", "").as_str() {
-        "" => println!("{text}"),
-        path => std::fs::write(path, text + "\n").expect("write json"),
+    match &args.json {
+        None => println!("{text}"),
+        Some(path) => std::fs::write(path, text + "\n").expect("write json"),
     }
 }

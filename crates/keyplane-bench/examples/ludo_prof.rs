@@ -1,13 +1,30 @@
 //! Profiling driver (not part of the bench): build, memory breakdown, update mix.
+use clap::Parser;
 use keyplane::ludo::Control;
 use keyplane::{ControlTable, LookupTable};
-use keyplane_bench::common::*;
+use keyplane_perf::args::LudoArgs;
+use keyplane_perf::common::*;
 use std::time::Instant;
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let a = Args::parse(&args).unwrap();
-    let w = Workload::from_args(&a).unwrap();
+    /// `ludo_prof` takes the `ludo` benchmark's flags.
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        ludo: LudoArgs,
+        /// Time lookups only.
+        #[arg(long)]
+        lookups: bool,
+        /// Lookup rounds.
+        #[arg(long, default_value_t = 10)]
+        rounds: usize,
+        /// Skip the growth run.
+        #[arg(long)]
+        no_grow: bool,
+    }
+    let f = Flags::parse();
+    let a = &f.ludo;
+    let w = Workload::from_args(&a.common).unwrap();
     let n = w.n();
     let t0 = Instant::now();
     let mut ctl = Control::from_items(w.items(), w.value_bits).unwrap();
@@ -29,13 +46,13 @@ fn main() {
     );
     eprintln!("stats {:?}\nlocator {:?}", ctl.stats(), ctl.locator_stats());
     assert_eq!(tot, t.memory_bytes());
-    if a.flag("memory-only") {
+    if a.memory_only {
         return;
     }
-    if a.flag("lookups") {
+    if f.lookups {
         let refs: Vec<&[u8]> = w.queries.iter().collect();
         let mut out = vec![None; 16];
-        let rounds = a.num("rounds", 10) as usize;
+        let rounds = f.rounds;
         let t1 = Instant::now();
         let mut acc = 0u64;
         for _ in 0..rounds {
@@ -47,9 +64,9 @@ fn main() {
         eprintln!("batch {:.2} ns/key ({acc})", t1.elapsed().as_nanos() as f64 / (rounds * refs.len()) as f64);
         return;
     }
-    let ops = a.num("updates", 1 << 20) as usize;
+    let ops = a.common.updates as usize;
     // Trigger growth like the bench's concurrent phase does.
-    if !a.flag("no-grow") {
+    if !f.no_grow {
         let nb = ctl.buckets();
         let mut i = 0u64;
         while ctl.buckets() == nb {

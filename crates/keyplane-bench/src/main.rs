@@ -1,75 +1,56 @@
-//! `keyplane-bench <structure> [--keys N] [--value-bits L] [--key-type T] [--threads T] [--json]`
+//! `keyplane-bench NAME [FLAGS]` and `keyplane-bench report DIR ...`: the
+//! `keyplane-perf` suite without the rest of the `keyplane` command (the
+//! same benchmarks as `keyplane bench NAME`, the same report as
+//! `keyplane bench --report DIR`).
 //!
 //! Every run measures the structure and same-run baselines on the same keys
-//! and prints one JSON object per measurement (`--json`) and a table.
+//! and prints a table (and one JSON object per measurement with `--json`).
 
-use keyplane_bench::common::emit;
-use keyplane_bench::{USAGE, run};
+use clap::Parser;
+use keyplane_perf::{Bench, emit, report, run};
+use std::process::ExitCode;
 
-fn main() {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let Some(cmd) = argv.first() else {
-        eprintln!("{USAGE}");
-        std::process::exit(2);
-    };
-    if matches!(cmd.as_str(), "-h" | "--help" | "help") {
-        println!("{USAGE}");
-        return;
-    }
-    if cmd == "report" {
-        std::process::exit(report(&argv[1..]));
-    }
-    let args = match keyplane_bench::cli::parse(cmd, &argv[1..]) {
-        Ok(a) => a,
-        Err(e) => {
-            let _ = e.print();
-            std::process::exit(if e.exit_code() == 0 { 0 } else { 2 });
-        }
-    };
-    let cmd = keyplane_bench::cli::canonical(cmd);
-    match run(cmd, &args) {
-        Ok(records) => emit(&records, args.flag("json")),
-        Err(e) => {
-            eprintln!("error: {e}\n{USAGE}");
-            std::process::exit(2);
-        }
-    }
+#[derive(Parser, Debug)]
+#[command(name = "keyplane-bench", about = "keyplane benchmarks with same-run baselines")]
+enum Cmd {
+    #[command(flatten)]
+    Bench(Bench),
+    /// The papers' figures, reproduced: SVG + PNG per figure, results.json, index.md.
+    Report {
+        /// Output directory.
+        dir: String,
+        /// tiny, small, medium or paper.
+        #[arg(long, default_value = "small")]
+        scale: String,
+        /// Figure ids or prefixes (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
+        /// Redraw from DIR/results.json.
+        #[arg(long)]
+        plot_only: bool,
+    },
 }
 
-/// `keyplane-bench report DIR [--scale tiny|small|medium|paper] [--only FIG,...] [--plot-only]`.
-fn report(argv: &[String]) -> i32 {
-    use clap::{Arg, ArgAction, Command};
-    let c = Command::new("report")
-        .about("The papers' figures, reproduced: SVG + PNG per figure, results.json, index.md")
-        .no_binary_name(true)
-        .arg(Arg::new("dir").required(true).help("output directory"))
-        .arg(Arg::new("scale").long("scale").default_value("small").help("tiny, small, medium or paper"))
-        .arg(Arg::new("only").long("only").num_args(1..).value_delimiter(',').help("figure ids or prefixes"))
-        .arg(Arg::new("plot-only").long("plot-only").action(ArgAction::SetTrue).help("redraw from DIR/results.json"));
-    let m = match c.try_get_matches_from(argv) {
-        Ok(m) => m,
+fn main() -> ExitCode {
+    let cmd = match Cmd::try_parse() {
+        Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return if e.exit_code() == 0 { 0 } else { 2 };
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    let dir = m.get_one::<String>("dir").cloned().unwrap_or_default();
-    let res = if m.get_flag("plot-only") {
-        keyplane_bench::report::replot(&dir)
-    } else {
-        keyplane_bench::report::run(&keyplane_bench::report::Options {
-            dir,
-            scale: m.get_one::<String>("scale").cloned().unwrap_or_default(),
-            only: m.get_many::<String>("only").map(|v| v.cloned().collect()).unwrap_or_default(),
-            quiet: true,
-            progress: true,
-        })
+    let res = match cmd {
+        Cmd::Bench(b) => run(&b).map(|recs| emit(&recs, b.common().json)).map_err(|e| e.to_string()),
+        Cmd::Report { dir, plot_only: true, .. } => report::replot(&dir).map(|_| ()),
+        Cmd::Report { dir, scale, only, .. } => {
+            report::run(&report::Options { dir, scale, only, quiet: true, progress: true }).map(|_| ())
+        }
     };
     match res {
-        Ok(_) => 0,
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
-            2
+            eprintln!("keyplane-bench: {e}");
+            ExitCode::from(2)
         }
     }
 }

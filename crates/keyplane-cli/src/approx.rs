@@ -49,7 +49,7 @@ pub fn expected(structure: &str, table: &AnyLookup) -> Option<Expected> {
                 upper_only: false,
             })
         }
-        ("cuckoo-partial" | "pkcuckoo", _) => Some(Expected {
+        ("cuckoo-partial", _) => Some(Expected {
             rate: 2.3 * (-16f64).exp2(),
             doc: "≈ 2.3·2^-f valid-key collisions at f = 16 (docs/structures/cuckoo.md)".into(),
             upper_only: true,

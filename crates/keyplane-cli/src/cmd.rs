@@ -6,7 +6,7 @@ use crate::{CliError, Progress};
 use clap::{Args, Subcommand};
 use keyplane::ext::wire::Frame;
 use keyplane_any::{AnyControl, AnyLookup, KeyFormat, Opts, STRUCTURES, split_frames};
-use keyplane_bench::common::{KeyType, gen_keys, gen_values};
+use keyplane_keygen::{KeyType, gen_keys, gen_values};
 use std::io::Write;
 use std::time::Instant;
 
@@ -100,8 +100,8 @@ fn key_format(s: &str) -> Result<KeyFormat, CliError> {
 /// `keyplane build`.
 #[derive(Args, Debug, Clone)]
 pub struct BuildArgs {
-    /// Structure (see `keyplane structures`).
-    #[arg(short, long, default_value = "othello")]
+    /// Structure (see `keyplane structures`; `pkcuckoo` is accepted for `cuckoo-partial`).
+    #[arg(short, long, default_value = "othello", value_parser = structure_name)]
     structure: String,
     /// Value width in bits.
     #[arg(short = 'l', long, default_value_t = 8)]
@@ -204,6 +204,11 @@ pub struct ApplyArgs {
 
 /// `keyplane bench`.
 #[derive(Args, Debug, Clone)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    subcommand_value_name = "NAME",
+    subcommand_help_heading = "Benchmarks"
+)]
 pub struct BenchArgs {
     /// Write the papers' figures, reproduced (SVG + PNG per figure, results.json, index.md) into this directory.
     #[arg(long)]
@@ -217,9 +222,9 @@ pub struct BenchArgs {
     /// Report only these figures (comma-separated ids or prefixes, e.g. concise,thesis-fig5.8; default: all).
     #[arg(long)]
     only: Option<String>,
-    /// Without --report: a benchmark name and its flags, e.g. `othello --keys 1M --json`.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    rest: Vec<String>,
+    /// Without --report: a benchmark and its flags, e.g. `othello --keys 1M --json` (`bench NAME --help` lists them).
+    #[command(subcommand)]
+    bench: Option<keyplane_perf::Bench>,
 }
 
 /// `keyplane demo`.
@@ -231,8 +236,8 @@ pub struct DemoArgs {
     /// Value width in bits.
     #[arg(long, default_value_t = 8)]
     value_bits: u32,
-    /// Structure.
-    #[arg(short, long, default_value = "othello")]
+    /// Structure (`pkcuckoo` is accepted for `cuckoo-partial`).
+    #[arg(short, long, default_value = "othello", value_parser = structure_name)]
     structure: String,
     /// Working directory for the demo's files (default: a fresh temporary directory, removed afterwards).
     #[arg(long)]
@@ -707,6 +712,17 @@ pub fn apply(a: &ApplyArgs) -> Result<usize, CliError> {
     Ok(applied)
 }
 
+/// Other names a structure is known by: (alias, canonical name). The
+/// canonical name is the one blobs, `inspect`, the Python and C front ends
+/// and the benchmarks report; an alias is accepted on input only.
+pub const STRUCTURE_ALIASES: &[(&str, &str)] = &[("pkcuckoo", "cuckoo-partial")];
+
+/// `-s NAME`: the canonical name for an alias, other names unchanged (an
+/// unknown name is reported with the list of known ones where it is used).
+fn structure_name(s: &str) -> Result<String, String> {
+    Ok(STRUCTURE_ALIASES.iter().find(|(a, _)| *a == s).map_or(s, |(_, c)| *c).to_string())
+}
+
 /// `keyplane structures`.
 fn structures() {
     const LB: (&str, &str) = (
@@ -716,7 +732,12 @@ fn structures() {
     let w = STRUCTURES.iter().map(|s| s.name.len()).chain([LB.0.len()]).max().unwrap_or(10) + 2;
     let pad = " ".repeat(w);
     for s in STRUCTURES {
-        println!("{:<w$}{}", s.name, s.summary);
+        let aliases: Vec<&str> = STRUCTURE_ALIASES.iter().filter(|(_, c)| *c == s.name).map(|(a, _)| *a).collect();
+        if aliases.is_empty() {
+            println!("{:<w$}{}", s.name, s.summary);
+        } else {
+            println!("{:<w$}{} (alias: {})", s.name, s.summary, aliases.join(", "));
+        }
         if s.options.is_empty() {
             println!("{pad}(no options)");
         }
@@ -738,29 +759,11 @@ fn bench(a: &BenchArgs) -> Result<u8, CliError> {
         crate::report::run(dir, &a.scale, only.as_deref())?;
         return Ok(0);
     }
-    let Some(name) = a.rest.first() else {
-        return Err(CliError::usage(&format!(
-            "bench needs a benchmark name or --report DIR\n{}",
-            keyplane_bench::USAGE
-        )));
+    let Some(b) = &a.bench else {
+        return Err(CliError::usage("bench needs a benchmark name or --report DIR (see `keyplane bench --help`)"));
     };
-    let args = match keyplane_bench::cli::parse(name, &a.rest[1..]) {
-        Ok(args) => args,
-        Err(e) => {
-            let _ = e.print();
-            return Ok(if e.exit_code() == 0 { 0 } else { 2 });
-        }
-    };
-    let name = keyplane_bench::cli::canonical(name);
-    let recs = match std::panic::catch_unwind(|| keyplane_bench::run(name, &args)) {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) if e.starts_with("unknown benchmark") => {
-            return Err(CliError::usage(&format!("{e}\n{}", keyplane_bench::USAGE)));
-        }
-        Ok(Err(e)) => return Err(CliError::failed(&e)),
-        Err(_) => return Err(CliError::failed(&format!("benchmark {name} failed"))),
-    };
-    keyplane_bench::common::emit(&recs, args.flag("json"));
+    let recs = keyplane_perf::run(b).map_err(|e| CliError::failed(&e.to_string()))?;
+    keyplane_perf::emit(&recs, b.common().json);
     Ok(0)
 }
 

@@ -7,7 +7,7 @@ use crate::CliError;
 
 /// Parses a count flag (`1000`, `64K`, `1M`, `20Mi`, `1e6`).
 pub fn count(s: &str, flag: &str) -> Result<usize, CliError> {
-    let n = keyplane_bench::common::parse_num(s).ok_or_else(|| {
+    let n = keyplane_keygen::parse_num(s).ok_or_else(|| {
         CliError::usage(&format!(
             "{flag} {}: not a count (examples: 1000, 64K = 64,000, 1M = 1,000,000, 1Mi = 1,048,576, 1e6; at most 2^64 - 1)",
             crate::warn::clip(&format!("{s:?}"))

@@ -122,7 +122,7 @@ fn shown(path: &str) -> &str {
 }
 
 fn main() -> ExitCode {
-    // One-line messages for panics too (a benchmark's bad argument, or a bug).
+    // One-line messages for panics too (a bug).
     std::panic::set_hook(Box::new(|info| {
         let p = info.payload();
         let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());

@@ -1,6 +1,6 @@
 //! `keyplane bench --report DIR [--scale tiny|small|medium|paper] [--only FIG,...]`:
 //! the papers' figures reproduced, one SVG + PNG per figure, `results.json`
-//! and `index.md`. The generator lives in `keyplane_bench::report` (also
+//! and `index.md`. The generator lives in `keyplane_perf::report` (also
 //! `keyplane-bench report DIR`); this module maps its errors to exit codes.
 
 use crate::CliError;
@@ -12,18 +12,18 @@ fn err(dir: &str, e: String) -> CliError {
 
 /// Runs the benchmark jobs the figures need and writes the report.
 pub fn run(dir: &str, scale: &str, only: Option<&[String]>) -> Result<(), CliError> {
-    let opts = keyplane_bench::report::Options {
+    let opts = keyplane_perf::report::Options {
         dir: dir.to_string(),
         scale: scale.to_string(),
         only: only.map(<[String]>::to_vec).unwrap_or_default(),
         quiet: true,
         progress: true,
     };
-    keyplane_bench::report::run(&opts).map(|_| ()).map_err(|e| err(dir, e))
+    keyplane_perf::report::run(&opts).map(|_| ()).map_err(|e| err(dir, e))
 }
 
 /// Redraws the figures and `index.md` from an existing `DIR/results.json`
 /// (no benchmark runs).
 pub fn replot(dir: &str) -> Result<(), CliError> {
-    keyplane_bench::report::replot(dir).map(|_| ()).map_err(|e| err(dir, e))
+    keyplane_perf::report::replot(dir).map(|_| ()).map_err(|e| err(dir, e))
 }

@@ -314,7 +314,7 @@ fn bench_report_writes_json_and_plots() {
         assert!(recs.iter().any(|x| x["structure"] == name), "{name} missing");
     }
     let svg = std::fs::read_to_string(d.join("concise-fig5.svg")).unwrap();
-    let series = keyplane_bench::report::check_svg(&svg).unwrap();
+    let series = keyplane_perf::report::check_svg(&svg).unwrap();
     assert!(
         series.iter().any(|s| s.contains("Othello")) && series.iter().any(|s| s.contains("hashbrown")),
         "{series:?}"

@@ -328,6 +328,26 @@ fn bench_flags_are_parsed_like_the_cli() {
     let o = run_in(&d, &["bench", "pkcuckoo", "--help"]);
     code(&o, 0);
     assert!(out(&o).contains("partial-key cuckoo"), "{}", out(&o));
+    // Lists of counts are checked element by element; a single-width flag refuses a list.
+    let o = run_in(&d, &["bench", "cuckoo-partial", "--fingerprint-bits", "8,40"]);
+    code(&o, 2);
+    assert!(err(&o).contains("1..=32"), "{}", err(&o));
+    code(&run_in(&d, &["bench", "othello", "--fingerprint-bits", "8,10"]), 2);
+    // No benchmark and no --report: a usage error naming both.
+    let o = run_in(&d, &["bench"]);
+    code(&o, 2);
+    assert!(err(&o).contains("benchmark name or --report"), "{}", err(&o));
+}
+
+#[test]
+fn structure_alias_builds_the_canonical_structure() {
+    let d = dir("alias");
+    code(&run_in(&d, &["build", "-s", "pkcuckoo", "--generate", "300", "--out", "pk.kpl"]), 0);
+    let o = run_in(&d, &["inspect", "pk.kpl"]);
+    code(&o, 0);
+    assert!(out(&o).contains("cuckoo-partial") && !out(&o).contains("pkcuckoo"), "{}", out(&o));
+    let list = out(&run_in(&d, &["structures"]));
+    assert!(list.lines().any(|l| l.starts_with("cuckoo-partial") && l.contains("(alias: pkcuckoo)")), "{list}");
 }
 
 #[test]

@@ -18,7 +18,8 @@
 //! CONNS_10M=1 OUT=...`: only the memory and pool-change rows; `ONLY_BURST=1
 //! OUT=...`: only the bare Concury burst lookups.)
 
-use keyplane::lb::baselines::{Balancer, MAGLEV_TABLE_SIZE, Maglev};
+use keyplane::lb::Balancer;
+use keyplane::lb::maglev::{DEFAULT_TABLE_SIZE, Maglev};
 use keyplane::lb::{Backend, Control, Params, PoolOp, StateKey, Vip};
 use keyplane_lb::config::Config;
 use keyplane_lb::control::{ControlSide, Mode};
@@ -300,7 +301,7 @@ fn main() {
         }
         ctl.refresh(id).unwrap();
         let dp = Arc::new(ctl.export());
-        let mut mg = Maglev::new(MAGLEV_TABLE_SIZE, n as usize, 32).unwrap();
+        let mut mg = Maglev::new(DEFAULT_TABLE_SIZE, n as usize, 32).unwrap();
         let mid = mg.add_vip(Vip::new(vip_addr(0), 80, 6), &pool).unwrap();
         for c in 0..n {
             mg.packet(mid, key(c).as_ref());

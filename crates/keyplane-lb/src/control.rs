@@ -20,7 +20,8 @@ use crate::dataplane::{Engine, Event, Report, Service, Services};
 use crate::error::{Error, Result};
 use crate::metrics::Counters;
 use arc_swap::ArcSwap;
-use keyplane::lb::baselines::{Balancer, MAGLEV_TABLE_SIZE, Maglev};
+use keyplane::lb::Balancer;
+use keyplane::lb::maglev::{DEFAULT_TABLE_SIZE, Maglev};
 use keyplane::lb::{Backend, Control, DataPlane, Params, PoolOp, Vip, VipId};
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
@@ -112,7 +113,7 @@ impl ControlSide {
                 // Connection tracking is per VIP: max_connections is shared
                 // by the VIPs configured at start (at least 1024 each).
                 let per_vip = (config.lb.max_connections / config.vips.len().max(1)).max(1024);
-                let m = Maglev::new(MAGLEV_TABLE_SIZE, per_vip, 32)?;
+                let m = Maglev::new(DEFAULT_TABLE_SIZE, per_vip, 32)?;
                 (None, Some(Arc::new(Mutex::new(m))))
             }
         };

@@ -4,8 +4,10 @@
 
 use keyplane::conformance::{self, Rng};
 use keyplane::ext::wire::Kind;
-use keyplane::lb::baselines::{Balancer, Concury, Maglev, SilkRoad};
+use keyplane::lb::maglev::Maglev;
+use keyplane::lb::silkroad::SilkRoad;
 use keyplane::lb::{Backend, Control, DataPlane, Delta, OthelloMap, Params, PoolOp, StateKey, Vip, VipId};
+use keyplane::lb::{Balancer, Concury};
 use keyplane::{Error, Wire};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

@@ -138,31 +138,23 @@
 //!
 //! Property test: `tests/lb.rs::consistency_under_random_churn_*`.
 //!
-//! # Baselines
+//! # Maglev and SilkRoad
 //!
-//! [`baselines`] holds faithful same-crate re-implementations of the two
-//! designs the thesis compares against (§5.6.1): Maglev (per-VIP permutation
-//! lookup table of prime size + a connection-tracking hash table of digests)
+//! [`maglev`] and [`silkroad`] are the two stateful designs the thesis
+//! compares against (§5.6.1), behind the same [`Balancer`] interface as
+//! [`Concury`]: Maglev (per-VIP permutation lookup table of prime size + a
+//! connection-tracking hash table of digests; `keyplane-lb`'s Maglev mode)
 //! and a SilkRoad-style multi-stage digest table (connection digest → pool
 //! version), both with measurable false hits.
 
-pub mod baselines;
-/// Maglev (Eisenbud et al., NSDI'16) with per-VIP digest connection tracking,
-/// behind the [`Balancer`](maglev::Balancer) interface: the load balancer's
-/// Maglev mode. Same type as `lb::baselines::Maglev` (kept for old paths).
-pub mod maglev {
-    pub use super::baselines::{Balancer, Maglev, Packet};
-}
-/// SilkRoad-style multi-level digest tables (Miao et al., SIGCOMM'17),
-/// behind the [`Balancer`](silkroad::Balancer) interface. Same type as
-/// `lb::baselines::SilkRoad`.
-pub mod silkroad {
-    pub use super::baselines::{Balancer, Packet, SilkRoad};
-}
+mod balancer;
 mod control;
+pub mod maglev;
 mod plane;
+pub mod silkroad;
 mod weights;
 
+pub use balancer::{Balancer, Concury, Packet};
 pub use control::{Control, OthelloMap, PoolOp, REAP_PER_REPORT, REAP_REMOVE_UNITS, Reaped, Stats};
 pub use plane::{DataPlane, Delta, PacketReader};
 

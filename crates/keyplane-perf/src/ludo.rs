@@ -119,24 +119,19 @@ fn cpu_dram_floor_ns(bytes: usize, reads: usize) -> f64 {
 
 /// Runs the Ludo benchmark. `--memory-only`: build, memory and seed
 /// statistics only (for extra value widths on a busy machine).
-pub fn run(a: &Args) -> Result<Vec<Record>, String> {
-    let w = Workload::from_args(a)?;
-    if a.flag("memory-only") {
+pub fn run(a: &LudoArgs) -> Result<Vec<Record>, String> {
+    let w = Workload::from_args(&a.common)?;
+    if a.memory_only {
         return Ok(vec![memory_only(&w)]);
     }
     let n = w.n();
     let l = w.value_bits;
     let mut out = Vec::new();
-    let fp_bits = a.num("fingerprint-bits", 8) as u32;
-    let rate = a.num("concurrent-updates-per-s", 10_000);
-    let secs: f64 = a
-        .str("secs", "3")
-        .parse()
-        .ok()
-        .filter(|s: &f64| s.is_finite() && *s >= 0.0)
-        .ok_or_else(|| "--secs: not a non-negative number of seconds".to_string())?;
+    let fp_bits = a.fingerprint_bits;
+    let rate = a.concurrent_updates_per_s;
+    let secs = a.secs;
     let mut variants = vec![("ludo", Options::default())];
-    if fp_bits > 0 && l + fp_bits <= 64 && !a.flag("no-fingerprints") {
+    if fp_bits > 0 && l + fp_bits <= 64 && !a.no_fingerprints {
         variants.push(("ludo_fp", Options::filtered(fp_bits)));
     }
     for (name, opts) in variants {

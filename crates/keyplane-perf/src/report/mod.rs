@@ -13,7 +13,7 @@ mod lb_setups;
 pub mod png;
 pub mod svg;
 
-use crate::common::{Args, Record};
+use crate::common::Record;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -734,7 +734,7 @@ pub fn run(o: &Options) -> Result<Summary, String> {
         let res = {
             let _q = log.as_ref().and_then(Quiet::new);
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &j.work {
-                Work::Bench(b, a) => Args::parse(a).and_then(|a| crate::run(b, &a)),
+                Work::Bench(b, a) => crate::run_words(b, a),
                 Work::Custom(f) => f(&sc),
                 Work::LbSetup(i, n) => lb_setups::measure(&sc, &lb_setups::SETUPS[*i], *n),
             }))

@@ -15,21 +15,12 @@
 
 use crate::common::*;
 use keyplane::{ControlTable, LookupTable, fht, fpt, name};
-
-/// `n` distinct generated hierarchical names `/tld/label-id[/sub[/sub]]`
-/// (`keyplane::name::generate`); `salt` selects disjoint sets.
-pub fn gen_names(n: usize, salt: u64) -> KeySet {
-    let mut ks = KeySet::default();
-    for i in 0..n as u64 {
-        ks.push(&name::generate(i + (salt << 40), (i % 3) as usize, 1));
-    }
-    ks
-}
+pub use keyplane_keygen::gen_names;
 
 /// A workload of generated names (the common `Workload` with name keys).
-fn name_workload(a: &Args) -> Workload {
-    let n = a.num("keys", 1 << 20) as usize;
-    let bits = a.num("value-bits", 8) as u32;
+fn name_workload(a: &Common) -> Workload {
+    let n = a.keys as usize;
+    let bits = a.value_bits;
     let (keys, t) = time(|| gen_names(n, 0));
     eprintln!(
         "# generated {n} names ({} bytes, {:.1} bytes/name) in {t:.2}s",
@@ -47,8 +38,8 @@ fn name_workload(a: &Args) -> Workload {
         queries,
         alien_queries,
         value_bits: bits,
-        threads: a.num("threads", 2) as usize,
-        updates: a.num("updates", 1 << 20) as usize,
+        threads: a.threads,
+        updates: a.updates as usize,
     }
 }
 
@@ -67,12 +58,12 @@ fn fht_fields(r: &mut Record, ctl: &fht::Control, t: &fht::Lookup, n: usize) {
 }
 
 /// `keyplane-bench fht`.
-pub fn run_fht(a: &Args) -> Result<Vec<Record>, String> {
-    let w = name_workload(a);
+pub fn run_fht(a: &FhtArgs) -> Result<Vec<Record>, String> {
+    let w = name_workload(&a.common);
     let n = w.n();
-    let fbits = a.num("fingerprint-bits", 16) as u32;
+    let fbits = a.fingerprint_bits;
     let mut out = Vec::new();
-    if a.flag("table2-only") {
+    if a.table2_only {
         return Ok(table2(&w, a));
     }
     for (label, order) in
@@ -103,21 +94,21 @@ pub fn run_fht(a: &Args) -> Result<Vec<Record>, String> {
     let mut fr = Record::new("floor_4_random_reads", n, w.value_bits, w.kt);
     fr.set("batch_lookup_ns", dram_floor_ns(bytes, 4)).set("memory_bytes", bytes);
     out.push(fr);
-    if !a.flag("no-table2") && !a.flag("core") {
+    if !a.no_table2 && !a.common.core {
         out.extend(table2(&w, a));
     }
-    if !a.flag("no-table3") && !a.flag("core") {
+    if !a.no_table3 && !a.common.core {
         out.extend(table3(a));
     }
     Ok(out)
 }
 
 /// Table 2: memory of the main table and the collision table for w = 12..24.
-fn table2(w: &Workload, a: &Args) -> Vec<Record> {
+fn table2(w: &Workload, a: &FhtArgs) -> Vec<Record> {
     let n = w.n();
     let mut out = Vec::new();
-    for fb in a.nums("table2-widths", &[12, 16, 20, 24]) {
-        let opts = fht::Options::with_fingerprint_bits(fb as u32);
+    for &fb in &a.table2_widths {
+        let opts = fht::Options::with_fingerprint_bits(fb);
         let (ctl, s) = time(|| fht::Control::from_items_with(w.items(), 8, opts).expect("build"));
         let t = ctl.export();
         let mut r = Record::new("fht_table2", n, 8, w.kt);
@@ -149,8 +140,8 @@ fn table2(w: &Workload, a: &Args) -> Vec<Record> {
 }
 
 /// Table 3: a router stores a share of R; the rest must read `None`.
-fn table3(a: &Args) -> Vec<Record> {
-    let m = a.num("share-names", 1 << 23) as usize;
+fn table3(a: &FhtArgs) -> Vec<Record> {
+    let m = a.share_names as usize;
     let r_all = gen_names(m, 6);
     let full = fht::Control::from_items_with(r_all.iter().map(|k| (k, 1)), 8, fht::Options::default()).expect("full");
     let full_t = full.export();
@@ -240,12 +231,12 @@ fn psl_names() -> Result<NameLists, String> {
     Ok((canonical, raw, path))
 }
 
-fn depth_curve(label: &str, names: &[Vec<u8>], widths: &[u64], source: &str) -> Vec<Record> {
+fn depth_curve(label: &str, names: &[Vec<u8>], widths: &[u32], source: &str) -> Vec<Record> {
     let mut out = Vec::new();
     let n = names.len();
     let mut d0 = f64::NAN;
     for &f in widths {
-        let opts = fpt::Options::with_fingerprint_bits(f as u32);
+        let opts = fpt::Options::with_fingerprint_bits(f);
         let ctl = fpt::Control::from_items_with(names.iter().map(|k| (k, 1)), 8, opts).expect("fpt");
         let (_, _, max) = ctl.depth_stats();
         let d = ctl.avg_leaf_depth();
@@ -276,9 +267,15 @@ fn depth_curve(label: &str, names: &[Vec<u8>], widths: &[u64], source: &str) -> 
 }
 
 /// `keyplane-bench fpt`.
-pub fn run_fpt(a: &Args) -> Result<Vec<Record>, String> {
+pub fn run_fpt(a: &FptArgs) -> Result<Vec<Record>, String> {
     // The report (`--core`) keeps the two widths of the target.
-    let widths = a.nums("widths", if a.flag("core") { &[0, 20] } else { &[0, 4, 8, 12, 16, 20, 24, 28, 32] });
+    let widths: Vec<u32> = if !a.widths.is_empty() {
+        a.widths.clone()
+    } else if a.common.core {
+        vec![0, 20]
+    } else {
+        vec![0, 4, 8, 12, 16, 20, 24, 28, 32]
+    };
     let (canonical, raw, path) = psl_names()?;
     eprintln!("# public suffix list: {} names from {path}", canonical.len());
     let mut out = Vec::new();
@@ -295,12 +292,12 @@ pub fn run_fpt(a: &Args) -> Result<Vec<Record>, String> {
         }
         None => eprintln!("# mailchecker not installed (pip install mailchecker): skipping its depth curve"),
     }
-    if !a.flag("core") {
-        let gn = a.num("depth-names", 1 << 20) as usize;
+    if !a.common.core {
+        let gn = a.depth_names as usize;
         let gen_keys: Vec<Vec<u8>> = gen_names(gn, 0).iter().map(|k| k.to_vec()).collect();
         out.extend(depth_curve("fpt_depth_generated", &gen_keys, &widths, "keyplane::name::generate"));
     }
-    let w = name_workload(a);
+    let w = name_workload(&a.common);
     let n = w.n();
     for (label, f) in [("fpt_f0", 0u32), ("fpt_f20", 20)] {
         let opts = fpt::Options::with_fingerprint_bits(f);

@@ -1,261 +1,15 @@
-//! Shared benchmark machinery: arguments, key generation, timing, the generic
+//! Shared benchmark machinery: key generation (from `keyplane-keygen`), timing, the generic
 //! measurement of any `ControlTable`, baselines, the DRAM floor, output.
 
 use keyplane::{ControlTable, LookupTable, ReadHandle};
 use serde_json::{Map, Value, json};
-use std::collections::HashMap;
 use std::hint::black_box;
 use std::time::Instant;
 
-/// `--flag value` arguments after the sub-command.
-#[derive(Debug, Clone, Default)]
-pub struct Args {
-    map: HashMap<String, String>,
-    flags: Vec<String>,
-}
-
-impl Args {
-    /// Parses `--name value` pairs and bare `--flag`s.
-    pub fn parse(args: &[String]) -> Result<Self, String> {
-        let mut a = Args::default();
-        let mut i = 0;
-        while i < args.len() {
-            let k = args[i].strip_prefix("--").ok_or_else(|| format!("unexpected argument {:?}", args[i]))?;
-            if let Some((k, v)) = k.split_once('=') {
-                a.map.insert(k.to_string(), v.to_string());
-            } else if i + 1 < args.len() && !args[i + 1].starts_with("--") {
-                a.map.insert(k.to_string(), args[i + 1].clone());
-                i += 1;
-            } else {
-                a.flags.push(k.to_string());
-            }
-            i += 1;
-        }
-        Ok(a)
-    }
-    /// A bare flag such as `--json`.
-    pub fn flag(&self, k: &str) -> bool {
-        self.flags.iter().any(|f| f == k)
-    }
-    /// A string option.
-    pub fn str(&self, k: &str, default: &str) -> String {
-        self.map.get(k).cloned().unwrap_or_else(|| default.to_string())
-    }
-    /// A numeric option; accepts `16M`, `1K`, `1e6`.
-    pub fn num(&self, k: &str, default: u64) -> u64 {
-        self.map.get(k).map(|v| parse_num(v).unwrap_or_else(|| panic!("--{k}: not a number: {v}"))).unwrap_or(default)
-    }
-    /// A comma-separated list of numbers.
-    pub fn nums(&self, k: &str, default: &[u64]) -> Vec<u64> {
-        match self.map.get(k) {
-            Some(v) => v.split(',').map(|x| parse_num(x).unwrap_or_else(|| panic!("--{k}: bad list {v}"))).collect(),
-            None => default.to_vec(),
-        }
-    }
-}
-
-/// Parses a count: `123`, `1e6`, `1.5M`, with decimal suffixes `K` (10^3),
-/// `M` (10^6), `G` (10^9), `T` (10^12) and binary ones `Ki`, `Mi`, `Gi`,
-/// `Ti` (2^10 ...), case-insensitive; `20M` = 20,000,000, `20Mi` =
-/// 20,971,520. `None` for anything else, negative numbers and counts that do
-/// not fit in 64 bits.
-pub fn parse_num(s: &str) -> Option<u64> {
-    let s = s.trim().replace('_', "");
-    let lower = s.to_ascii_lowercase();
-    let suffixes: [(&str, u64); 8] = [
-        ("ki", 1 << 10),
-        ("mi", 1 << 20),
-        ("gi", 1 << 30),
-        ("ti", 1 << 40),
-        ("k", 1_000),
-        ("m", 1_000_000),
-        ("g", 1_000_000_000),
-        ("t", 1_000_000_000_000),
-    ];
-    let (num, mul) = suffixes
-        .iter()
-        .find_map(|(suf, m)| lower.strip_suffix(suf).map(|n| (n.to_string(), *m)))
-        .unwrap_or((lower.clone(), 1));
-    if num.is_empty() || num.starts_with('-') || num.starts_with('+') {
-        return None;
-    }
-    if let Ok(v) = num.parse::<u64>() {
-        return v.checked_mul(mul);
-    }
-    let f = num.parse::<f64>().ok()?;
-    let x = f * mul as f64;
-    // 2^64 is the first float that does not fit.
-    ((0.0..18_446_744_073_709_551_616.0).contains(&x) && x.fract() == 0.0).then_some(x as u64)
-}
-
-/// Key shapes the benchmarks generate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeyType {
-    /// 8-byte integers.
-    U64,
-    /// 6-byte MAC addresses.
-    Mac,
-    /// 4-byte IPv4 addresses.
-    Ipv4,
-    /// 16-byte IPv6 addresses.
-    Ipv6,
-    /// 13-byte IPv4 5-tuples.
-    FiveTuple,
-    /// Hierarchical names `/a/b/c`, 10–60 bytes.
-    Name,
-}
-
-impl KeyType {
-    /// Parses a `--key-type` value.
-    pub fn parse(s: &str) -> Result<Self, String> {
-        Ok(match s {
-            "u64" => Self::U64,
-            "mac" => Self::Mac,
-            "ipv4" => Self::Ipv4,
-            "ipv6" => Self::Ipv6,
-            "fivetuple" | "5tuple" => Self::FiveTuple,
-            "name" => Self::Name,
-            _ => return Err(format!("unknown key type {s} (u64|mac|ipv4|ipv6|fivetuple|name)")),
-        })
-    }
-    /// Label used in JSON.
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::U64 => "u64",
-            Self::Mac => "mac",
-            Self::Ipv4 => "ipv4",
-            Self::Ipv6 => "ipv6",
-            Self::FiveTuple => "fivetuple",
-            Self::Name => "name",
-        }
-    }
-}
-
-/// Many keys in one buffer (no allocation per key).
-#[derive(Debug, Clone, Default)]
-pub struct KeySet {
-    data: Vec<u8>,
-    offs: Vec<u64>,
-}
-
-impl KeySet {
-    /// Number of keys.
-    pub fn len(&self) -> usize {
-        self.offs.len().saturating_sub(1)
-    }
-    /// True when empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// Key `i`.
-    #[inline]
-    pub fn get(&self, i: usize) -> &[u8] {
-        &self.data[self.offs[i] as usize..self.offs[i + 1] as usize]
-    }
-    /// Iterator over keys.
-    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        (0..self.len()).map(|i| self.get(i))
-    }
-    /// Appends a key.
-    pub fn push(&mut self, k: &[u8]) {
-        if self.offs.is_empty() {
-            self.offs.push(0);
-        }
-        self.data.extend_from_slice(k);
-        self.offs.push(self.data.len() as u64);
-    }
-    /// Total key bytes.
-    pub fn bytes(&self) -> usize {
-        self.data.len()
-    }
-}
-
-/// splitmix64, for reproducible key sets.
-pub fn mix(x: u64) -> u64 {
-    keyplane::hash::mix64(x)
-}
-
-/// `n` distinct keys of type `kt`; `salt` selects disjoint key sets (use a
-/// different salt for alien keys).
-pub fn gen_keys(kt: KeyType, n: usize, salt: u64) -> KeySet {
-    let mut ks = KeySet { data: Vec::with_capacity(n * 16), offs: Vec::with_capacity(n + 1) };
-    ks.offs.push(0);
-    // Distinct by construction: a bijective mix of a counter, truncated where
-    // the key type is shorter than 8 bytes only over ranges that stay unique.
-    let words = |i: u64| mix(i ^ (salt << 40));
-    let mut seen: hashbrown::HashSet<u64> = hashbrown::HashSet::new();
-    let short = matches!(kt, KeyType::Ipv4 | KeyType::Mac);
-    let mut i = 0u64;
-    while ks.len() < n {
-        let x = words(i);
-        i += 1;
-        match kt {
-            KeyType::U64 => ks.push(&x.to_le_bytes()),
-            KeyType::Mac => {
-                if seen.insert(x & 0xffff_ffff_ffff) {
-                    ks.push(&x.to_le_bytes()[..6])
-                }
-            }
-            KeyType::Ipv4 => {
-                if seen.insert(x & 0xffff_ffff) {
-                    ks.push(&x.to_le_bytes()[..4])
-                }
-            }
-            KeyType::Ipv6 => {
-                let mut k = [0u8; 16];
-                k[..8].copy_from_slice(&x.to_le_bytes());
-                k[8..].copy_from_slice(&mix(x).to_le_bytes());
-                ks.push(&k);
-            }
-            KeyType::FiveTuple => {
-                let y = mix(x);
-                let mut k = [0u8; 13];
-                k[..8].copy_from_slice(&x.to_le_bytes());
-                k[8..12].copy_from_slice(&y.to_le_bytes()[..4]);
-                k[12] = if y >> 63 == 0 { 6 } else { 17 };
-                ks.push(&k);
-            }
-            KeyType::Name => {
-                let mut s = String::with_capacity(64);
-                let mut y = x;
-                let depth = 2 + (y % 5) as usize;
-                for d in 0..depth {
-                    y = mix(y.wrapping_add(d as u64));
-                    s.push('/');
-                    let len = 2 + (y % 10) as usize;
-                    for c in 0..len {
-                        s.push((b'a' + ((y >> (c * 5)) % 26) as u8) as char);
-                    }
-                }
-                // Uniqueness suffix keeps the set exact.
-                s.push_str(&format!("/{:x}", i));
-                ks.push(s.as_bytes());
-            }
-        }
-        if short && seen.len() > n * 2 {
-            seen.clear();
-        }
-    }
-    if short {
-        // Re-check exactness for short keys (the set may have been cleared above).
-        let mut all: hashbrown::HashSet<&[u8]> = hashbrown::HashSet::with_capacity(n);
-        for k in ks.iter() {
-            assert!(all.insert(k), "duplicate key generated");
-        }
-    }
-    ks
-}
-
-/// Values for `n` keys of `bits` bits.
-pub fn gen_values(n: usize, bits: u32, salt: u64) -> Vec<u64> {
-    let m = keyplane::mask(bits);
-    (0..n as u64).map(|i| mix(i ^ salt.rotate_left(17)) & m).collect()
-}
-
-/// A random permutation sample of `0..n` of length `len` (lookup order).
-pub fn sample_indices(n: usize, len: usize, salt: u64) -> Vec<u32> {
-    (0..len as u64).map(|i| keyplane::hash::reduce64(mix(i ^ salt), n as u64) as u32).collect()
-}
+pub use crate::args::*;
+pub use keyplane_keygen::{
+    KeySet, KeyType, gen_keys, gen_names, gen_values, mix, parse_num, sample_indices, stream, zipf_stream,
+};
 
 /// Seconds of a closure.
 pub fn time<R>(f: impl FnOnce() -> R) -> (R, f64) {
@@ -326,21 +80,17 @@ pub struct Workload {
 
 impl Workload {
     /// Generates a workload from `--keys`, `--value-bits`, `--key-type`, `--threads`.
-    pub fn from_args(a: &Args) -> Result<Self, String> {
-        let n = a.num("keys", 1 << 20) as usize;
-        let bits = a.num("value-bits", 8) as u32;
-        let kt = KeyType::parse(&a.str("key-type", "u64"))?;
+    pub fn from_args(a: &Common) -> Result<Self, String> {
+        let n = a.keys as usize;
+        let bits = a.value_bits;
+        let kt = a.key_type;
         let (keys, t) = time(|| gen_keys(kt, n, 1));
         let alien = gen_keys(kt, (n / 4).clamp(1000, 1 << 20), 2);
         eprintln!("# generated {n} {} keys in {t:.2}s", kt.label());
         // `--dist zipf [--zipf-s 1.0]` skews the query stream (Concise Fig. 5, thesis Figs. 4.17–4.18).
-        let queries = match a.str("dist", "uniform").as_str() {
-            "uniform" => stream(&keys, n.clamp(1, 2 << 20), 4),
-            "zipf" => {
-                let s: f64 = a.str("zipf-s", "1").parse().map_err(|_| "--zipf-s: not a number".to_string())?;
-                zipf_stream(&keys, n.clamp(1, 2 << 20), s, 4)
-            }
-            d => return Err(format!("--dist {d}: expected uniform or zipf")),
+        let queries = match a.dist {
+            Dist::Uniform => stream(&keys, n.clamp(1, 2 << 20), 4),
+            Dist::Zipf => zipf_stream(&keys, n.clamp(1, 2 << 20), a.zipf_s, 4),
         };
         let alien_queries = stream(&alien, n.clamp(1, 1 << 20), 5);
         Ok(Self {
@@ -351,8 +101,8 @@ impl Workload {
             keys,
             alien,
             value_bits: bits,
-            threads: a.num("threads", 2) as usize,
-            updates: a.num("updates", 1 << 20) as usize,
+            threads: a.threads,
+            updates: a.updates as usize,
         })
     }
     /// Number of keys.
@@ -363,44 +113,6 @@ impl Workload {
     pub fn items(&self) -> impl Iterator<Item = (&[u8], u64)> + '_ {
         self.keys.iter().zip(self.values.iter().copied())
     }
-}
-
-/// `len` keys drawn uniformly from `keys`, copied into one contiguous stream.
-pub fn stream(keys: &KeySet, len: usize, salt: u64) -> KeySet {
-    let mut s = KeySet::default();
-    if keys.is_empty() {
-        return s;
-    }
-    for i in sample_indices(keys.len(), len, salt) {
-        s.push(keys.get(i as usize));
-    }
-    s
-}
-
-/// `len` keys drawn from `keys` with Zipf(`s`) popularity: rank r (1-based)
-/// has probability ∝ 1/r^s, ranks are mapped to keys by a fixed random
-/// permutation (a hash), so popular keys are spread over the table. Ranks are
-/// drawn by inverting the continuous approximation of the Zipf CDF.
-pub fn zipf_stream(keys: &KeySet, len: usize, s: f64, salt: u64) -> KeySet {
-    let mut out = KeySet::default();
-    let n = keys.len();
-    if n == 0 {
-        return out;
-    }
-    let nf = n as f64;
-    for i in 0..len as u64 {
-        let u = (mix(i ^ salt.rotate_left(29)) >> 11) as f64 / (1u64 << 53) as f64;
-        let x = if (s - 1.0).abs() < 1e-9 {
-            (nf + 1.0).powf(u) - 1.0
-        } else {
-            let e = 1.0 - s;
-            (((nf + 1.0).powf(e) - 1.0) * u + 1.0).powf(1.0 / e) - 1.0
-        };
-        let rank = (x as u64).min(n as u64 - 1);
-        let idx = keyplane::hash::reduce64(mix(rank ^ salt.rotate_left(47)), n as u64) as usize;
-        out.push(keys.get(idx));
-    }
-    out
 }
 
 /// Times single lookups over a query stream, returns ns per lookup (best of 3).

@@ -8,8 +8,8 @@ use std::hint::black_box;
 type HashFn = Box<dyn Fn(&[u8]) -> u64>;
 
 /// Measures XXH3-64 (the library's choice), hardware CRC32c and foldhash.
-pub fn run(a: &Args) -> Result<Vec<Record>, String> {
-    let n = a.num("keys", 1 << 20) as usize;
+pub fn run(a: &HashArgs) -> Result<Vec<Record>, String> {
+    let n = a.common.keys as usize;
     let mut out = Vec::new();
     for len in [6usize, 16, 40] {
         let mut data = vec![0u8; n * len];

@@ -14,7 +14,7 @@ use crate::common::{KeyType, Record};
 use crate::lb::{Net, load, loaded_concury};
 use keyplane::hash::{mix64, reduce64};
 use keyplane::lb::Params;
-use keyplane::lb::baselines::{Balancer, Maglev, SilkRoad};
+use keyplane::lb::{Balancer, maglev::Maglev, silkroad::SilkRoad};
 use std::hint::black_box;
 use std::time::Instant;
 

@@ -19,12 +19,12 @@ fn config_name(o: &Options) -> String {
 }
 
 /// Runs the SetSep benchmark.
-pub fn run(a: &Args) -> Result<Vec<Record>, String> {
-    let w = Workload::from_args(a)?;
+pub fn run(a: &SetSepArgs) -> Result<Vec<Record>, String> {
+    let w = Workload::from_args(&a.common)?;
 
     let n = w.n();
     let mut out = Vec::new();
-    let max_updates = a.num("max-updates", 200_000) as usize;
+    let max_updates = a.max_updates as usize;
     let ops = w.updates.min(n.max(3)).min(max_updates).max(3);
 
     // SetSep 16+8, the paper's configuration.
@@ -74,7 +74,7 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
         out.push(r);
         table
     };
-    let rounds = a.num("rounds", 5) as usize;
+    let rounds = a.rounds as usize;
     let (si, oi) = interleaved(&s_table, &o_table, &w, rounds);
     drop((s_table, o_table));
     out[0].set("batch_lookup_ns_interleaved", si);
@@ -94,21 +94,21 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
 
     out.push(insert_growth(
         &w,
-        a.num("growth-keys", if a.flag("core") { n.min(1 << 20) as u64 } else { 1 << 20 }) as usize,
+        a.growth_keys.unwrap_or(if a.common.core { n.min(1 << 20) as u64 } else { 1 << 20 }) as usize,
     ));
 
-    if !a.flag("no-table") && !a.flag("core") {
-        let bits = a.nums("table-bits", &[1, 2, 3, 4]);
-        let threads = a.nums("table-threads", &[1, 2]);
+    if !a.no_table && !a.common.core {
+        let bits = a.table_bits.clone();
+        let threads = a.table_threads.clone();
         let mut rows: Vec<(Options, u32, usize)> = Vec::new();
         for &l in &bits {
-            rows.push((Options::default(), l as u32, 1));
+            rows.push((Options::default(), l, 1));
         }
         rows.push((Options::with_bits(8, 16), 1, 1));
         rows.push((Options::with_bits(16, 16), 1, 1));
         for &t in threads.iter().filter(|&&t| t != 1) {
             for &l in &bits {
-                rows.push((Options::default(), l as u32, t as usize));
+                rows.push((Options::default(), l, t));
             }
         }
         for (opts, l, t) in rows {

@@ -6,11 +6,11 @@ use keyplane::ControlTable;
 use keyplane::othello::{self, Control, Options, Sizing};
 
 /// Runs the Othello benchmark.
-pub fn run(a: &Args) -> Result<Vec<Record>, String> {
-    let w = Workload::from_args(a)?;
+pub fn run(a: &OthelloArgs) -> Result<Vec<Record>, String> {
+    let w = Workload::from_args(&a.common)?;
     let n = w.n();
     let mut out = Vec::new();
-    let fp_bits = a.num("fingerprint-bits", 8) as u32;
+    let fp_bits = a.fingerprint_bits;
     let variants: Vec<(&str, Options)> = vec![
         ("othello_compact", Options::default()),
         ("othello_pow2", Options { sizing: Sizing::PowerOfTwo, ..Options::default() }),

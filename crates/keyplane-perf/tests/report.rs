@@ -2,7 +2,7 @@
 //! valid, each SVG has 1–8 series, both axis labels and a legend outside the
 //! plotting area, and every figure `index.md` names exists.
 
-use keyplane_bench::report::{FIGURES, Options, Scale, check_memory, check_svg, jobs, replot, run, scale_peak, select};
+use keyplane_perf::report::{FIGURES, Options, Scale, check_memory, check_svg, jobs, replot, run, scale_peak, select};
 use serde_json::Value;
 
 fn tmp(name: &str) -> String {

@@ -15,8 +15,10 @@
 use crate::common::*;
 use keyplane::ControlTable;
 use keyplane::hash::mix64;
-use keyplane::lb::baselines::{Balancer, Concury, Maglev, SilkRoad};
+use keyplane::lb::maglev::Maglev;
+use keyplane::lb::silkroad::SilkRoad;
 use keyplane::lb::{Backend, Control, DataPlane, PacketReader, Params, PoolOp, StateKey, Vip, VipId};
+use keyplane::lb::{Balancer, Concury};
 use keyplane::othello;
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
@@ -588,23 +590,21 @@ fn response(n: usize, bpv: usize, dbits: u32) -> Vec<Record> {
 }
 
 /// Runs the load-balancer benchmark.
-pub fn run(a: &Args) -> Result<Vec<Record>, String> {
-    let vips = a.num("vips", 128) as usize;
-    let bpv = a.num("backends-per-vip", 32) as usize;
+pub fn run(a: &LbArgs) -> Result<Vec<Record>, String> {
+    let vips = a.vips as usize;
+    let bpv = a.backends_per_vip as usize;
     // `--keys` (the report's size flag) stands for states when `--states` is absent.
-    let n = a.num("states", a.num("keys", 1 << 20)) as usize;
-    let core = a.flag("core");
-    let dbits = a.num("dcode-bits", 12) as u32;
-    let threads = a.num("threads", 2) as usize;
-    let setup = a.str("setup", "dip-e");
-    let varied = match setup.as_str() {
-        "dip-e" => false,
-        "dip-v" => true,
-        s => return Err(format!("unknown setup {s} (dip-e|dip-v)")),
+    let n = a.states.unwrap_or(a.common.keys) as usize;
+    let core = a.common.core;
+    let dbits = a.dcode_bits;
+    let threads = a.common.threads;
+    let (varied, setup) = match a.setup {
+        Setup::DipE => (false, "dip-e"),
+        Setup::DipV => (true, "dip-v"),
     };
     let network = if bpv >= 128 { "large" } else { "small" };
-    let mg_bits = a.num("maglev-digest-bits", 32) as u32;
-    let sr_bits = a.num("silkroad-digest-bits", 16) as u32;
+    let mg_bits = a.maglev_digest_bits;
+    let sr_bits = a.silkroad_digest_bits;
     let net = Net::new(vips, bpv, n, varied);
     let maxp = *net.pools.iter().max().unwrap_or(&1);
     if maxp > (1 << dbits) / 8 {
@@ -619,7 +619,7 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
     let mut out = Vec::new();
     let base = |name: &str| {
         let mut r = Record::new(name, n, dbits, KeyType::FiveTuple);
-        r.set("setup", setup.as_str())
+        r.set("setup", setup)
             .set("network", network)
             .set("vips", vips)
             .set("backends_per_vip_avg", net.pools.iter().sum::<usize>() as f64 / vips as f64);
@@ -644,7 +644,7 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
         .count();
     // Rounds interleave the three designs so that load from other tenants of
     // this shared machine hits them alike; each figure is the best round.
-    let rounds = a.num("rounds", if core { 1 } else { 5 }) as usize;
+    let rounds = a.rounds.unwrap_or(if core { 1 } else { 5 }) as usize;
     let inf = (f64::MAX, f64::MAX);
     let (mut c_ns, mut c_ns_shared, mut m_ns, mut s_ns) = (inf, inf, inf, inf);
     let (mut c_b, mut c_bm, mut m_b, mut s_b) = (inf, inf, inf, inf);
@@ -733,15 +733,10 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
     }
 
     // --- Fig. 5.17: lookups while states arrive, pool change every period
-    if !a.flag("skip-dynamic") && !core {
-        let secs: f64 = a
-            .str("dyn-secs", "3")
-            .parse()
-            .ok()
-            .filter(|s: &f64| s.is_finite() && *s >= 0.0)
-            .ok_or_else(|| "--dyn-secs: not a non-negative number of seconds".to_string())?;
-        let every = a.num("pool-every-ms", 1000) as f64 / 1e3;
-        for rate in a.nums("rates", &[1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10]) {
+    if !a.skip_dynamic && !core {
+        let secs = a.dyn_secs;
+        let every = a.pool_every_ms as f64 / 1e3;
+        for &rate in &a.rates {
             let (cm, cp) = {
                 let Concury { control, data, .. } = &mut *con;
                 let data: &DataPlane = data;
@@ -768,8 +763,8 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
     }
 
     // --- Fig. 5.6: control-plane response to a pool change
-    if !a.flag("skip-response") && !core {
-        for rn in a.nums("response-states", &[8 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10]) {
+    if !a.skip_response && !core {
+        for &rn in &a.response_states {
             out.extend(response(rn as usize, bpv, dbits));
         }
     }

@@ -31,17 +31,16 @@ fn hashbrown_u64(w: &Workload) -> Option<Record> {
 }
 
 /// Runs the CFW benchmark.
-pub fn run(a: &Args) -> Result<Vec<Record>, String> {
-    let w = Workload::from_args(a)?;
+pub fn run(a: &CfwArgs) -> Result<Vec<Record>, String> {
+    let w = Workload::from_args(&a.common)?;
     let n = w.n();
     if w.value_bits > 63 {
         return Err("cfw needs --value-bits ≤ 63".into());
     }
-    let fbits = a.nums("fingerprint-bits", &[8, 10, 12, 16]);
+    let fbits = a.fingerprint_bits.clone();
     let mut out = Vec::new();
     let mut at_1pct: Option<(f64, usize)> = None;
     for &f in &fbits {
-        let f = f as u32;
         if f + w.value_bits > 64 {
             continue;
         }
@@ -127,16 +126,18 @@ pub fn run(a: &Args) -> Result<Vec<Record>, String> {
 
 /// Runs the BFW benchmark: memory, lookups, measured false-positive and
 /// valid-key collision rates next to eq. 3.7 and the first-match model.
-pub fn run_bfw(a: &Args) -> Result<Vec<Record>, String> {
-    let w = Workload::from_args(a)?;
+pub fn run_bfw(a: &BfwArgs) -> Result<Vec<Record>, String> {
+    let w = Workload::from_args(&a.common)?;
     let n = w.n();
     if w.value_bits > bfw::MAX_VALUE_BITS {
         return Err(format!("bfw needs --value-bits ≤ {}", bfw::MAX_VALUE_BITS));
     }
     let mut out = Vec::new();
-    for h in a.nums("hashes", &[bfw::DEFAULT_HASHES as u64]) {
+    let hashes = if a.hashes.is_empty() { vec![bfw::DEFAULT_HASHES as u64] } else { a.hashes.clone() };
+    for h in hashes {
         let opts = bfw::Options { hashes: h as u32, ..bfw::Options::default() };
-        let (mut ctl, build_s) = time(|| bfw::Control::from_items_with(w.items(), w.value_bits, opts).expect("build"));
+        let (ctl, build_s) = time(|| bfw::Control::from_items_with(w.items(), w.value_bits, opts));
+        let mut ctl = ctl.map_err(|e| format!("bfw --hashes {h}: {e}"))?;
         let table = ctl.export();
         let mut r = Record::new(&format!("bfw_h{h}"), n, w.value_bits, w.kt);
         let mem = table.memory_bytes();

@@ -1,4 +1,4 @@
-//! `keyplane-bench cuckoo` and `keyplane-bench pkcuckoo`.
+//! `keyplane-bench cuckoo` and `keyplane-bench cuckoo-partial` (alias `pkcuckoo`).
 //!
 //! `cuckoo`: the concurrent (2,4) cuckoo map — the replica (`Lookup`) and
 //! reader handles on the writer's shared table; batch sizes 1, 4, 8, 16
@@ -8,7 +8,7 @@
 //! baselines: hashbrown immutable and behind an `RwLock`, and `dashmap`,
 //! measured the same way.
 //!
-//! `pkcuckoo`: the partial-key cuckoo for several fingerprint widths, with
+//! `cuckoo-partial`: the partial-key cuckoo for several fingerprint widths, with
 //! its valid-key collision rate (thesis Fig. 4.30).
 
 use crate::common::*;
@@ -98,7 +98,7 @@ const CHURN_LAG: u64 = 4096;
 /// table size stays constant and every update is one insert or one remove.
 fn churn(c: u64, f: u64) -> (bool, usize) {
     let j = c / 2;
-    if c.is_multiple_of(2) { (true, (j % f) as usize) } else { (false, ((j + f - CHURN_LAG % f) % f) as usize) }
+    if c % 2 == 0 { (true, (j % f) as usize) } else { (false, ((j + f - CHURN_LAG % f) % f) as usize) }
 }
 
 /// A writer thread doing `rate` updates per second (insert a fresh key,
@@ -176,19 +176,24 @@ fn under_writer(
 }
 
 /// Runs the concurrent cuckoo map benchmark.
-pub fn run(a: &Args) -> Result<Vec<Record>, String> {
-    let w = Workload::from_args(a)?;
+pub fn run(a: &CuckooArgs) -> Result<Vec<Record>, String> {
+    let w = Workload::from_args(&a.common)?;
     let n = w.n();
-    let batches = a.nums("batch", &[1, 4, 8, 16]);
-    let core = a.flag("core");
-    let rates = a.nums("rates", if core { &[64_000] } else { &[64_000, 500_000] });
-    let secs: f64 =
-        a.str("secs", if core { "0.25" } else { "2" }).parse().map_err(|_| "--secs: not a number".to_string())?;
-    let reps = a.num("reps", if core { 1 } else { 3 }) as usize;
-    let layouts: Vec<(&str, ValueLayout)> = match a.str("values", "interleaved").as_str() {
-        "both" => vec![("cuckoo", ValueLayout::Auto), ("cuckoo_separate_values", ValueLayout::Separate)],
-        "separate" => vec![("cuckoo_separate_values", ValueLayout::Separate)],
-        _ => vec![("cuckoo", ValueLayout::Auto)],
+    let batches = a.batch.clone();
+    let core = a.common.core;
+    let rates = if !a.rates.is_empty() {
+        a.rates.clone()
+    } else if core {
+        vec![64_000]
+    } else {
+        vec![64_000, 500_000]
+    };
+    let secs = a.secs.unwrap_or(if core { 0.25 } else { 2.0 });
+    let reps = a.reps.unwrap_or(if core { 1 } else { 3 }) as usize;
+    let layouts: Vec<(&str, ValueLayout)> = match a.values {
+        Values::Both => vec![("cuckoo", ValueLayout::Auto), ("cuckoo_separate_values", ValueLayout::Separate)],
+        Values::Separate => vec![("cuckoo_separate_values", ValueLayout::Separate)],
+        Values::Interleaved => vec![("cuckoo", ValueLayout::Auto)],
     };
     // Fresh keys for the churn writer (it cycles through them).
     let fresh = gen_keys(w.kt, n.clamp(4 * CHURN_LAG as usize, 1 << 20), 9);
@@ -381,13 +386,12 @@ fn baselines(w: &Workload, batches: &[u64], rates: &[u64], secs: f64, reps: usiz
 }
 
 /// Runs the partial-key cuckoo benchmark: one record per fingerprint width.
-pub fn run_partial(a: &Args) -> Result<Vec<Record>, String> {
+pub fn run_partial(a: &CuckooPartialArgs) -> Result<Vec<Record>, String> {
     use cuckoo::partial;
-    let w = Workload::from_args(a)?;
+    let w = Workload::from_args(&a.common)?;
     let n = w.n();
     let mut out = Vec::new();
-    for f in a.nums("fingerprint-bits", &[1, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20]) {
-        let f = f as u32;
+    for &f in &a.fingerprint_bits {
         if 1 + f + w.value_bits > 64 {
             continue;
         }
