@@ -207,7 +207,9 @@ fn parse_num(s: &str) -> Option<u64> {
 }
 
 fn usage(msg: &str) -> ! {
-    eprintln!("single_get: {msg}\nusage: single_get [--n 1M] [--queries 8M] [--reps 5] [--rounds 3] [--structures othello,othello_pow2,setsep] [--serve] [--only PATH]");
+    eprintln!(
+        "single_get: {msg}\nusage: single_get [--n 1M] [--queries 8M] [--reps 5] [--rounds 3] [--structures othello,othello_pow2,setsep] [--serve] [--only PATH]"
+    );
     std::process::exit(2)
 }
 
@@ -245,8 +247,7 @@ fn main() {
         let t0 = Instant::now();
         match s {
             "othello" | "othello_pow2" => {
-                let sizing =
-                    if s == "othello" { othello::Sizing::Compact } else { othello::Sizing::PowerOfTwo };
+                let sizing = if s == "othello" { othello::Sizing::Compact } else { othello::Sizing::PowerOfTwo };
                 let opts = othello::Options { sizing, seed: 7, ..Default::default() };
                 let ctl = othello::Control::from_items_with(items(), 8, opts).expect("othello build");
                 let name = if s == "othello" { "othello" } else { "othello_pow2" };
