@@ -5,6 +5,7 @@ example next to the C++ reference harnesses (docs/benchmarks.md,
 line to each process in turn and collects its JSON lines.
 
 usage: single_get.py N ROUNDS OUT.jsonl KEYPLANE_BIN HARNESS_DIR [--queries Q] [--reps R]
+       [--structures othello,othello_pow2,setsep] [--refs sdyy_othello,ludo_othello,ludo_setsep]
 """
 import json, subprocess, sys, time
 
@@ -16,12 +17,14 @@ def main():
     q, reps = opts.get("--queries", str(1 << 23)), opts.get("--reps", "5")
     nn = str(int(n.rstrip("M")) << 20) if n.endswith("M") else n
     cmds = {
-        "keyplane": [kp, "--serve", "--n", nn, "--queries", q, "--reps", reps, "--structures", "othello,othello_pow2,setsep"],
+        "keyplane": [kp, "--serve", "--n", nn, "--queries", q, "--reps", reps, "--structures", opts.get("--structures", "othello,othello_pow2,setsep")],
         "sdyy_othello": [f"{hdir}/othello_sdyy", nn, q, reps],
         "ludo_othello": [f"{hdir}/othello_ludo", nn, q, reps],
         "ludo_setsep": [f"{hdir}/setsep_ludo", nn, q, reps],
     }
-    expect = {"keyplane": 3}
+    refs = opts.get("--refs", "sdyy_othello,ludo_othello,ludo_setsep").split(",")
+    cmds = {k: c for k, c in cmds.items() if k == "keyplane" or k in refs}
+    expect = {"keyplane": len(opts.get("--structures", "othello,othello_pow2,setsep").split(","))}
     procs = {k: subprocess.Popen(c, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                  text=True, bufsize=1) for k, c in cmds.items()}
     with open(out, "a") as f:

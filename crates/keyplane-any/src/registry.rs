@@ -79,6 +79,12 @@ macro_rules! registry {
             pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
                 match self { $( AnyReader::$ty(r) => r.get_batch(keys, out), )* }
             }
+
+            /// See [`ReadHandle::get_u64`]: `get(&u64_key(key))`.
+            #[inline]
+            pub fn get_u64(&self, key: u64) -> Option<u64> {
+                match self { $( AnyReader::$ty(r) => r.get_u64(key), )* }
+            }
         }
 
         /// A control form of any registered structure.
@@ -140,6 +146,12 @@ macro_rules! registry {
             #[inline]
             pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
                 match self { $( AnyLookup::$ty(t) => t.get_batch(keys, out), )* }
+            }
+
+            /// See [`LookupTable::get_u64`]: `get(&u64_key(key))`.
+            #[inline]
+            pub fn get_u64(&self, key: u64) -> Option<u64> {
+                match self { $( AnyLookup::$ty(t) => t.get_u64(key), )* }
             }
 
             /// A per-thread read handle (see [`LookupTable::reader`]).

@@ -104,6 +104,27 @@ enum kp_status kp_table_get(const struct kp_table *table,
                             uint64_t *value);
 
 /**
+ * Looks up the 8-byte key `key` (its little-endian bytes, as
+ * `keyplane::key::u64_key` and `--key-format u64` write it): the same
+ * answer as `kp_table_get` on those 8 bytes, on the structure's typed path
+ * where it has one (Othello, SetSep). Never allocates.
+ *
+ * # Safety
+ * `table` must come from [`kp_table_from_bytes`] and not be freed; `value`
+ * must be writable.
+ */
+enum kp_status kp_table_get_u64(const struct kp_table *table, uint64_t key, uint64_t *value);
+
+/**
+ * [`kp_table_get_u64`] through a read handle.
+ *
+ * # Safety
+ * `reader` must come from [`kp_reader_new`], not be freed and not be in
+ * use by another thread; `value` must be writable.
+ */
+enum kp_status kp_reader_get_u64(const struct kp_reader *reader, uint64_t key, uint64_t *value);
+
+/**
  * Creates a per-thread read handle on `table` and stores it in `*out`.
  * Use one handle per thread (a handle must not be used by two threads at
  * the same time); free it with [`kp_reader_free`]. Deltas applied to the

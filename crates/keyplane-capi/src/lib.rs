@@ -178,6 +178,57 @@ pub unsafe extern "C" fn kp_table_get(
     })
 }
 
+/// Looks up the 8-byte key `key` (its little-endian bytes, as
+/// `keyplane::key::u64_key` and `--key-format u64` write it): the same
+/// answer as `kp_table_get` on those 8 bytes, on the structure's typed path
+/// where it has one (Othello, SetSep). Never allocates.
+///
+/// # Safety
+/// `table` must come from [`kp_table_from_bytes`] and not be freed; `value`
+/// must be writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kp_table_get_u64(table: *const kp_table, key: u64, value: *mut u64) -> kp_status {
+    guard(|| {
+        // SAFETY: the caller guarantees a live handle or NULL.
+        let Some(t) = (unsafe { table.as_ref() }) else { return null_arg("table") };
+        // SAFETY: forwarded from this function's contract.
+        unsafe { answer_into(value, t.inner.get_u64(key)) }
+    })
+}
+
+/// [`kp_table_get_u64`] through a read handle.
+///
+/// # Safety
+/// `reader` must come from [`kp_reader_new`], not be freed and not be in
+/// use by another thread; `value` must be writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kp_reader_get_u64(reader: *const kp_reader, key: u64, value: *mut u64) -> kp_status {
+    guard(|| {
+        // SAFETY: the caller guarantees a live handle or NULL.
+        let Some(r) = (unsafe { reader.as_ref() }) else { return null_arg("reader") };
+        // SAFETY: forwarded from this function's contract.
+        unsafe { answer_into(value, r.reader.get_u64(key)) }
+    })
+}
+
+/// Writes a lookup answer to `value`.
+///
+/// # Safety
+/// `value` must be writable (or NULL).
+unsafe fn answer_into(value: *mut u64, answer: Option<u64>) -> kp_status {
+    if value.is_null() {
+        return null_arg("value");
+    }
+    match answer {
+        Some(v) => {
+            // SAFETY: checked non-NULL; the caller guarantees it is writable.
+            unsafe { *value = v };
+            KP_OK
+        }
+        None => KP_NOT_FOUND,
+    }
+}
+
 /// The body of the single-key lookups: checks `key` and `value`, runs
 /// `get` and writes its answer.
 ///

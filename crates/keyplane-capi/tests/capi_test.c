@@ -49,8 +49,67 @@ static kp_status rget(const kp_reader *r, int i, uint64_t *v) {
     return kp_reader_get(r, (const uint8_t *)k, (size_t)n, v);
 }
 
+/* kp_table_get_u64 / kp_reader_get_u64 on a table of 8-byte keys (a keys
+ * file of HEXKEY<TAB>VALUE lines, as `keyplane build --dump-keys` writes):
+ * every key's value, and the same answer as kp_table_get on the key's 8
+ * little-endian bytes for present and absent keys. */
+static void check_u64_table(const char *blob_path, const char *keys_path) {
+    size_t blen = 0;
+    unsigned char *blob = slurp(blob_path, &blen);
+    kp_table *t = NULL;
+    kp_status s = kp_table_from_bytes(blob, blen, &t);
+    CHECK(s == KP_OK && t != NULL, "u64 table %s: %s", blob_path, kp_status_str(s));
+    if (!t) { free(blob); return; }
+    kp_reader *r = NULL;
+    CHECK(kp_reader_new(t, &r) == KP_OK, "u64 reader_new");
+    FILE *f = fopen(keys_path, "r");
+    CHECK(f != NULL, "open %s", keys_path);
+    if (!f) { kp_reader_free(r); kp_table_free(t); free(blob); return; }
+    char hex[64];
+    unsigned long long want;
+    int n = 0, wrong = 0, differ = 0;
+    while (fscanf(f, "%63s %llu", hex, &want) == 2) {
+        unsigned char b[8] = {0};
+        for (int i = 0; i < 8 && hex[2 * i] && hex[2 * i + 1]; i++) {
+            unsigned x = 0;
+            sscanf(hex + 2 * i, "%2x", &x);
+            b[i] = (unsigned char)x;
+        }
+        uint64_t key = 0;
+        for (int i = 7; i >= 0; i--) key = (key << 8) | b[i];
+        uint64_t v1 = 0, v2 = 0, v3 = 0;
+        kp_status s1 = kp_table_get_u64(t, key, &v1);
+        kp_status s2 = kp_reader_get_u64(r, key, &v2);
+        if (s1 != KP_OK || v1 != want || s2 != KP_OK || v2 != want) wrong++;
+        /* An absent neighbour: same status and value as the byte path. */
+        uint64_t alien = key ^ 0x5bd1e9955bd1e995ULL;
+        unsigned char ab[8];
+        for (int i = 0; i < 8; i++) ab[i] = (unsigned char)(alien >> (8 * i));
+        v1 = v2 = v3 = 0;
+        s1 = kp_table_get_u64(t, alien, &v1);
+        s2 = kp_reader_get_u64(r, alien, &v2);
+        kp_status s3 = kp_table_get(t, ab, 8, &v3);
+        if (s1 != s3 || s2 != s3 || v1 != v3 || v2 != v3) differ++;
+        n++;
+    }
+    fclose(f);
+    CHECK(n > 0 && wrong == 0, "%s: %d of %d keys wrong on the u64 path", blob_path, wrong, n);
+    CHECK(differ == 0, "%s: %d absent keys answered differently by get_u64 and get", blob_path, differ);
+    uint64_t v = 0;
+    CHECK(kp_table_get_u64(NULL, 1, &v) == KP_ERR_NULL, "get_u64(NULL table)");
+    CHECK(kp_table_get_u64(t, 1, NULL) == KP_ERR_NULL, "get_u64(NULL value)");
+    CHECK(kp_reader_get_u64(NULL, 1, &v) == KP_ERR_NULL, "reader_get_u64(NULL)");
+    kp_reader_free(r);
+    kp_table_free(t);
+    free(blob);
+}
+
 int main(int argc, char **argv) {
-    if (argc != 4) { fprintf(stderr, "usage: %s BLOB DELTAS OTHER_BLOB\n", argv[0]); return 2; }
+    if (argc < 4 || argc % 2 != 0) {
+        fprintf(stderr, "usage: %s BLOB DELTAS OTHER_BLOB [U64_BLOB U64_KEYS]...\n", argv[0]);
+        return 2;
+    }
+    for (int i = 4; i + 1 < argc; i += 2) check_u64_table(argv[i], argv[i + 1]);
     size_t blen, dlen;
     unsigned char *blob = slurp(argv[1], &blen);
     unsigned char *deltas = slurp(argv[2], &dlen);

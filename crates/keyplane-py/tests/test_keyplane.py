@@ -70,6 +70,25 @@ def test_numpy_build_and_get_many():
     assert empty_v.shape == (0,) and empty_f.shape == (0,)
 
 
+@pytest.mark.parametrize("structure", ["othello", "setsep", "ludo"])
+def test_get_u64_array_matches_get_many(structure):
+    n = 5000
+    keys = (np.arange(n, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ np.uint64(12345)
+    values = (np.arange(n, dtype=np.uint64) * 13) % 256
+    lk = Table.build(keys, values, structure=structure, value_bits=8).export()
+    got, found = lk.get_u64_array(keys)
+    assert got.dtype == np.uint64 and found.dtype == np.bool_ and got.shape == (n,)
+    assert found.all() and (got == values).all()
+    aliens = keys ^ np.uint64(0x5BD1E9955BD1E995)
+    for probe in (keys, aliens, keys[::3]):  # keys[::3] is a strided view
+        v1, f1 = lk.get_u64_array(probe)
+        v2, f2 = lk.get_many(probe)
+        assert (v1 == v2).all() and (f1 == f2).all()
+    assert lk.get_u64_array(np.array([], dtype=np.uint64))[0].shape == (0,)
+    with pytest.raises(TypeError):
+        lk.get_u64_array(keys.astype(np.int32))
+
+
 def test_insert_remove_deltas_and_apply():
     t = Table("othello", 8, fingerprint_bits=8, emptiness=True)
     lk = Lookup.from_bytes(t.export().to_bytes())

@@ -79,6 +79,8 @@ class Lookup:
         """The value of a key; None when the structure can tell it is absent."""
     def get_many(self, keys: Keys) -> Tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
         """Vectorised lookup: (values, found); values are 0 where absent."""
+    def get_u64_array(self, keys: npt.NDArray[np.uint64]) -> Tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
+        """Typed lookup of a 1-D uint64 array (8-byte little-endian keys): (values, found), as get_many."""
     def apply(self, delta: bytes) -> None:
         """Applies one delta or several concatenated deltas. Raises DeltaMismatchError, CorruptError, WrongKindError."""
     def describe(self) -> list[Tuple[str, str]]:

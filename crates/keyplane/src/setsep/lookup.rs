@@ -32,6 +32,42 @@ struct Inner {
     smask: usize,
     /// `hash::short_flip(p.seed)`, for the 8-byte key path.
     flip8: u64,
+    /// Record layout constants for [`Inner::eval`].
+    dec: Decode,
+}
+
+/// Record layout constants, derived once from [`Params`].
+#[derive(Debug, Clone, Copy)]
+struct Decode {
+    /// Value bits `l`.
+    l: usize,
+    /// Bits of one element (`x + y`).
+    width: u32,
+    /// Bits of one group record (`l * (x + y)`).
+    record_bits: usize,
+    /// `mask(x + y)`.
+    emask: u64,
+    /// `Params::marker()`: `mask(x)`.
+    marker: u64,
+    /// `x`.
+    xbits: u32,
+    /// `Params::shift()`: `32 - log2(y)`.
+    shift: u32,
+}
+
+impl Decode {
+    fn new(p: &Params) -> Self {
+        let width = p.width();
+        Decode {
+            l: p.vbits as usize,
+            width,
+            record_bits: p.vbits as usize * width as usize,
+            emask: mask(width),
+            marker: p.marker(),
+            xbits: p.xbits,
+            shift: 32 - p.ybits.trailing_zeros(),
+        }
+    }
 }
 
 enum Eval {
@@ -52,6 +88,7 @@ impl Inner {
             lock,
             smask,
             flip8: crate::hash::short_flip(img.p.seed),
+            dec: Decode::new(&img.p),
         }
     }
 
@@ -61,17 +98,36 @@ impl Inner {
     }
 
     /// Evaluates group `g`'s record for a key (§4.1: `array[H_i(x)]` per bit).
+    ///
+    /// The record's `l` elements are contiguous: they are decoded straight
+    /// from the raw words with the layout constants precomputed in `dec`
+    /// (bit `b` is bit `Params::pos(index, G1, G2)` of the array part of
+    /// element `rec.get(g * l + b)`, whose index part is its low `x` bits), so a
+    /// value bit costs a handful of instructions instead of a full
+    /// `PackedArray::get` and the mask/shift derivations.
     #[inline(always)]
     fn eval(&self, g: usize, g1: u32, g2: u32) -> Eval {
-        let l = self.p.vbits as usize;
-        let base = g * l;
-        let e0 = self.rec.get(base);
-        if e0 & self.p.marker() == self.p.marker() {
+        let d = &self.dec;
+        let words = self.rec.raw_words();
+        let elem = |bit: usize| -> u64 {
+            let (w, off) = (bit >> 6, (bit & 63) as u32);
+            let lo = words[w].load(Ordering::Relaxed) >> off;
+            let e = if off + d.width <= 64 { lo } else { lo | (words[w + 1].load(Ordering::Relaxed) << (64 - off)) };
+            e & d.emask
+        };
+        let mut bit = g * d.record_bits;
+        let e0 = elem(bit);
+        if e0 & d.marker == d.marker {
             return Eval::Fallback(g);
         }
-        let mut v = self.p.eval(e0, g1, g2);
-        for b in 1..l {
-            v |= self.p.eval(self.rec.get(base + b), g1, g2) << b;
+        let one = |e: u64| -> u64 {
+            let i = (e & d.marker) as u32;
+            (e >> d.xbits >> (g1.wrapping_add(i.wrapping_mul(g2)) >> d.shift)) & 1
+        };
+        let mut v = one(e0);
+        for b in 1..d.l {
+            bit += d.width as usize;
+            v |= one(elem(bit)) << b;
         }
         Eval::Value(v)
     }
