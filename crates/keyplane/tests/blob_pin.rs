@@ -7,7 +7,7 @@
 //! deliberate format change).
 
 use keyplane::describe::{Configure, Opts};
-use keyplane::{ControlTable, LookupTable, TableId, Wire};
+use keyplane::{LookupTable, TableId, Wire};
 use std::path::PathBuf;
 
 fn path(name: &str, what: &str) -> PathBuf {
