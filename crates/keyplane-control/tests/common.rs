@@ -31,7 +31,18 @@ impl TestServer {
             tls: None,
             retain,
         };
-        let running = start(cfg).await.expect("service starts");
+        // An in-process restart: the stopped service's connection tasks may
+        // still be draining and hold the store's LOCK for a moment (a real
+        // restart is a new process, whose exit releases it at once).
+        let t0 = std::time::Instant::now();
+        let running = loop {
+            match start(cfg.clone()).await {
+                Err(e) if e.to_string().contains("LOCK file is held") && t0.elapsed().as_secs() < 20 => {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                r => break r.expect("service starts"),
+            }
+        };
         let url = format!("http://{}", running.addr);
         Self { running: Some(running), dir, url }
     }

@@ -104,8 +104,16 @@ fn delivery_v4_v6_dsr_and_ipip() {
         assert!(distinct.len() >= 2, "{vip}: new connections all went to {distinct:?}");
         assert!(distinct.iter().all(|b| ["b1", "b2", "b3", "b4"].contains(&b.as_str())), "{distinct:?}");
     }
-    let m = lb.counters().prometheus();
-    assert!(m.contains("keyplane_lb_backend_packets_total{vip=\"[fd00:0:0:101::1]:80/tcp\""), "{m}");
+    // Workers publish their per-backend counts every 100 ms (also when idle):
+    // wait for the last VIP's to show.
+    let want = "keyplane_lb_backend_packets_total{vip=\"[fd00:0:0:101::1]:80/tcp\"";
+    let t0 = std::time::Instant::now();
+    let mut m = lb.counters().prometheus();
+    while !m.contains(want) && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+        m = lb.counters().prometheus();
+    }
+    assert!(m.contains(want), "{m}");
     lb.stop();
 }
 
