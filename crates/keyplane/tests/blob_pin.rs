@@ -31,9 +31,16 @@ fn check<C: Configure>(names: bool, vbits: u32)
 where
     C::Delta: Wire,
 {
-    let name = C::NAME;
+    check_with::<C>(C::NAME, names, vbits, "seed=7");
+}
+
+/// [`check`] with structure options `opts`, pinned under `name`.
+fn check_with<C: Configure>(name: &str, names: bool, vbits: u32, opts: &str)
+where
+    C::Delta: Wire,
+{
     let items: Vec<(Vec<u8>, u64)> = (0..200).map(|i| (key(i, names), (i * 3) % (1 << vbits))).collect();
-    let mut ctl = C::build_with(items, vbits, &Opts::parse("seed=7").unwrap()).unwrap();
+    let mut ctl = C::build_with(items, vbits, &Opts::parse(opts).unwrap()).unwrap();
     ctl.set_table_id(TableId::from_seed(7));
     let blob = ctl.export().to_bytes();
     pin(name, "lookup", &blob);
@@ -94,4 +101,24 @@ fn fpt_bytes_are_pinned() {
 #[test]
 fn ludo_bytes_are_pinned() {
     check::<keyplane::ludo::Control>(false, 8);
+}
+
+#[test]
+fn ludo_fingerprint_bytes_are_pinned() {
+    check_with::<keyplane::ludo::Control>("ludo-fp8", false, 8, "seed=7,fingerprint_bits=8");
+}
+
+#[test]
+fn setsep_bytes_are_pinned() {
+    check::<keyplane::setsep::Control>(false, 8);
+}
+
+/// Two index bits (three hash functions per value bit) leave most groups
+/// unsolved: fallback groups in the blob and fallback lists in the deltas.
+#[test]
+fn setsep_fallback_bytes_are_pinned() {
+    check_with::<keyplane::setsep::Control>("setsep-fallback", false, 8, "seed=7,index_bits=2,array_bits=2");
+    let t = keyplane::setsep::Lookup::from_bytes(&std::fs::read(path("setsep-fallback", "lookup")).unwrap()).unwrap();
+    let (groups, keys) = t.fallback_size();
+    assert!(groups > 0 && keys > 0, "the pinned blob has no fallback groups ({groups}, {keys})");
 }
