@@ -106,4 +106,7 @@ fn main() {
     if want("ludo") {
         run::<keyplane::ludo::Control>(n, false, 8);
     }
+    if want("setsep") {
+        run::<keyplane::setsep::Control>(n, false, 8);
+    }
 }
