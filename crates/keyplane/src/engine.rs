@@ -78,6 +78,12 @@ pub(crate) trait Scheme: Sized + Debug + Clone + PartialEq + Send + Sync + 'stat
     /// Looks a key up in snapshot `c`. `latest` loads the newest snapshot,
     /// for schemes whose readers can find theirs stale (most ignore it).
     fn get(c: &Self::Inner, key: &[u8], latest: impl Fn() -> Arc<Self::Inner>) -> Option<u64>;
+    /// `get(c, &key.to_le_bytes(), latest)` (see [`crate::LookupTable::get_u64`]):
+    /// override with a path specialised for 8-byte keys.
+    #[inline(always)]
+    fn get_u64(c: &Self::Inner, key: u64, latest: impl Fn() -> Arc<Self::Inner>) -> Option<u64> {
+        Self::get(c, &crate::key::u64_key(key), latest)
+    }
     /// Looks many keys up in snapshot `c` (prefetching where it helps).
     fn get_batch(c: &Self::Inner, keys: &[&[u8]], out: &mut [Option<u64>], latest: impl Fn() -> Arc<Self::Inner>) {
         for (k, o) in keys.iter().zip(out.iter_mut()) {
@@ -211,6 +217,11 @@ impl<S: Scheme> RawLookup<S> {
         S::get(&self.cur.load(), key, || self.cur.load_full())
     }
 
+    #[inline(always)]
+    pub fn get_u64(&self, key: u64) -> Option<u64> {
+        S::get_u64(&self.cur.load(), key, || self.cur.load_full())
+    }
+
     #[inline]
     pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
         S::get_batch(&self.cur.load(), keys, out, || self.cur.load_full())
@@ -284,6 +295,14 @@ impl<S: Scheme> Reader<'_, S> {
         )
     }
 
+    #[inline(always)]
+    pub fn get_u64(&self, key: u64) -> Option<u64> {
+        self.0.with(
+            #[inline(always)]
+            |c| S::get_u64(c, key, || self.0.latest()),
+        )
+    }
+
     #[inline]
     pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
         self.0.with(|c| S::get_batch(c, keys, out, || self.0.latest()))
@@ -319,7 +338,8 @@ pub(crate) trait ControlLimits {
 
 /// Writes the trait impls of a structure's public `Lookup { raw:
 /// RawLookup<S> }`, `Delta(RawDelta<S>)` and `Reader<'a>(engine::Reader<'a,
-/// S>)`, all delegating to the engine: `LookupTable`, `Wire` (both),
+/// S>)`, all delegating to the engine: `LookupTable` (with `get_u64`
+/// through [`Scheme::get_u64`]), `Wire` (both),
 /// `ReadHandle`, `DeltaInfo`, and the crate-internal accessors `lineage`,
 /// `seq`, `value_bits`.
 macro_rules! lookup_form {
@@ -338,6 +358,10 @@ macro_rules! lookup_form {
             #[inline]
             fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
                 self.raw.get_batch(keys, out)
+            }
+            #[inline]
+            fn get_u64(&self, key: u64) -> Option<u64> {
+                self.raw.get_u64(key)
             }
             fn apply(&self, delta: &Delta) -> $crate::Result<()> {
                 self.raw.apply(&delta.0)
@@ -373,6 +397,10 @@ macro_rules! lookup_form {
             #[inline]
             fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
                 self.0.get_batch(keys, out)
+            }
+            #[inline(always)]
+            fn get_u64(&self, key: u64) -> Option<u64> {
+                self.0.get_u64(key)
             }
         }
 

@@ -1,12 +1,13 @@
 //! The SetSep control form: keys, two-level grouping, group records, repair.
 
-use super::delta::{Body, CHOICE_BYTES, Delta, Fallback, FallbackList, GroupBody, GroupUpdate, Image};
+use super::delta::{CHOICE_BYTES, Delta, Fallback, FallbackList, GroupBody, GroupUpdate, Image, Update};
 use super::{
     BUCKETS_PER_BLOCK, CANDIDATES, GROUPS_PER_BLOCK, GroupKey, KEYS_PER_BLOCK, Lookup, Options, Params, balance,
     mark_fallback, solve_group,
 };
 use crate::ControlTable;
 use crate::bits::PackedArray;
+use crate::engine::RawDelta;
 use crate::error::{Error, Result, check_value, check_value_bits};
 use crate::hash::{SeedSeq, hash64, mix64};
 use crate::store::{Inserted, KeyStore};
@@ -481,11 +482,11 @@ impl Control {
                 GroupUpdate { g, body }
             })
             .collect();
-        Delta {
-            table: self.table,
-            seq: self.seq,
-            body: Body::Update { seed: self.p.seed, blocks: self.p.blocks, choices, groups },
-        }
+        Delta(RawDelta::patch(
+            self.table,
+            self.seq,
+            Update { seed: self.p.seed, blocks: self.p.blocks, choices, groups },
+        ))
     }
 
     fn image(&self) -> Image {
@@ -507,7 +508,7 @@ impl Control {
 
     fn replace_delta(&mut self) -> Delta {
         crate::lineage::bump(&mut self.seq);
-        Delta { table: self.table, seq: self.seq, body: Body::Replace(Box::new(self.image())) }
+        Delta(RawDelta::replace(self.table, self.seq, self.image()))
     }
 
     fn insert_new(&mut self, id: u32) -> Result<Delta> {

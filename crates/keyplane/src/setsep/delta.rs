@@ -3,8 +3,9 @@
 
 use super::{BUCKETS_PER_BLOCK, Params};
 use crate::bits::PackedArray;
+use crate::engine::{Change, ImageCodec, PatchCodec, RawDelta};
 use crate::error::{Error, Result, mask};
-use crate::wire::{Frame, Kind, Reader, Wire, Writer};
+use crate::wire::{Reader, Writer};
 
 /// Keys and values of one fallback group (shared: copying the fallback
 /// table to publish a new version copies pointers, not keys).
@@ -32,49 +33,37 @@ pub(crate) struct GroupUpdate {
 /// Bytes of one block's 256 packed 2-bit choices.
 pub(crate) const CHOICE_BYTES: usize = BUCKETS_PER_BLOCK / 4;
 
+/// In-place change of the current skeleton `(seed, blocks)`: the bucket
+/// choices of whole blocks and the new content of groups.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Body {
-    /// In-place change of the current skeleton.
-    Update { seed: u64, blocks: u32, choices: Vec<(u32, [u8; CHOICE_BYTES])>, groups: Vec<GroupUpdate> },
-    /// Growth or shrink: the whole new lookup form.
-    Replace(Box<Image>),
+pub(crate) struct Update {
+    pub seed: u64,
+    pub blocks: u32,
+    pub choices: Vec<(u32, [u8; CHOICE_BYTES])>,
+    pub groups: Vec<GroupUpdate>,
 }
 
-/// An update message for [`super::Lookup`]. Deltas are numbered: a lookup
-/// form applies delta `s + 1` only after delta `s`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Delta {
-    pub(crate) table: crate::lineage::Lineage,
-    pub(crate) seq: u64,
-    pub(crate) body: Body,
-}
+/// An update message for [`super::Lookup`]: an in-place [`Update`] or, after
+/// growth or shrink, the whole new lookup form. Deltas are numbered: a
+/// lookup form applies delta `s + 1` only after delta `s`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delta(pub(crate) RawDelta<super::lookup::SetSep>);
+
+impl Eq for Delta {}
 
 impl Delta {
-    /// Sequence number of this delta (the lookup form's after applying it).
-    pub(crate) fn seq(&self) -> u64 {
-        self.seq
-    }
-
-    /// The table this delta belongs to (see [`crate::lineage`]).
-    pub(crate) fn table_id(&self) -> crate::TableId {
-        self.table.id
-    }
-    /// True if this delta replaces the whole lookup form (growth or shrink).
-    pub(crate) fn is_rebuild(&self) -> bool {
-        matches!(self.body, Body::Replace(_))
-    }
     /// Groups whose record (or fallback list) this delta rewrites.
     pub fn groups_touched(&self) -> usize {
-        match &self.body {
-            Body::Update { groups, .. } => groups.len(),
-            Body::Replace(img) => img.p.groups(),
+        match &self.0.change {
+            Change::Patch(u) => u.groups.len(),
+            Change::Replace(img) => img.p.groups(),
         }
     }
     /// Blocks whose bucket choices this delta rewrites.
     pub fn blocks_touched(&self) -> usize {
-        match &self.body {
-            Body::Update { choices, .. } => choices.len(),
-            Body::Replace(img) => img.p.blocks as usize,
+        match &self.0.change {
+            Change::Patch(u) => u.choices.len(),
+            Change::Replace(img) => img.p.blocks as usize,
         }
     }
 }
@@ -111,18 +100,24 @@ fn decode_list(r: &mut Reader<'_>, vbits: u32) -> Result<FallbackList> {
     Ok(v.into())
 }
 
-impl Image {
-    pub fn encode(&self, w: &mut Writer) {
-        self.p.encode(w);
-        w.u64s(&self.choices.to_words()).u64s(&self.rec.to_words());
-        w.varint(self.fallback.len() as u64);
-        for (g, list) in &self.fallback {
-            w.u32(*g);
-            encode_list(w, list);
-        }
+/// Writes an image from its parts (the lookup form writes its blob without
+/// copying its arrays into an [`Image`] first).
+pub(crate) fn encode_image(w: &mut Writer, p: &Params, choices: &PackedArray, rec: &PackedArray, fallback: &Fallback) {
+    p.encode(w);
+    w.u64s(&choices.to_words()).u64s(&rec.to_words());
+    w.varint(fallback.len() as u64);
+    for (g, list) in fallback {
+        w.u32(*g);
+        encode_list(w, list);
+    }
+}
+
+impl ImageCodec for Image {
+    fn encode(&self, w: &mut Writer) {
+        encode_image(w, &self.p, &self.choices, &self.rec, &self.fallback);
     }
 
-    pub fn decode(r: &mut Reader<'_>) -> Result<Self> {
+    fn decode(r: &mut Reader<'_>) -> Result<Self> {
         let p = Params::decode(r)?;
         let choices = PackedArray::from_words(r.u64s()?, p.buckets(), 2)
             .ok_or_else(|| Error::Corrupt("choice array length does not match the bucket count".into()))?;
@@ -157,82 +152,65 @@ impl Image {
 }
 
 const TAG_UPDATE: u8 = 1;
-const TAG_REPLACE: u8 = 2;
+pub(crate) const TAG_REPLACE: u8 = 2;
 
-impl Wire for Delta {
-    fn to_bytes(&self) -> Vec<u8> {
-        let mut w = Writer::new(Kind::SetSepDelta);
-        crate::lineage::write_prologue(&mut w, self.table, self.seq);
-        match &self.body {
-            Body::Update { seed, blocks, choices, groups } => {
-                w.u8(TAG_UPDATE).u64(*seed).u32(*blocks).varint(choices.len() as u64);
-                for (b, c) in choices {
-                    w.varint(*b as u64).raw(c);
-                }
-                w.varint(groups.len() as u64);
-                for u in groups {
-                    w.varint(u.g as u64);
-                    match &u.body {
-                        GroupBody::Record(e) => {
-                            w.u8(0).varint(e.len() as u64);
-                            for &x in e.iter() {
-                                w.varint(x);
-                            }
-                        }
-                        GroupBody::Fallback(list) => {
-                            w.u8(1);
-                            encode_list(&mut w, list);
-                        }
+impl PatchCodec for Update {
+    fn encode(&self, w: &mut Writer) {
+        let Update { seed, blocks, choices, groups } = self;
+        w.u8(TAG_UPDATE).u64(*seed).u32(*blocks).varint(choices.len() as u64);
+        for (b, c) in choices {
+            w.varint(*b as u64).raw(c);
+        }
+        w.varint(groups.len() as u64);
+        for u in groups {
+            w.varint(u.g as u64);
+            match &u.body {
+                GroupBody::Record(e) => {
+                    w.u8(0).varint(e.len() as u64);
+                    for &x in e.iter() {
+                        w.varint(x);
                     }
                 }
-            }
-            Body::Replace(img) => {
-                w.u8(TAG_REPLACE);
-                img.encode(&mut w);
+                GroupBody::Fallback(list) => {
+                    w.u8(1);
+                    encode_list(w, list);
+                }
             }
         }
-        w.finish()
     }
 
-    fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::SetSepDelta)?;
-        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
-        let body = match r.u8()? {
-            TAG_UPDATE => {
-                let seed = r.u64()?;
-                let blocks = r.u32()?;
-                let n = r.varint_count(1 + CHOICE_BYTES)?;
-                let mut choices = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let b = u32::try_from(r.varint()?).map_err(|_| Error::Corrupt("block index".into()))?;
-                    let mut c = [0u8; CHOICE_BYTES];
-                    c.copy_from_slice(r.raw(CHOICE_BYTES)?);
-                    choices.push((b, c));
+    fn decode(tag: u8, r: &mut Reader<'_>) -> Result<Self> {
+        if tag != TAG_UPDATE {
+            return Err(Error::Corrupt(format!("unknown setsep delta tag {tag}")));
+        }
+        let seed = r.u64()?;
+        let blocks = r.u32()?;
+        let n = r.varint_count(1 + CHOICE_BYTES)?;
+        let mut choices = Vec::with_capacity(n);
+        for _ in 0..n {
+            let b = u32::try_from(r.varint()?).map_err(|_| Error::Corrupt("block index".into()))?;
+            let mut c = [0u8; CHOICE_BYTES];
+            c.copy_from_slice(r.raw(CHOICE_BYTES)?);
+            choices.push((b, c));
+        }
+        let n = r.varint_count(3)?;
+        let mut groups = Vec::with_capacity(n);
+        for _ in 0..n {
+            let g = u32::try_from(r.varint()?).map_err(|_| Error::Corrupt("group index".into()))?;
+            let body = match r.u8()? {
+                0 => {
+                    let k = r.varint_count(1)?;
+                    let mut e = Vec::with_capacity(k);
+                    for _ in 0..k {
+                        e.push(r.varint()?);
+                    }
+                    GroupBody::Record(e.into_boxed_slice())
                 }
-                let n = r.varint_count(3)?;
-                let mut groups = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let g = u32::try_from(r.varint()?).map_err(|_| Error::Corrupt("group index".into()))?;
-                    let body = match r.u8()? {
-                        0 => {
-                            let k = r.varint_count(1)?;
-                            let mut e = Vec::with_capacity(k);
-                            for _ in 0..k {
-                                e.push(r.varint()?);
-                            }
-                            GroupBody::Record(e.into_boxed_slice())
-                        }
-                        1 => GroupBody::Fallback(decode_list(&mut r, 64)?),
-                        t => return Err(Error::Corrupt(format!("unknown group update kind {t}"))),
-                    };
-                    groups.push(GroupUpdate { g, body });
-                }
-                Body::Update { seed, blocks, choices, groups }
-            }
-            TAG_REPLACE => Body::Replace(Box::new(Image::decode(&mut r)?)),
-            t => return Err(Error::Corrupt(format!("unknown setsep delta tag {t}"))),
-        };
-        r.finish()?;
-        Ok(Delta { table, seq, body })
+                1 => GroupBody::Fallback(decode_list(r, 64)?),
+                t => return Err(Error::Corrupt(format!("unknown group update kind {t}"))),
+            };
+            groups.push(GroupUpdate { g, body });
+        }
+        Ok(Update { seed, blocks, choices, groups })
     }
 }

@@ -1,16 +1,18 @@
 //! The SetSep data-plane form: bucket choices, group records, fallback table.
 
-use super::delta::{Body, CHOICE_BYTES, Delta, Fallback, FallbackList, GroupBody, GroupUpdate, Image};
+use super::delta::{
+    CHOICE_BYTES, Delta, Fallback, FallbackList, GroupBody, GroupUpdate, Image, TAG_REPLACE, Update, encode_image,
+};
 use super::{BUCKETS_PER_BLOCK, GROUPS_PER_BLOCK, Params};
-use crate::LookupTable;
 use crate::bits::PackedArray;
+use crate::engine::{RawLookup, Scheme};
 use crate::error::{Error, Result, mask};
 use crate::hash::hash64;
 use crate::mem::prefetch;
 use crate::sync::{Published, StripeSet, StripedSeqLock};
-use crate::wire::{Frame, Kind, Wire, Writer};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::wire::{Kind, Writer};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 /// Seqlock stripes (one per block, blocks folded onto at most this many).
 const MAX_STRIPES: usize = 1024;
@@ -21,13 +23,15 @@ const BATCH: usize = 16;
 /// and 8, slower or equal for l = 1 and 2; see docs/structures/setsep.md).
 const SPECULATE_FROM_BITS: usize = 4;
 
+/// One snapshot of the lookup form. Updates rewrite choices and records in
+/// place under the block seqlocks and publish a new fallback table; growth
+/// replaces the whole snapshot.
 #[derive(Debug)]
-struct Inner {
+pub(crate) struct Inner {
     p: Params,
     choices: PackedArray,
     rec: PackedArray,
     fallback: Published<Fallback>,
-    seq: AtomicU64,
     lock: StripedSeqLock,
     smask: usize,
     /// `hash::short_flip(p.seed)`, for the 8-byte key path.
@@ -76,7 +80,7 @@ enum Eval {
 }
 
 impl Inner {
-    fn new(img: Image, seq: u64) -> Self {
+    fn new(img: Image) -> Self {
         let lock = StripedSeqLock::new((img.p.blocks as usize).min(MAX_STRIPES));
         let smask = lock.stripes() - 1;
         Self {
@@ -84,7 +88,6 @@ impl Inner {
             choices: img.choices,
             rec: img.rec,
             fallback: Published::new(img.fallback),
-            seq: AtomicU64::new(seq),
             lock,
             smask,
             flip8: crate::hash::short_flip(img.p.seed),
@@ -181,6 +184,13 @@ impl Inner {
     }
 }
 
+/// A per-thread read handle ([`crate::LookupTable::reader`]): the same
+/// answers as [`Lookup`]'s `get` / `get_batch` / `get_u64`, without the
+/// per-call snapshot pinning (see `Cached`). Applied deltas and whole-table
+/// replacements are visible to it.
+#[derive(Debug, Clone)]
+pub struct Reader<'a>(crate::engine::Reader<'a, SetSep>);
+
 /// SetSep lookup form: no keys except those of fallback groups. See the
 /// [module docs](super).
 ///
@@ -192,62 +202,103 @@ impl Inner {
 /// and a per-thread [`reader`](crate::LookupTable::reader).
 #[derive(Debug)]
 pub struct Lookup {
-    table: crate::lineage::Lineage,
-    cur: Published<Inner>,
-    writer: Mutex<()>,
+    raw: RawLookup<SetSep>,
 }
 
+crate::engine::lookup_form!(SetSep);
+
 impl Lookup {
-    /// Table id and key format (see [`crate::lineage`]).
-    pub(crate) fn lineage(&self) -> crate::lineage::Lineage {
-        self.table
-    }
-
     pub(crate) fn from_image(img: Image, table: crate::lineage::Lineage, seq: u64) -> Self {
-        Self { table, cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(()) }
+        Self::from_raw(RawLookup::new(Inner::new(img), table, seq))
     }
 
-    /// Value bits.
-    pub(crate) fn value_bits(&self) -> u32 {
-        self.cur.load().p.vbits
-    }
     /// `(x, y)`: hash-index bits and array bits per value bit.
     pub fn config(&self) -> (u32, u32) {
-        let c = self.cur.load();
+        let c = self.raw.load();
         (c.p.xbits, c.p.ybits)
     }
     /// Number of 256-bucket blocks.
     pub fn blocks(&self) -> u32 {
-        self.cur.load().p.blocks
+        self.raw.load().p.blocks
     }
     /// Hash seed of the skeleton.
     pub fn seed(&self) -> u64 {
-        self.cur.load().p.seed
-    }
-    /// Sequence number of the last delta applied (or of the export).
-    pub(crate) fn seq(&self) -> u64 {
-        self.cur.load().seq.load(Ordering::Acquire)
+        self.raw.load().p.seed
     }
     /// `(groups, keys)` held in the fallback table.
     pub fn fallback_size(&self) -> (usize, usize) {
-        let c = self.cur.load();
+        let c = self.raw.load();
         let fb = c.fallback.load();
         (fb.len(), fb.iter().map(|(_, l)| l.len()).sum())
     }
+}
 
-    fn image(&self) -> (Image, u64) {
-        let c = self.cur.load();
-        let seq = c.seq.load(Ordering::Acquire);
-        (Image { p: c.p, choices: c.choices.clone(), rec: c.rec.clone(), fallback: (**c.fallback.load()).clone() }, seq)
+/// The SetSep scheme (see [`crate::engine`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SetSep;
+
+impl Scheme for SetSep {
+    type Inner = Inner;
+    type Image = Image;
+    type Patch = Update;
+    const LOOKUP_KIND: Kind = Kind::SetSepLookup;
+    const DELTA_KIND: Kind = Kind::SetSepDelta;
+    const REPLACE_TAG: u8 = TAG_REPLACE;
+
+    fn build(img: Image) -> Result<Inner> {
+        Ok(Inner::new(img))
     }
+    fn image(c: &Inner) -> Image {
+        Image { p: c.p, choices: c.choices.clone(), rec: c.rec.clone(), fallback: (**c.fallback.load()).clone() }
+    }
+    fn encode_inner(c: &Inner, w: &mut Writer) {
+        encode_image(w, &c.p, &c.choices, &c.rec, &c.fallback.load());
+    }
+    fn payload_hint(c: &Inner) -> usize {
+        c.choices.memory_bytes() + c.rec.memory_bytes() + 64
+    }
+    fn check_replace(c: &Inner, img: &Image) -> Result<()> {
+        if img.p.vbits != c.p.vbits {
+            return Err(Error::DeltaMismatch("rebuild delta has a different value width".into()));
+        }
+        Ok(())
+    }
+    fn apply_patch(_cur: &Published<Inner>, c: Arc<Inner>, u: &Update) -> Result<()> {
+        Inner::check_update(&c.p, u)?;
+        c.apply_update(&u.choices, &u.groups);
+        Ok(())
+    }
+    fn memory_bytes(c: &Inner) -> usize {
+        let fb = c.fallback.load();
+        let fb_bytes: usize =
+            fb.iter().map(|(_, l)| 4 + 16 + l.iter().map(|(k, _)| k.len() + 24).sum::<usize>()).sum::<usize>();
+        c.choices.memory_bytes()
+            + c.rec.memory_bytes()
+            + c.lock.memory_bytes()
+            + fb.capacity() * std::mem::size_of::<(u32, FallbackList)>()
+            + fb_bytes
+    }
+    fn value_bits(c: &Inner) -> u32 {
+        c.p.vbits
+    }
+    #[inline(always)]
+    fn get(c: &Inner, key: &[u8], _latest: impl Fn() -> Arc<Inner>) -> Option<u64> {
+        c.get(key)
+    }
+    #[inline(always)]
+    fn get_u64(c: &Inner, key: u64, _latest: impl Fn() -> Arc<Inner>) -> Option<u64> {
+        c.get_u64(key)
+    }
+    fn get_batch(c: &Inner, keys: &[&[u8]], out: &mut [Option<u64>], _latest: impl Fn() -> Arc<Inner>) {
+        c.get_batch(keys, out)
+    }
+}
 
-    fn check_update(
-        p: &Params,
-        seed: u64,
-        blocks: u32,
-        choices: &[(u32, [u8; CHOICE_BYTES])],
-        groups: &[GroupUpdate],
-    ) -> Result<()> {
+impl Inner {
+    /// Refuses an update that does not fit skeleton `p` (before any write).
+    fn check_update(p: &Params, u: &Update) -> Result<()> {
+        let Update { seed, blocks, choices, groups } = u;
+        let (seed, blocks) = (*seed, *blocks);
         if seed != p.seed || blocks != p.blocks {
             return Err(Error::DeltaMismatch(format!(
                 "delta is for skeleton (seed {seed:#x}, {blocks} blocks), table has (seed {:#x}, {} blocks)",
@@ -324,7 +375,11 @@ impl Lookup {
         m.into_iter().collect()
     }
 
-    fn apply_update(&self, c: &Inner, choices: &[(u32, [u8; CHOICE_BYTES])], groups: &[GroupUpdate]) -> Result<()> {
+    /// Writes a checked update: an interim fallback table valid for the old
+    /// and the new records, the choices and records under the seqlocks of
+    /// their blocks, then the final fallback table.
+    fn apply_update(&self, choices: &[(u32, [u8; CHOICE_BYTES])], groups: &[GroupUpdate]) {
+        let c = self;
         let p = &c.p;
         let touches_fb = {
             let fb = c.fallback.load();
@@ -373,7 +428,6 @@ impl Lookup {
             let fin = Self::merged(&c.fallback.load(), groups, false);
             c.fallback.replace(fin);
         }
-        Ok(())
     }
 }
 
@@ -436,66 +490,5 @@ impl Inner {
                 os[i] = r;
             }
         }
-    }
-}
-
-crate::sync::cached_reader!(Inner, u64);
-
-impl LookupTable for Lookup {
-    type Delta = Delta;
-
-    crate::sync::snapshot_reads!(u64);
-
-    fn apply(&self, delta: &Delta) -> Result<()> {
-        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let c = self.cur.load_full();
-        let have = c.seq.load(Ordering::Relaxed);
-        crate::lineage::check_next(self.table, have, delta.table, delta.seq)?;
-        match &delta.body {
-            Body::Update { seed, blocks, choices, groups } => {
-                Self::check_update(&c.p, *seed, *blocks, choices, groups)?;
-                self.apply_update(&c, choices, groups)?;
-                c.seq.store(delta.seq, Ordering::Release);
-            }
-            Body::Replace(img) => {
-                if img.p.vbits != c.p.vbits {
-                    return Err(Error::DeltaMismatch("rebuild delta has a different value width".into()));
-                }
-                self.cur.replace(Inner::new((**img).clone(), delta.seq));
-            }
-        }
-        Ok(())
-    }
-
-    fn memory_bytes(&self) -> usize {
-        let c = self.cur.load();
-        let fb = c.fallback.load();
-        let fb_bytes: usize =
-            fb.iter().map(|(_, l)| 4 + 16 + l.iter().map(|(k, _)| k.len() + 24).sum::<usize>()).sum::<usize>();
-        std::mem::size_of::<Self>()
-            + std::mem::size_of::<Inner>()
-            + c.choices.memory_bytes()
-            + c.rec.memory_bytes()
-            + c.lock.memory_bytes()
-            + fb.capacity() * std::mem::size_of::<(u32, FallbackList)>()
-            + fb_bytes
-    }
-}
-
-impl Wire for Lookup {
-    fn to_bytes(&self) -> Vec<u8> {
-        let (img, seq) = self.image();
-        let mut w = Writer::with_capacity(Kind::SetSepLookup, img.choices.memory_bytes() + img.rec.memory_bytes() + 64);
-        crate::lineage::write_prologue(&mut w, self.table, seq);
-        img.encode(&mut w);
-        w.finish()
-    }
-
-    fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::SetSepLookup)?;
-        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
-        let img = Image::decode(&mut r)?;
-        r.finish()?;
-        Ok(Self::from_image(img, table, seq))
     }
 }
