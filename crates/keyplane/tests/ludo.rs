@@ -151,6 +151,12 @@ fn memory_is_close_to_the_paper_formula() {
         // Seqlock stripes are a larger share at 200K keys than at 16M.
         assert!(bpk < paper + 0.06, "l={l}: {bpk} bits/key vs paper {paper}");
         assert!(bpk > 1.05 * l as f64 + 2.33, "l={l}: {bpk} bits/key is impossibly small");
+        // The breakdown accounts for every byte, each part in its place.
+        let parts = t.memory_breakdown();
+        assert_eq!(parts.iter().map(|(_, b)| b).sum::<usize>(), t.memory_bytes(), "l={l}: {parts:?}");
+        let part = |name: &str| parts.iter().find(|(p, _)| *p == name).map(|(_, b)| *b).unwrap();
+        assert!(part("buckets") > part("locator") && part("locator") > 0, "l={l}: {parts:?}");
+        assert_eq!(part("fallback"), 0, "l={l}: empty fallback table holds no memory: {parts:?}");
     }
 }
 

@@ -6,6 +6,7 @@ use super::locator::Locator;
 use super::table::{Table, default_ov_cap};
 use super::{Lookup, OVERFLOW_SEED, Options, Params, find_seed, slot_of};
 use crate::ControlTable;
+use crate::engine::RawDelta;
 use crate::error::{Error, Result, check_value};
 use crate::hash::SeedSeq;
 use crate::mem::advised_vec;
@@ -636,7 +637,7 @@ impl Control {
 
     fn delta(&mut self, body: Body) -> Delta {
         crate::lineage::bump(&mut self.seq);
-        Delta { table: self.table, seq: self.seq, body }
+        Delta(RawDelta::patch(self.table, self.seq, body))
     }
 
     /// Rebuild (`kind`: 0 grow, 1 re-seed, 2 overflow) and the Replace delta.
@@ -667,7 +668,8 @@ impl Control {
             }
         }
         let img = self.image();
-        Ok(self.delta(Body::Replace(Box::new(img))))
+        crate::lineage::bump(&mut self.seq);
+        Ok(Delta(RawDelta::replace(self.table, self.seq, img)))
     }
 
     /// Id and position of a key with hash `h`: `(id, Some((bucket, slot)))`

@@ -2,9 +2,10 @@
 
 use super::table::Table;
 use super::{MAX_SEED, Params};
+use crate::engine::{Change, ImageCodec, PatchCodec, RawDelta};
 use crate::error::{Error, Result};
 use crate::othello;
-use crate::wire::{Frame, Kind, Reader, Wire, Writer};
+use crate::wire::{Kind, Reader, Wire, Writer};
 
 /// An update message for [`super::Lookup`].
 ///
@@ -12,23 +13,13 @@ use crate::wire::{Frame, Kind, Reader, Wire, Writer};
 /// `s`. An insert's delta is the thesis' `update_sequence`: one node per
 /// bucket of the cuckoo path, in the order the lookup form applies them (the
 /// path's free end first).
-#[derive(Debug)]
-pub struct Delta {
-    pub(crate) table: crate::lineage::Lineage,
-    pub(crate) seq: u64,
-    pub(crate) body: Body,
-}
-
-impl PartialEq for Delta {
-    fn eq(&self, o: &Self) -> bool {
-        self.to_bytes() == o.to_bytes()
-    }
-}
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delta(pub(crate) RawDelta<super::lookup::Ludo>);
 
 /// One node of an insert's update sequence (Ludo §4.4.8): bucket index, new
 /// seed, new value order, where the moved-in value comes from, and the
 /// Othello change for the key that moved in.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Node {
     pub bucket: u32,
     pub seed: u32,
@@ -41,7 +32,8 @@ pub(crate) struct Node {
     pub oth: Option<othello::Delta>,
 }
 
-#[derive(Debug)]
+/// An in-place change (the engine carries whole-table replacements).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Body {
     /// No change (same value written again).
     Nop,
@@ -54,11 +46,10 @@ pub(crate) enum Body {
     Path { content: u64, nodes: Vec<Node> },
     /// Fallback table: set (`Some`) or remove (`None`) a full key.
     Fallback { key: Vec<u8>, content: Option<u64> },
-    /// Whole new lookup form (growth, re-seed, overflow growth).
-    Replace(Box<Image>),
 }
 
-/// A complete lookup form.
+/// A complete lookup form (the body of a rebuild delta after growth,
+/// re-seed or overflow growth).
 #[derive(Debug)]
 pub(crate) struct Image {
     pub table: Table,
@@ -70,21 +61,43 @@ impl Image {
     pub fn p(&self) -> Params {
         self.table.p
     }
+}
 
-    pub fn duplicate(&self) -> Image {
+impl Clone for Image {
+    fn clone(&self) -> Self {
         Image { table: self.table.clone(), oth: self.oth.duplicate(), fallback: self.fallback.clone() }
     }
+}
 
-    pub fn encode(&self, w: &mut Writer) {
-        self.table.encode(w);
-        w.bytes(&self.oth.to_bytes());
-        w.u64(self.fallback.len() as u64);
-        for (k, v) in &self.fallback {
-            w.bytes(k).u64(*v);
-        }
+/// Images are equal when they encode alike (the locator has no `PartialEq`).
+impl PartialEq for Image {
+    fn eq(&self, o: &Self) -> bool {
+        let bytes = |img: &Image| {
+            let mut w = Writer::new(Kind::LudoLookup);
+            img.encode(&mut w);
+            w.finish()
+        };
+        bytes(self) == bytes(o)
+    }
+}
+
+/// Writes an image from its parts: the bucket table, the locator's blob and
+/// the fallback table (sorted by key).
+pub(crate) fn encode_image(w: &mut Writer, table: &Table, oth: &[u8], fallback: &[(Vec<u8>, u64)]) {
+    table.encode(w);
+    w.bytes(oth);
+    w.u64(fallback.len() as u64);
+    for (k, v) in fallback {
+        w.bytes(k).u64(*v);
+    }
+}
+
+impl ImageCodec for Image {
+    fn encode(&self, w: &mut Writer) {
+        encode_image(w, &self.table, &self.oth.to_bytes(), &self.fallback);
     }
 
-    pub fn decode(r: &mut Reader<'_>) -> Result<Self> {
+    fn decode(r: &mut Reader<'_>) -> Result<Self> {
         let table = Table::decode(r)?;
         let oth = othello::Lookup::from_bytes(r.bytes()?)?;
         if oth.value_bits() != 1 {
@@ -107,34 +120,19 @@ impl Image {
 }
 
 impl Delta {
-    /// Sequence number of this delta (the lookup form's after applying it).
-    pub(crate) fn seq(&self) -> u64 {
-        self.seq
-    }
-
-    /// The table this delta belongs to (see [`crate::lineage`]).
-    pub(crate) fn table_id(&self) -> crate::TableId {
-        self.table.id
-    }
-
-    /// True if this delta replaces the whole lookup form (growth or re-seed).
-    pub(crate) fn is_rebuild(&self) -> bool {
-        matches!(self.body, Body::Replace(_))
-    }
-
     /// Number of buckets written in place (path nodes; 1 for a value change).
     pub fn buckets_touched(&self) -> usize {
-        match &self.body {
-            Body::Path { nodes, .. } => nodes.len(),
-            Body::Set { .. } => 1,
+        match &self.0.change {
+            Change::Patch(Body::Path { nodes, .. }) => nodes.len(),
+            Change::Patch(Body::Set { .. }) => 1,
             _ => 0,
         }
     }
 
     /// Number of keys displaced by an insert (cuckoo path length).
     pub fn cuckoo_moves(&self) -> usize {
-        match &self.body {
-            Body::Path { nodes, .. } => nodes.len().saturating_sub(1),
+        match &self.0.change {
+            Change::Patch(Body::Path { nodes, .. }) => nodes.len().saturating_sub(1),
             _ => 0,
         }
     }
@@ -145,17 +143,15 @@ const TAG_SET: u8 = 1;
 const TAG_REMOVE: u8 = 2;
 const TAG_PATH: u8 = 3;
 const TAG_FALLBACK: u8 = 4;
-const TAG_REPLACE: u8 = 5;
+pub(crate) const TAG_REPLACE: u8 = 5;
 
 fn pack_order(o: &[u8; 4]) -> u16 {
     o.iter().enumerate().fold(0u16, |a, (i, &c)| a | (c as u16) << (3 * i))
 }
 
-impl Wire for Delta {
-    fn to_bytes(&self) -> Vec<u8> {
-        let mut w = Writer::new(Kind::LudoDelta);
-        crate::lineage::write_prologue(&mut w, self.table, self.seq);
-        match &self.body {
+impl PatchCodec for Body {
+    fn encode(&self, w: &mut Writer) {
+        match self {
             Body::Nop => {
                 w.u8(TAG_NOP);
             }
@@ -186,21 +182,14 @@ impl Wire for Delta {
                     None => w.u8(0),
                 };
             }
-            Body::Replace(img) => {
-                w.u8(TAG_REPLACE);
-                img.encode(&mut w);
-            }
         }
-        w.finish()
     }
 
-    fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::LudoDelta)?;
-        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
+    fn decode(tag: u8, r: &mut Reader<'_>) -> Result<Self> {
         let u32_of = |v: u64| -> Result<u32> {
             u32::try_from(v).map_err(|_| Error::Corrupt(format!("bucket index {v} exceeds 32 bits")))
         };
-        let body = match r.u8()? {
+        Ok(match tag {
             TAG_NOP => Body::Nop,
             TAG_SET => {
                 let bucket = u32_of(r.varint()?)?;
@@ -250,10 +239,7 @@ impl Wire for Delta {
                 };
                 Body::Fallback { key, content }
             }
-            TAG_REPLACE => Body::Replace(Box::new(Image::decode(&mut r)?)),
             t => return Err(Error::Corrupt(format!("unknown ludo delta tag {t}"))),
-        };
-        r.finish()?;
-        Ok(Delta { table, seq, body })
+        })
     }
 }

@@ -1,16 +1,17 @@
 //! The Ludo lookup structure (thesis §4.4.3, Algorithms 1, 3 and 4).
 
-use super::delta::{Body, Delta, Image};
+use super::delta::{Body, Delta, Image, TAG_REPLACE, encode_image};
 use super::locator::locate;
 use super::table::Table;
 use super::{OVERFLOW_SEED, Params, slot_of};
 use crate::LookupTable;
+use crate::engine::{RawLookup, Scheme};
 use crate::error::{Error, Result};
 use crate::othello;
 use crate::sync::{Published, StripeSet, StripedSeqLock};
-use crate::wire::{Frame, Kind, Wire, Writer};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use crate::wire::{Kind, Wire, Writer};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Version stripes (§4.4.8 "Consistency under concurrent read/write"): one
 /// per 1024 buckets, between 64 and 2048 (16 KiB, 0.008 bits/key at 16M keys;
@@ -19,14 +20,6 @@ const MAX_STRIPES: usize = 2048;
 
 type Fallback = hashbrown::HashMap<Box<[u8]>, u64>;
 
-/// One complete lookup form. Lookups load one snapshot of it (one
-/// `Published` load, or none through a [`Reader`]) and read everything
-/// through it: the bucket locator's arrays are reached through a plain `Arc`
-/// taken when the snapshot was built, never through the locator's own
-/// publisher. In-place deltas (slot writes, path nodes, locator recolourings)
-/// change it under its seqlocks; anything that replaces a part (a locator
-/// rebuild, growth, re-seed) builds a new snapshot and publishes it, so a
-/// snapshot's locator and buckets always belong together.
 /// A key's hash with its locator slots and candidate buckets.
 #[derive(Debug, Clone, Copy, Default)]
 struct Probe {
@@ -37,6 +30,14 @@ struct Probe {
     b1: u32,
 }
 
+/// One complete lookup form. Lookups load one snapshot of it (one
+/// `Published` load, or none through a [`Reader`]) and read everything
+/// through it: the bucket locator's arrays are reached through a plain `Arc`
+/// taken when the snapshot was built, never through the locator's own
+/// publisher. In-place deltas (slot writes, path nodes, locator recolourings)
+/// change it under its seqlocks; anything that replaces a part (a locator
+/// rebuild, growth, re-seed) builds a new snapshot and publishes it, so a
+/// snapshot's locator and buckets always belong together.
 #[derive(Debug)]
 pub(crate) struct Inner {
     p: Params,
@@ -48,7 +49,6 @@ pub(crate) struct Inner {
     /// Fallback table; loaded (a second snapshot) only while `fb_on`.
     fb: Published<Fallback>,
     fb_on: AtomicBool,
-    seq: AtomicU64,
     lock: StripedSeqLock,
     smask: usize,
     /// One version counter for the overflow table (its linear-probing
@@ -57,7 +57,7 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    fn new(img: Image, seq: u64) -> Self {
+    fn new(img: Image) -> Self {
         let lock = StripedSeqLock::new((img.table.p.nb as usize / 1024).clamp(64, MAX_STRIPES));
         let smask = lock.stripes() - 1;
         let fb: Fallback = img.fallback.into_iter().map(|(k, v)| (k.into_boxed_slice(), v)).collect();
@@ -68,7 +68,6 @@ impl Inner {
             oth: img.oth,
             fb_on: AtomicBool::new(!fb.is_empty()),
             fb: Published::new(fb),
-            seq: AtomicU64::new(seq),
             lock,
             smask,
             ovlock: StripedSeqLock::new(1),
@@ -191,18 +190,25 @@ impl Inner {
     }
 
     /// A snapshot with the same buckets (copied) and fallback, a new bucket
-    /// locator (a locator rebuild inside a path node) and sequence number `seq`.
-    fn with_locator(&self, img: othello::Image, oseq: u64, seq: u64) -> Self {
+    /// locator (a locator rebuild inside a path node).
+    fn with_locator(&self, img: othello::Image, oseq: u64) -> Self {
         let mut fb: Vec<(Vec<u8>, u64)> = self.fb.load().iter().map(|(k, v)| (k.to_vec(), *v)).collect();
         fb.sort_unstable();
         let oth = othello::Lookup::from_image(img, self.oth.lineage(), oseq);
-        Inner::new(Image { table: self.t.clone(), oth, fallback: fb }, seq)
+        Inner::new(Image { table: self.t.clone(), oth, fallback: fb })
     }
 
-    fn image(&self) -> (Vec<u8>, Vec<(Vec<u8>, u64)>) {
+    /// Heap bytes of the fallback table.
+    fn fallback_bytes(&self) -> usize {
+        let fb = self.fb.load();
+        fb.capacity() * (std::mem::size_of::<(Box<[u8]>, u64)>() + 1) + fb.keys().map(|k| k.len()).sum::<usize>()
+    }
+
+    /// The fallback table as an image holds it (sorted by key).
+    fn fallback_image(&self) -> Vec<(Vec<u8>, u64)> {
         let mut fb: Vec<(Vec<u8>, u64)> = self.fb.load().iter().map(|(k, v)| (k.to_vec(), *v)).collect();
         fb.sort_unstable();
-        (self.oth.to_bytes(), fb)
+        fb
     }
 }
 
@@ -223,48 +229,42 @@ impl Inner {
 /// and a per-thread [`reader`](crate::LookupTable::reader).
 #[derive(Debug)]
 pub struct Lookup {
-    table: crate::lineage::Lineage,
-    cur: Published<Inner>,
-    writer: Mutex<()>,
+    raw: RawLookup<Ludo>,
 }
 
+crate::engine::lookup_form!(Ludo);
+
+/// A per-thread read handle ([`crate::LookupTable::reader`]): the same
+/// answers as [`Lookup`]'s `get` / `get_batch` without the per-call snapshot
+/// pinning (see `Cached`). Applied deltas and whole-table replacements are
+/// visible to it.
+#[derive(Debug, Clone)]
+pub struct Reader<'a>(crate::engine::Reader<'a, Ludo>);
+
 impl Lookup {
-    /// Table id and key format (see [`crate::lineage`]).
-    pub(crate) fn lineage(&self) -> crate::lineage::Lineage {
-        self.table
-    }
-
     pub(crate) fn from_image(img: Image, table: crate::lineage::Lineage, seq: u64) -> Self {
-        Self { table, cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(()) }
+        Self::from_raw(RawLookup::new(Inner::new(img), table, seq))
     }
 
-    /// Value bits.
-    pub(crate) fn value_bits(&self) -> u32 {
-        self.cur.load().p.vbits
-    }
     /// Fingerprint bits per slot.
     pub fn fingerprint_bits(&self) -> u32 {
-        self.cur.load().p.fbits
+        self.raw.load().p.fbits
     }
     /// Number of buckets.
     pub fn buckets(&self) -> u32 {
-        self.cur.load().p.nb
+        self.raw.load().p.nb
     }
     /// Hash seed (part of the skeleton).
     pub fn seed(&self) -> u64 {
-        self.cur.load().p.seed
-    }
-    /// Sequence number of the last delta applied (or of the export).
-    pub(crate) fn seq(&self) -> u64 {
-        self.cur.load().seq.load(Ordering::Acquire)
+        self.raw.load().p.seed
     }
     /// Keys in the fallback table.
     pub fn fallback_len(&self) -> usize {
-        self.cur.load().fb.load().len()
+        self.raw.load().fb.load().len()
     }
     /// Buckets whose seed lives in the overflow table.
     pub fn overflow_len(&self) -> usize {
-        let c = self.cur.load();
+        let c = self.raw.load();
         (0..c.p.nb).filter(|&b| c.t.inline_seed(b) == OVERFLOW_SEED).count()
     }
 
@@ -272,35 +272,112 @@ impl Lookup {
     /// bucket array, overflow table, fallback table, seqlocks and fixed
     /// headers; they sum to [`LookupTable::memory_bytes`].
     pub fn memory_breakdown(&self) -> Vec<(&'static str, usize)> {
-        let c = self.cur.load();
-        let fb = c.fb.load();
+        let c = self.raw.load();
         let (buckets, ov) = c.t.memory_parts();
         vec![
             ("locator", c.oth.memory_bytes()),
             ("buckets", buckets),
             ("overflow", ov),
-            (
-                "fallback",
-                fb.capacity() * (std::mem::size_of::<(Box<[u8]>, u64)>() + 1)
-                    + fb.keys().map(|k| k.len()).sum::<usize>(),
-            ),
+            ("fallback", c.fallback_bytes()),
             ("lock", c.lock.memory_bytes() + c.ovlock.memory_bytes()),
             ("headers", std::mem::size_of::<Self>() + std::mem::size_of::<Inner>()),
         ]
     }
+}
 
+/// The Ludo scheme (see [`crate::engine`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Ludo;
+
+impl Scheme for Ludo {
+    type Inner = Inner;
+    type Image = Image;
+    type Patch = Body;
+    const LOOKUP_KIND: Kind = Kind::LudoLookup;
+    const DELTA_KIND: Kind = Kind::LudoDelta;
+    const REPLACE_TAG: u8 = TAG_REPLACE;
+
+    fn build(img: Image) -> Result<Inner> {
+        Ok(Inner::new(img))
+    }
+    fn image(c: &Inner) -> Image {
+        Image { table: c.t.clone(), oth: c.oth.duplicate(), fallback: c.fallback_image() }
+    }
+    fn encode_inner(c: &Inner, w: &mut Writer) {
+        encode_image(w, &c.t, &c.oth.to_bytes(), &c.fallback_image());
+    }
+    fn payload_hint(c: &Inner) -> usize {
+        c.t.memory_bytes() + c.oth.memory_bytes() + 64
+    }
+    fn check_replace(c: &Inner, img: &Image) -> Result<()> {
+        let p = img.p();
+        if p.vbits != c.p.vbits || p.fbits != c.p.fbits {
+            return Err(Error::DeltaMismatch("rebuild delta has a different slot layout".into()));
+        }
+        Ok(())
+    }
+    fn apply_patch(cur: &Published<Inner>, c: Arc<Inner>, body: &Body) -> Result<()> {
+        let wmask = crate::mask(c.p.sw());
+        match body {
+            Body::Nop => {}
+            Body::Set { bucket, slot, content } => {
+                if *bucket >= c.p.nb || *slot > 3 || content & !wmask != 0 {
+                    return Err(Error::DeltaMismatch("value change outside the table or wider than a slot".into()));
+                }
+                let s = [c.stripe(*bucket)];
+                c.lock.write_begin(&s);
+                c.t.write_slot(*bucket, *slot as usize, *content);
+                c.lock.write_end(&s);
+            }
+            Body::Remove { oth } => {
+                if oth.is_rebuild() {
+                    return Err(Error::DeltaMismatch("a delete never rebuilds the bucket locator".into()));
+                }
+                c.oth.apply(oth)?
+            }
+            Body::Path { content, nodes } => Inner::apply_path(cur, c, *content, nodes)?,
+            Body::Fallback { key, content } => {
+                if content.is_some_and(|v| v & !wmask != 0) {
+                    return Err(Error::DeltaMismatch("fallback value wider than a slot".into()));
+                }
+                let mut m: Fallback = (**c.fb.load()).clone();
+                match content {
+                    Some(v) => {
+                        m.insert(key.clone().into_boxed_slice(), *v);
+                    }
+                    None => {
+                        m.remove(key.as_slice());
+                    }
+                }
+                let on = !m.is_empty();
+                c.fb.replace(m);
+                c.fb_on.store(on, Ordering::Release);
+            }
+        }
+        Ok(())
+    }
+    fn memory_bytes(c: &Inner) -> usize {
+        c.t.memory_bytes() + c.oth.memory_bytes() + c.lock.memory_bytes() + c.ovlock.memory_bytes() + c.fallback_bytes()
+    }
+    fn value_bits(c: &Inner) -> u32 {
+        c.p.vbits
+    }
+    #[inline(always)]
+    fn get(c: &Inner, key: &[u8], _latest: impl Fn() -> Arc<Inner>) -> Option<u64> {
+        c.get(key)
+    }
+    fn get_batch(c: &Inner, keys: &[&[u8]], out: &mut [Option<u64>], _latest: impl Fn() -> Arc<Inner>) {
+        c.get_batch(keys, out)
+    }
+}
+
+impl Inner {
     /// Applies an insert's update sequence (§4.4.8), node by node in
     /// reverse path order, each inside one seqlock window over the stripes of
     /// its bucket and of the bucket its incoming value comes from. A locator
     /// rebuild inside a node publishes a new snapshot (copied buckets + new
     /// locator); later nodes go to it.
-    fn apply_path(
-        &self,
-        mut c: Arc<Inner>,
-        have: u64,
-        content: u64,
-        nodes: &[super::delta::Node],
-    ) -> Result<Arc<Inner>> {
+    fn apply_path(cur: &Published<Inner>, mut c: Arc<Inner>, content: u64, nodes: &[super::delta::Node]) -> Result<()> {
         let nb = c.p.nb;
         let wmask = crate::mask(c.p.sw());
         if content & !wmask != 0 {
@@ -354,116 +431,17 @@ impl Lookup {
                 match n.oth.as_ref().map(|d| (d, &d.body)) {
                     // Readers of this snapshot keep its old locator and the
                     // buckets as they are now; the new snapshot takes both over.
-                    Some((d, othello::Body::Replace(img))) => Ok(Some(c.with_locator((**img).clone(), d.seq(), have))),
+                    Some((d, othello::Body::Replace(img))) => Ok(Some(c.with_locator((**img).clone(), d.seq()))),
                     Some((d, _)) => c.oth.apply(d).map(|_| None),
                     None => Ok(None),
                 }
             })();
             c.lock.write_end(stripes);
             if let Some(next) = r? {
-                self.cur.replace(next);
-                c = self.cur.load_full();
+                cur.replace(next);
+                c = cur.load_full();
             }
         }
-        Ok(c)
-    }
-}
-
-crate::sync::cached_reader!(Inner);
-
-impl LookupTable for Lookup {
-    type Delta = Delta;
-    crate::sync::snapshot_reads!();
-
-    fn apply(&self, delta: &Delta) -> Result<()> {
-        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let c = self.cur.load_full();
-        let have = c.seq.load(Ordering::Relaxed);
-        crate::lineage::check_next(self.table, have, delta.table, delta.seq)?;
-        let wmask = crate::mask(c.p.sw());
-        let mut c = c;
-        match &delta.body {
-            Body::Nop => {}
-            Body::Set { bucket, slot, content } => {
-                if *bucket >= c.p.nb || *slot > 3 || content & !wmask != 0 {
-                    return Err(Error::DeltaMismatch("value change outside the table or wider than a slot".into()));
-                }
-                let s = [c.stripe(*bucket)];
-                c.lock.write_begin(&s);
-                c.t.write_slot(*bucket, *slot as usize, *content);
-                c.lock.write_end(&s);
-            }
-            Body::Remove { oth } => {
-                if oth.is_rebuild() {
-                    return Err(Error::DeltaMismatch("a delete never rebuilds the bucket locator".into()));
-                }
-                c.oth.apply(oth)?
-            }
-            Body::Path { content, nodes } => c = self.apply_path(c, have, *content, nodes)?,
-            Body::Fallback { key, content } => {
-                if content.is_some_and(|v| v & !wmask != 0) {
-                    return Err(Error::DeltaMismatch("fallback value wider than a slot".into()));
-                }
-                let mut m: Fallback = (**c.fb.load()).clone();
-                match content {
-                    Some(v) => {
-                        m.insert(key.clone().into_boxed_slice(), *v);
-                    }
-                    None => {
-                        m.remove(key.as_slice());
-                    }
-                }
-                let on = !m.is_empty();
-                c.fb.replace(m);
-                c.fb_on.store(on, Ordering::Release);
-            }
-            Body::Replace(img) => {
-                let p = img.p();
-                if p.vbits != c.p.vbits || p.fbits != c.p.fbits {
-                    return Err(Error::DeltaMismatch("rebuild delta has a different slot layout".into()));
-                }
-                self.cur.replace(Inner::new(img.duplicate(), delta.seq));
-                return Ok(());
-            }
-        }
-        c.seq.store(delta.seq, Ordering::Release);
         Ok(())
-    }
-
-    fn memory_bytes(&self) -> usize {
-        let c = self.cur.load();
-        let fb = c.fb.load();
-        std::mem::size_of::<Self>()
-            + std::mem::size_of::<Inner>()
-            + c.t.memory_bytes()
-            + c.oth.memory_bytes()
-            + c.lock.memory_bytes()
-            + c.ovlock.memory_bytes()
-            + fb.capacity() * (std::mem::size_of::<(Box<[u8]>, u64)>() + 1)
-            + fb.keys().map(|k| k.len()).sum::<usize>()
-    }
-}
-
-impl Wire for Lookup {
-    fn to_bytes(&self) -> Vec<u8> {
-        let c = self.cur.load();
-        let (oth, fb) = c.image();
-        let mut w = Writer::with_capacity(Kind::LudoLookup, c.t.memory_bytes() + oth.len() + 64);
-        crate::lineage::write_prologue(&mut w, self.table, c.seq.load(Ordering::Acquire));
-        c.t.encode(&mut w);
-        w.bytes(&oth);
-        w.u64(fb.len() as u64);
-        for (k, v) in &fb {
-            w.bytes(k).u64(*v);
-        }
-        w.finish()
-    }
-
-    fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::LudoLookup)?;
-        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
-        let img = Image::decode(&mut r)?;
-        r.finish()?;
-        Ok(Self::from_image(img, table, seq))
     }
 }
