@@ -56,6 +56,21 @@ fn run<C: Configure>(n: u64, names: bool, vbits: u32) {
         s = s.wrapping_add(out[0].unwrap_or(1));
     }
     let reader_batch = t.elapsed().as_nanos() as f64 / n as f64;
+    // Integer keys (8-byte keys only): `get_u64` on the table and the reader.
+    let (mut get_u64, mut reader_u64) = (f64::NAN, f64::NAN);
+    if !names {
+        let qu: Vec<u64> = q.iter().map(|k| u64::from_le_bytes(k[..8].try_into().unwrap())).collect();
+        let t = Instant::now();
+        for &k in &qu {
+            s = s.wrapping_add(table.get_u64(k).unwrap_or(1));
+        }
+        get_u64 = t.elapsed().as_nanos() as f64 / n as f64;
+        let t = Instant::now();
+        for &k in &qu {
+            s = s.wrapping_add(r.get_u64(k).unwrap_or(1));
+        }
+        reader_u64 = t.elapsed().as_nanos() as f64 / n as f64;
+    }
     drop(r);
     black_box(s);
     // Updates: insert 100K new keys then remove them, each delta applied.
@@ -77,8 +92,13 @@ fn run<C: Configure>(n: u64, names: bool, vbits: u32) {
         ("batch_ns", batch),
         ("reader_ns", reader),
         ("reader_batch_ns", reader_batch),
+        ("get_u64_ns", get_u64),
+        ("reader_u64_ns", reader_u64),
         ("update_ns", update),
     ] {
+        if v.is_nan() {
+            continue;
+        }
         println!("{{\"structure\":\"{name}\",\"keys\":{n},\"what\":\"{what}\",\"value\":{v:.2}}}");
     }
 }
@@ -93,6 +113,14 @@ fn main() {
     }
     if want("cfw") {
         run::<keyplane::cfw::Control>(n, false, 8);
+    }
+    if want("cuckoo") {
+        run::<keyplane::cuckoo::Control>(n, false, 8);
+    }
+    if want("cuckoo-wide") {
+        // Name keys: the wide layout, long keys in the arena.
+        println!("{{\"note\":\"cuckoo-wide below: name keys\"}}");
+        run::<keyplane::cuckoo::Control>(n, true, 8);
     }
     if want("cuckoo-partial") {
         run::<keyplane::cuckoo::partial::Control>(n, false, 8);
