@@ -34,7 +34,7 @@ mod table;
 
 pub use control::{Control, Reader, Stats};
 pub use delta::Delta;
-pub use lookup::Lookup;
+pub use lookup::{Lookup, Reader as LookupReader};
 
 mod fasthash;
 
