@@ -19,74 +19,89 @@ fn key(i: u64, names: bool) -> Vec<u8> {
     }
 }
 
+/// This thread's CPU time in ns (`/proc/thread-self/schedstat`; 0 where it
+/// cannot be read). On a loaded machine CPU time is steadier than wall time.
+fn cpu_ns() -> f64 {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    s.split_whitespace().next().and_then(|x| x.parse().ok()).unwrap_or(0.0)
+}
+
+/// Wall-clock and CPU ns per operation of `f` over `n` operations.
+fn timed(n: u64, f: impl FnOnce()) -> (f64, f64) {
+    let (t, c) = (Instant::now(), cpu_ns());
+    f();
+    let c = cpu_ns() - c;
+    (t.elapsed().as_nanos() as f64 / n as f64, c / n as f64)
+}
+
 fn run<C: Configure>(n: u64, names: bool, vbits: u32) {
     let name = C::NAME;
     let vmask = (1u64 << vbits) - 1;
     let keys: Vec<Vec<u8>> = (0..n).map(|i| key(i, names)).collect();
     let items = keys.iter().enumerate().map(|(i, k)| (k.as_slice(), (i as u64 * 7) & vmask));
     let opts = Opts::parse("seed=7").unwrap();
-    let t = Instant::now();
+    let (t, c) = (Instant::now(), cpu_ns());
     let mut ctl = C::build_with(items, vbits, &opts).unwrap();
-    let build_ms = t.elapsed().as_secs_f64() * 1e3;
+    let build_ms = (t.elapsed().as_secs_f64() * 1e3, (cpu_ns() - c) / 1e6);
     let table = ctl.export();
     // Lookup order: a fixed pseudo-random permutation of the stored keys.
     let q: Vec<&[u8]> = (0..n).map(|i| keys[((i * 0x9e37_79b9) % n) as usize].as_slice()).collect();
-    let t = Instant::now();
     let mut s = 0u64;
-    for k in &q {
-        s = s.wrapping_add(table.get(k).unwrap_or(1));
-    }
-    let single = t.elapsed().as_nanos() as f64 / n as f64;
     let mut out = vec![None; 16];
-    let t = Instant::now();
-    for ks in q.chunks(16) {
-        table.get_batch(ks, &mut out[..ks.len()]);
-        s = s.wrapping_add(out[0].unwrap_or(1));
-    }
-    let batch = t.elapsed().as_nanos() as f64 / n as f64;
+    let single = timed(n, || {
+        for k in &q {
+            s = s.wrapping_add(table.get(k).unwrap_or(1));
+        }
+    });
+    let batch = timed(n, || {
+        for ks in q.chunks(16) {
+            table.get_batch(ks, &mut out[..ks.len()]);
+            s = s.wrapping_add(out[0].unwrap_or(1));
+        }
+    });
     let r = table.reader();
-    let t = Instant::now();
-    for k in &q {
-        s = s.wrapping_add(r.get(k).unwrap_or(1));
-    }
-    let reader = t.elapsed().as_nanos() as f64 / n as f64;
-    let t = Instant::now();
-    for ks in q.chunks(16) {
-        r.get_batch(ks, &mut out[..ks.len()]);
-        s = s.wrapping_add(out[0].unwrap_or(1));
-    }
-    let reader_batch = t.elapsed().as_nanos() as f64 / n as f64;
+    let reader = timed(n, || {
+        for k in &q {
+            s = s.wrapping_add(r.get(k).unwrap_or(1));
+        }
+    });
+    let reader_batch = timed(n, || {
+        for ks in q.chunks(16) {
+            r.get_batch(ks, &mut out[..ks.len()]);
+            s = s.wrapping_add(out[0].unwrap_or(1));
+        }
+    });
     // Integer keys (8-byte keys only): `get_u64` on the table and the reader.
-    let (mut get_u64, mut reader_u64) = (f64::NAN, f64::NAN);
+    let (mut get_u64, mut reader_u64) = ((f64::NAN, f64::NAN), (f64::NAN, f64::NAN));
     if !names {
         let qu: Vec<u64> = q.iter().map(|k| u64::from_le_bytes(k[..8].try_into().unwrap())).collect();
-        let t = Instant::now();
-        for &k in &qu {
-            s = s.wrapping_add(table.get_u64(k).unwrap_or(1));
-        }
-        get_u64 = t.elapsed().as_nanos() as f64 / n as f64;
-        let t = Instant::now();
-        for &k in &qu {
-            s = s.wrapping_add(r.get_u64(k).unwrap_or(1));
-        }
-        reader_u64 = t.elapsed().as_nanos() as f64 / n as f64;
+        get_u64 = timed(n, || {
+            for &k in &qu {
+                s = s.wrapping_add(table.get_u64(k).unwrap_or(1));
+            }
+        });
+        reader_u64 = timed(n, || {
+            for &k in &qu {
+                s = s.wrapping_add(r.get_u64(k).unwrap_or(1));
+            }
+        });
     }
     drop(r);
     black_box(s);
     // Updates: insert 100K new keys then remove them, each delta applied.
     let u = (n / 10).max(1);
-    let t = Instant::now();
-    for i in 0..u {
-        let d = ctl.insert(&key(n + i, names), i & vmask).unwrap();
-        table.apply(&d).unwrap();
-    }
-    for i in 0..u {
-        if let Some(d) = ctl.remove(&key(n + i, names)).unwrap() {
+    let update = timed(2 * u, || {
+        for i in 0..u {
+            let d = ctl.insert(&key(n + i, names), i & vmask).unwrap();
             table.apply(&d).unwrap();
         }
-    }
-    let update = t.elapsed().as_nanos() as f64 / (2 * u) as f64;
-    for (what, v) in [
+        for i in 0..u {
+            if let Some(d) = ctl.remove(&key(n + i, names)).unwrap() {
+                table.apply(&d).unwrap();
+            }
+        }
+    });
+    for (what, (v, c)) in [
         ("build_ms", build_ms),
         ("get_ns", single),
         ("batch_ns", batch),
@@ -99,7 +114,8 @@ fn run<C: Configure>(n: u64, names: bool, vbits: u32) {
         if v.is_nan() {
             continue;
         }
-        println!("{{\"structure\":\"{name}\",\"keys\":{n},\"what\":\"{what}\",\"value\":{v:.2}}}");
+        let label = if names { format!("{name}-names") } else { name.to_string() };
+        println!("{{\"structure\":\"{label}\",\"keys\":{n},\"what\":\"{what}\",\"value\":{v:.2},\"cpu\":{c:.2}}}");
     }
 }
 
@@ -119,7 +135,6 @@ fn main() {
     }
     if want("cuckoo-wide") {
         // Name keys: the wide layout, long keys in the arena.
-        println!("{{\"note\":\"cuckoo-wide below: name keys\"}}");
         run::<keyplane::cuckoo::Control>(n, true, 8);
     }
     if want("cuckoo-partial") {
