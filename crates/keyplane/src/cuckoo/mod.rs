@@ -30,6 +30,7 @@ mod control;
 mod delta;
 mod lookup;
 pub mod partial;
+pub(crate) mod path;
 mod table;
 
 pub use control::{Control, Reader, Stats};
