@@ -124,8 +124,9 @@ fn run<C: Configure>(n: u64, names: bool, vbits: u32, updates: Option<u64>) {
         rows.extend([("get_u64_ns", get_u64), ("reader_u64_ns", reader_u64)]);
     }
     rows.push(("update_ns", update));
+    let label = if names { format!("{name}-names") } else { name.to_string() };
     for (what, (v, c)) in rows {
-        println!("{{\"structure\":\"{name}\",\"keys\":{n},\"what\":\"{what}\",\"value\":{v:.2},\"cpu\":{c:.2}}}");
+        println!("{{\"structure\":\"{label}\",\"keys\":{n},\"what\":\"{what}\",\"value\":{v:.2},\"cpu\":{c:.2}}}");
     }
 }
 
@@ -140,6 +141,13 @@ fn main() {
     }
     if want("cfw") {
         run::<keyplane::cfw::Control>(n, false, 8, updates);
+    }
+    if want("cuckoo") {
+        run::<keyplane::cuckoo::Control>(n, false, 8, updates);
+    }
+    if want("cuckoo-wide") {
+        // Name keys: the wide layout, long keys in the arena.
+        run::<keyplane::cuckoo::Control>(n, true, 8, updates);
     }
     if want("cuckoo-partial") {
         run::<keyplane::cuckoo::partial::Control>(n, false, 8, updates);

@@ -17,7 +17,11 @@
 //! * the per-thread reader ([`Reader`], a [`crate::sync::Cached`] handle);
 //! * the framing of lookup blobs and deltas: `Writer`/`Frame` with the
 //!   scheme's own kind codes, the lineage prologue, and a delta's tag byte
-//!   (the scheme's `REPLACE_TAG` for a whole image, its own tags otherwise).
+//!   (the scheme's `REPLACE_TAG` for a whole image, its own tags otherwise;
+//!   a scheme whose delta bytes predate the engine overrides
+//!   `encode_change` / `decode_change`);
+//! * a patch that fails half-way (`apply_patch_torn`) poisons the lookup
+//!   form (no later delta applies; reload a blob).
 //!
 //! A structure's public `Lookup` / `Delta` / `Reader` are thin newtypes over
 //! [`RawLookup`] / [`RawDelta`] / [`Reader`]; [`lookup_form!`] writes their
@@ -90,6 +94,45 @@ pub(crate) trait Scheme: Sized + Debug + Clone + PartialEq + Send + Sync + 'stat
             *o = Self::get(c, k, &latest);
         }
     }
+    /// Applies a patch whose operations depend on each other and so are
+    /// checked one at a time (the full cuckoo map: a rebuild changes what
+    /// its later slot writes are checked against). On failure: the error
+    /// and whether the table changed before it (`true` poisons the lookup
+    /// form: its sequence number becomes `u64::MAX`, so no delta follows
+    /// and it has to be reloaded from a fresh blob). The default runs
+    /// [`Scheme::apply_patch`], which changes nothing when it fails.
+    fn apply_patch_torn(
+        cur: &Published<Self::Inner>,
+        c: Arc<Self::Inner>,
+        patch: &Self::Patch,
+    ) -> std::result::Result<(), (Error, bool)> {
+        Self::apply_patch(cur, c, patch).map_err(|e| (e, false))
+    }
+    /// True when a patch rebuilds the table (re-executed from the patch
+    /// rather than shipped as an image); reported by `DeltaInfo::is_rebuild`.
+    fn patch_rebuilds(_p: &Self::Patch) -> bool {
+        false
+    }
+    /// Writes a delta's change after the lineage prologue. The default: a
+    /// tag byte, [`Scheme::REPLACE_TAG`] then the image, or the patch's own
+    /// tag and body. Override only to keep a delta format that predates the
+    /// engine (the full cuckoo map's, which has no tag byte).
+    fn encode_change(change: &Change<Self>, w: &mut Writer) {
+        match change {
+            Change::Patch(p) => p.encode(w),
+            Change::Replace(img) => {
+                w.u8(Self::REPLACE_TAG);
+                img.encode(w);
+            }
+        }
+    }
+    /// Reads what [`Scheme::encode_change`] wrote.
+    fn decode_change(r: &mut WireReader<'_>) -> Result<Change<Self>> {
+        Ok(match r.u8()? {
+            t if t == Self::REPLACE_TAG => Change::Replace(Box::new(Self::Image::decode(r)?)),
+            t => Change::Patch(Self::Patch::decode(t, r)?),
+        })
+    }
 }
 
 /// A scheme's whole-table image on the wire.
@@ -136,31 +179,25 @@ impl<S: Scheme> RawDelta<S> {
         RawDelta { table, seq, change: Change::Replace(Box::new(img)) }
     }
 
-    /// True for a whole-table replacement.
+    /// True for a whole-table replacement or a patch that rebuilds.
     pub fn is_rebuild(&self) -> bool {
-        matches!(self.change, Change::Replace(_))
+        match &self.change {
+            Change::Replace(_) => true,
+            Change::Patch(p) => S::patch_rebuilds(p),
+        }
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut w = Writer::new(S::DELTA_KIND);
         lineage::write_prologue(&mut w, self.table, self.seq);
-        match &self.change {
-            Change::Patch(p) => p.encode(&mut w),
-            Change::Replace(img) => {
-                w.u8(S::REPLACE_TAG);
-                img.encode(&mut w);
-            }
-        }
+        S::encode_change(&self.change, &mut w);
         w.finish()
     }
 
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, S::DELTA_KIND)?;
         let (table, seq) = lineage::read_prologue(&mut r)?;
-        let change = match r.u8()? {
-            t if t == S::REPLACE_TAG => Change::Replace(Box::new(S::Image::decode(&mut r)?)),
-            t => Change::Patch(S::Patch::decode(t, &mut r)?),
-        };
+        let change = S::decode_change(&mut r)?;
         r.finish()?;
         Ok(RawDelta { table, seq, change })
     }
@@ -227,6 +264,7 @@ impl<S: Scheme> RawLookup<S> {
         S::get_batch(&self.cur.load(), keys, out, || self.cur.load_full())
     }
 
+
     /// A per-thread reader.
     pub fn reader(&self) -> Reader<'_, S> {
         Reader(self.cur.cached())
@@ -239,7 +277,15 @@ impl<S: Scheme> RawLookup<S> {
         lineage::check_next(self.table, self.seq.load(Ordering::Relaxed), d.table, d.seq)?;
         let c = self.cur.load_full();
         match &d.change {
-            Change::Patch(p) => S::apply_patch(&self.cur, c, p)?,
+            Change::Patch(p) => {
+                if let Err((e, torn)) = S::apply_patch_torn(&self.cur, c, p) {
+                    if torn {
+                        // Half applied: refuse every later delta (see `apply_patch_torn`).
+                        self.seq.store(u64::MAX, Ordering::Release);
+                    }
+                    return Err(e);
+                }
+            }
             Change::Replace(img) => {
                 S::check_replace(&c, img)?;
                 let inner = S::build((**img).clone()).map_err(|e| Error::DeltaMismatch(e.to_string()))?;
@@ -307,6 +353,7 @@ impl<S: Scheme> Reader<'_, S> {
     pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
         self.0.with(|c| S::get_batch(c, keys, out, || self.0.latest()))
     }
+
 }
 
 /// The control-form prologue every structure runs: value width in

@@ -262,7 +262,7 @@ macro_rules! delta_info {
     )*};
 }
 
-delta_info!(crate::cuckoo::Delta, crate::othello::Delta);
+delta_info!(crate::othello::Delta);
 
 #[cfg(test)]
 mod tests {

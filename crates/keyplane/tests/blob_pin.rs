@@ -122,3 +122,104 @@ fn setsep_fallback_bytes_are_pinned() {
     let (groups, keys) = t.fallback_size();
     assert!(groups > 0 && keys > 0, "the pinned blob has no fallback groups ({groups}, {keys})");
 }
+
+#[test]
+fn cuckoo_bytes_are_pinned() {
+    check::<keyplane::cuckoo::Control>(false, 8);
+}
+
+/// The full cuckoo map in each of its slot layouts, with the transitions its
+/// deltas carry: a table built empty takes the fixed-width layout of its
+/// first key (`Narrow`), grows while keys arrive (`Grow`, cuckoo moves),
+/// overwrites values, shrinks after removes (`Shrink`), and leaves the
+/// fixed-width layout when a key of another length arrives (`Widen`); long
+/// keys go to the arena (appends, compaction).
+fn check_cuckoo(name: &str, key: impl Fn(u64) -> Vec<u8>, vbits: u32, opts: keyplane::cuckoo::Options, other: &[u8]) {
+    use keyplane::ControlTable;
+    use keyplane::cuckoo::{Control, Delta, Lookup};
+    let vm = (1u64 << vbits) - 1;
+    let items: Vec<(Vec<u8>, u64)> = (0..200).map(|i| (key(i), (i * 3) & vm)).collect();
+    let mut ctl = Control::from_items_with(items, vbits, opts).unwrap();
+    ctl.set_table_id(TableId::from_seed(7));
+    let blob = ctl.export().to_bytes();
+    pin(name, "lookup", &blob);
+    let mut empty = Control::with_options(vbits, opts).unwrap();
+    empty.set_table_id(TableId::from_seed(8));
+    let empty_blob = empty.export().to_bytes();
+    let mut deltas = Vec::new();
+    let mut empty_deltas = Vec::new();
+    for i in 200..400 {
+        deltas.push(ctl.insert(&key(i), (i * 5) & vm).unwrap().to_bytes());
+    }
+    for i in 0..20 {
+        deltas.push(ctl.insert(&key(i * 11), (i + 1) & vm).unwrap().to_bytes());
+    }
+    for i in 0..350 {
+        if let Some(d) = ctl.remove(&key(i)).unwrap() {
+            deltas.push(d.to_bytes());
+        }
+    }
+    let fixed = ctl.key_width().is_some();
+    deltas.push(ctl.insert(other, 1).unwrap().to_bytes());
+    assert!(ctl.stats().grows > 0 && ctl.stats().shrinks > 0 && ctl.stats().moves > 0, "{name}: {:?}", ctl.stats());
+    assert_eq!(ctl.key_width(), None, "{name}: a key of another length leaves the fixed-width layout");
+    assert_eq!(
+        fixed,
+        opts.keys == keyplane::cuckoo::KeyLayout::Auto && vbits <= 48,
+        "{name}: layout before the odd key"
+    );
+    for i in 0..50 {
+        empty_deltas.push(empty.insert(&key(i), i & vm).unwrap().to_bytes());
+    }
+    let mut all = Vec::new();
+    for d in deltas.iter().chain(&empty_deltas) {
+        all.extend_from_slice(&(d.len() as u64).to_le_bytes());
+        all.extend_from_slice(d);
+    }
+    pin(name, "deltas", &all);
+    let after = ctl.export().to_bytes();
+    pin(name, "after", &after);
+    let empty_after = empty.export().to_bytes();
+    let t = Lookup::from_bytes(&std::fs::read(path(name, "lookup")).unwrap()).unwrap();
+    assert_eq!(t.to_bytes(), blob, "{name}: pinned blob re-serialises differently");
+    for d in &deltas {
+        t.apply(&Delta::from_bytes(d).unwrap()).unwrap();
+    }
+    assert_eq!(t.to_bytes(), after, "{name}: pinned deltas give another final blob");
+    let e = Lookup::from_bytes(&empty_blob).unwrap();
+    for d in &empty_deltas {
+        e.apply(&Delta::from_bytes(d).unwrap()).unwrap();
+    }
+    assert_eq!(e.to_bytes(), empty_after, "{name}: deltas from an empty table give another final blob");
+}
+
+fn cuckoo_opts(keys: keyplane::cuckoo::KeyLayout, values: keyplane::cuckoo::ValueLayout) -> keyplane::cuckoo::Options {
+    keyplane::cuckoo::Options { seed: 7, keys, values }
+}
+
+#[test]
+fn cuckoo_packed_layout_bytes_are_pinned() {
+    use keyplane::cuckoo::{KeyLayout, ValueLayout};
+    // 4-byte keys, 8-bit values: packed 8-slot buckets.
+    let key = |i: u64| ((i + 1) as u32).wrapping_mul(0x9e37_79b9).to_le_bytes().to_vec();
+    check_cuckoo("cuckoo_packed", key, 8, cuckoo_opts(KeyLayout::Auto, ValueLayout::Auto), b"another length");
+}
+
+#[test]
+fn cuckoo_keyed_layout_bytes_are_pinned() {
+    use keyplane::cuckoo::{KeyLayout, ValueLayout};
+    // 8-byte keys, 16-bit values: keyed buckets (keys, then values).
+    let key = |i: u64| (i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes().to_vec();
+    check_cuckoo("cuckoo_keyed", key, 16, cuckoo_opts(KeyLayout::Auto, ValueLayout::Auto), b"short");
+}
+
+#[test]
+fn cuckoo_wide_layout_bytes_are_pinned() {
+    use keyplane::cuckoo::{KeyLayout, ValueLayout};
+    // Mixed lengths, long keys in the arena.
+    let key = |i: u64| {
+        if i % 3 == 0 { format!("/org/pin/{}/{}", i % 5, i).into_bytes() } else { format!("k{i}").into_bytes() }
+    };
+    check_cuckoo("cuckoo_wide", key, 8, cuckoo_opts(KeyLayout::Wide, ValueLayout::Auto), b"x");
+    check_cuckoo("cuckoo_wide_separate", key, 56, cuckoo_opts(KeyLayout::Auto, ValueLayout::Separate), b"x");
+}

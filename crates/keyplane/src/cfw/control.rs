@@ -5,6 +5,7 @@ use super::delta::{Delta, Image, Op, Ops};
 use super::{Lookup, Options, Params, SLOTS};
 use crate::ControlTable;
 use crate::bits::PackedArray;
+use crate::cuckoo::path::{Cap, Policy, Seen, search};
 use crate::engine::{ControlLimits, RawDelta};
 use crate::error::{Error, Result, check_value};
 use crate::store::{Inserted, KeyStore};
@@ -51,12 +52,24 @@ struct Meta {
 
 const EMPTY_META: Meta = Meta { fp: 0, loc: NONE, b: [NONE; 2], next: [NONE; 2] };
 
-#[derive(Debug, Clone, Copy)]
-struct Node {
-    bucket: u32,
-    parent: u32,
-    /// Slot in the parent bucket whose key moves into this bucket.
-    pslot: u32,
+/// Level 1 as the shared cuckoo-path search sees it.
+struct L1<'a> {
+    owner: &'a [u32],
+    meta: &'a [Meta],
+}
+
+impl crate::cuckoo::path::Graph for L1<'_> {
+    fn slots(&self) -> usize {
+        SLOTS
+    }
+    fn alt(&mut self, b: usize, s: usize) -> Option<usize> {
+        let x = *self.owner.get(b * SLOTS + s).filter(|&&x| x != NONE)? as usize;
+        let [b1, b2] = self.meta[x].b;
+        Some(if b1 as usize == b { b2 } else { b1 } as usize)
+    }
+    fn free(&self, b: usize) -> Option<usize> {
+        (0..SLOTS).find(|&s| self.owner[b * SLOTS + s] == NONE)
+    }
 }
 
 /// CFW control form. See the [module docs](super).
@@ -99,9 +112,11 @@ pub struct Control {
     table: crate::lineage::Lineage,
     seq: u64,
     stats: Stats,
-    // BFS scratch.
-    nodes: Vec<Node>,
-    visited: hashbrown::HashSet<u32>,
+    // Cuckoo-path search scratch.
+    nodes: Vec<crate::cuckoo::path::Node>,
+    marks: Vec<u32>,
+    epoch: u32,
+    path: Vec<(u32, u8)>,
 }
 
 impl Control {
@@ -143,7 +158,9 @@ impl Control {
             seq: 0,
             stats: Stats::default(),
             nodes: Vec::new(),
-            visited: hashbrown::HashSet::new(),
+            marks: Vec::new(),
+            epoch: 0,
+            path: Vec::new(),
         };
         let nb = ((c.store.len() as f64 / (SLOTS as f64 * BUILD_LOAD)).ceil() as u64).max(2);
         c.rebuild(nb)?;
@@ -311,51 +328,32 @@ impl Control {
     /// appends the level-1 writes to `ops`.
     fn place_l1(&mut self, id: u32, ops: Option<&mut Vec<Op>>) -> bool {
         let [b1, b2] = self.meta[id as usize].b;
-        self.nodes.clear();
-        self.visited.clear();
-        for b in [b1, b2] {
-            self.nodes.push(Node { bucket: b, parent: NONE, pslot: NONE });
-            self.visited.insert(b);
+        if self.marks.len() < self.p.nb as usize {
+            self.marks.resize(self.p.nb as usize, 0);
         }
-        let mut i = 0;
-        let found = loop {
-            if i == self.nodes.len() {
-                break None;
-            }
-            let n = self.nodes[i];
-            let base = n.bucket as usize * SLOTS;
-            if let Some(e) = (0..SLOTS).find(|&s| self.owner[base + s] == NONE) {
-                break Some((i, base + e));
-            }
-            if self.nodes.len() < MAX_BFS {
-                for s in 0..SLOTS {
-                    let x = self.owner[base + s] as usize;
-                    let alt = if self.meta[x].b[0] == n.bucket { self.meta[x].b[1] } else { self.meta[x].b[0] };
-                    if self.visited.insert(alt) {
-                        self.nodes.push(Node { bucket: alt, parent: i as u32, pslot: (base + s) as u32 });
-                    }
-                }
-            }
-            i += 1;
+        let policy = Policy {
+            seen: Seen::Marks(&mut self.marks, &mut self.epoch),
+            cap: Cap::Expand(MAX_BFS),
+            max_moves: usize::MAX,
+            roots_free: true,
         };
-        let Some((mut n, mut dst)) = found else { return false };
-        let mut path = 0u64;
+        let mut g = L1 { owner: &self.owner, meta: &self.meta };
+        if !search(&mut g, &[b1, b2], policy, &mut self.nodes, &mut self.path).0 {
+            return false;
+        }
+        // The key in `path[j - 1]` (the new key for j = 0) moves to `path[j]`, leaf first.
         let mut ops = ops;
-        loop {
-            let node = self.nodes[n];
-            let x = if node.parent == NONE { id } else { self.owner[node.pslot as usize] };
+        for j in (0..self.path.len()).rev() {
+            let dst = self.path[j].0 as usize * SLOTS + self.path[j].1 as usize;
+            let x =
+                if j == 0 { id } else { self.owner[self.path[j - 1].0 as usize * SLOTS + self.path[j - 1].1 as usize] };
             self.owner[dst] = x;
             self.meta[x as usize].loc = dst as u32;
             if let Some(o) = ops.as_deref_mut() {
                 o.push(Op::L1 { slot: dst as u64, word: self.word_of(x) });
             }
-            if node.parent == NONE {
-                break;
-            }
-            path += 1;
-            dst = node.pslot as usize;
-            n = node.parent as usize;
         }
+        let path = self.path.len() as u64 - 1;
         self.stats.cuckoo_moves += path;
         self.stats.max_path = self.stats.max_path.max(path);
         self.l1_count += 1;
@@ -660,7 +658,7 @@ crate::snapshot::persist!(Meta { fp, loc, b, next });
 crate::snapshot::control_snapshot!(
     Control, crate::wire::Kind::CfwControl, lineage: table, seq: seq,
     state { opts, p, store, meta, head, owner, l1_count, l2_count, stats },
-    scratch { nodes, visited },
+    scratch { nodes, marks, epoch, path },
     check: Control::check_snapshot,
 );
 

@@ -316,7 +316,7 @@ impl Control {
     fn delta(&mut self) -> Delta {
         crate::lineage::bump(&mut self.seq);
         let ops = std::mem::take(&mut self.sink.ops);
-        Delta { table: self.table, seq: self.seq, seed: self.seed(), ops }
+        Delta::new(self.table, self.seq, self.seed(), ops)
     }
 }
 
@@ -434,7 +434,7 @@ impl crate::snapshot::ControlState for Control {
         self.cur.encode(w);
         self.st.put(w);
         self.stats.put(w);
-        let pending = Delta { table: self.table, seq: 0, seed: self.seed(), ops: self.sink.ops.clone() };
+        let pending = Delta::new(self.table, 0, self.seed(), self.sink.ops.clone());
         w.bytes(&crate::Wire::to_bytes(&pending));
     }
 
@@ -443,17 +443,14 @@ impl crate::snapshot::ControlState for Control {
         let t = Table::decode(r)?;
         let st = WriteStats::take(r)?;
         let stats = Stats::take(r)?;
-        let pending = <Delta as crate::Wire>::from_bytes(r.bytes()?)?;
+        let pending = match <Delta as crate::Wire>::from_bytes(r.bytes()?)?.0.change {
+            crate::engine::Change::Patch(p) => p.ops,
+            crate::engine::Change::Replace(_) => {
+                return Err(Error::Corrupt("pending operations hold a whole table".into()));
+            }
+        };
         let shared = Arc::new(Shared::new(t));
-        Ok(Control {
-            cur: shared.load_full(),
-            shared,
-            table,
-            seq,
-            sink: Sink { on: false, ops: pending.ops },
-            st,
-            stats,
-        })
+        Ok(Control { cur: shared.load_full(), shared, table, seq, sink: Sink { on: false, ops: pending }, st, stats })
     }
 }
 

@@ -1,9 +1,11 @@
 //! Cuckoo update messages: the writer's own slot steps, arena appends and
 //! resize decisions, replayed by a replica.
 
-use super::table::{MAX_ENTRY_WORDS, Op, Resize, SlotWrite};
+use super::lookup::Cuckoo;
+use super::table::{MAX_ENTRY_WORDS, Op, Resize, SlotWrite, Table};
+use crate::engine::{Change, ImageCodec, PatchCodec, RawDelta};
 use crate::error::{Error, Result};
-use crate::wire::{Frame, Kind, Wire, Writer};
+use crate::wire::{Reader as WireReader, Writer};
 
 /// At most this many rebuilds in one delta (an insert needs at most three:
 /// load growth, arena compaction, stash-full growth; a remove one shrink).
@@ -18,46 +20,85 @@ pub(crate) const MAX_REBUILDS: usize = 4;
 /// deterministically by the replica). Deltas are numbered: a lookup form
 /// applies delta `s + 1` only after delta `s`; a delta from a table with
 /// another seed is refused.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delta(pub(crate) RawDelta<Cuckoo>);
+
+impl Eq for Delta {}
+
+/// The writer's operations for one update on a table with this seed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Delta {
-    pub(crate) table: crate::lineage::Lineage,
-    pub(crate) seq: u64,
-    pub(crate) seed: u64,
-    pub(crate) ops: Vec<Op>,
+pub(crate) struct Ops {
+    pub seed: u64,
+    pub ops: Vec<Op>,
+}
+
+/// A whole table (a blob's payload; the body of a whole-table delta).
+#[derive(Debug)]
+pub(crate) struct Image(pub Table);
+
+impl Clone for Image {
+    fn clone(&self) -> Self {
+        Image(self.0.clone_table())
+    }
+}
+
+/// Equal when they encode to the same bytes.
+impl PartialEq for Image {
+    fn eq(&self, o: &Self) -> bool {
+        let enc = |t: &Table| {
+            let mut w = Writer::new(crate::wire::Kind::CuckooLookup);
+            t.encode(&mut w);
+            w.finish()
+        };
+        enc(&self.0) == enc(&o.0)
+    }
 }
 
 impl Delta {
-    /// Sequence number of this delta (the lookup form's after applying it).
-    pub(crate) fn seq(&self) -> u64 {
-        self.seq
+    pub(crate) fn new(table: crate::lineage::Lineage, seq: u64, seed: u64, ops: Vec<Op>) -> Self {
+        Delta(RawDelta::patch(table, seq, Ops { seed, ops }))
     }
 
-    /// The table this delta belongs to (see [`crate::lineage`]).
-    pub(crate) fn table_id(&self) -> crate::TableId {
-        self.table.id
+    fn ops(&self) -> &[Op] {
+        match &self.0.change {
+            Change::Patch(p) => &p.ops,
+            Change::Replace(_) => &[],
+        }
     }
-    /// Slot writes this delta carries.
+
+    /// Slot writes this delta carries (every occupied slot of a whole table).
     pub fn slots_touched(&self) -> usize {
-        self.ops.iter().map(|o| if let Op::Step(w) = o { w.len() } else { 0 }).sum()
+        if let Change::Replace(img) = &self.0.change {
+            return img.0.len();
+        }
+        self.ops().iter().map(|o| if let Op::Step(w) = o { w.len() } else { 0 }).sum()
     }
     /// Cuckoo displacements (two-slot steps that move a key).
     pub fn moves(&self) -> usize {
-        self.ops.iter().filter(|o| matches!(o, Op::Step(w) if w.len() == 2 && w[0].meta != 0)).count()
-    }
-    /// True if the replica has to rebuild (resize or arena compaction).
-    pub(crate) fn is_rebuild(&self) -> bool {
-        self.ops.iter().any(|o| matches!(o, Op::Rebuild { .. }))
+        self.ops().iter().filter(|o| matches!(o, Op::Step(w) if w.len() == 2 && w[0].meta != 0)).count()
     }
 }
 
 const TAG_ARENA: u8 = 1;
 const TAG_STEP: u8 = 2;
 const TAG_REBUILD: u8 = 3;
+/// A whole table, the only operation of its delta (the engine's
+/// whole-table replacement; the control form itself ships rebuilds).
+pub(crate) const TAG_TABLE: u8 = 4;
 
-impl Wire for Delta {
-    fn to_bytes(&self) -> Vec<u8> {
-        let mut w = Writer::new(Kind::CuckooDelta);
-        crate::lineage::write_prologue(&mut w, self.table, self.seq);
+impl ImageCodec for Image {
+    fn encode(&self, w: &mut Writer) {
+        self.0.encode(w);
+    }
+    fn decode(r: &mut WireReader<'_>) -> Result<Self> {
+        Table::decode(r).map(Image)
+    }
+}
+
+/// The delta body has no tag byte: the seed, the number of operations, the
+/// operations (see [`Cuckoo`]'s `encode_change`).
+impl PatchCodec for Ops {
+    fn encode(&self, w: &mut Writer) {
         w.u64(self.seed).varint(self.ops.len() as u64);
         for op in &self.ops {
             match op {
@@ -78,59 +119,83 @@ impl Wire for Delta {
                 }
             }
         }
-        w.finish()
     }
-
-    fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::CuckooDelta)?;
-        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
-        let seed = r.u64()?;
-        let n = r.varint_count(2)?;
-        let mut ops = Vec::with_capacity(n);
-        let mut rebuilds = 0;
-        for _ in 0..n {
-            let op = match r.u8()? {
-                TAG_ARENA => {
-                    let off = r.varint()?;
-                    let len = r.varint_count(8)?;
-                    if len == 0 || len > MAX_ENTRY_WORDS {
-                        return Err(Error::Corrupt(format!("arena entry of {len} words")));
-                    }
-                    let mut words = Vec::with_capacity(len);
-                    for _ in 0..len {
-                        words.push(r.u64()?);
-                    }
-                    Op::Arena { off, words }
-                }
-                TAG_STEP => {
-                    let len = r.varint_count(18)?;
-                    if len == 0 {
-                        return Err(Error::Corrupt("empty step".into()));
-                    }
-                    let mut ws = Vec::with_capacity(len);
-                    for _ in 0..len {
-                        ws.push(SlotWrite { slot: r.varint()?, key: r.u64()?, meta: r.u64()?, val: r.varint()? });
-                    }
-                    Op::Step(ws)
-                }
-                TAG_REBUILD => {
-                    rebuilds += 1;
-                    if rebuilds > MAX_REBUILDS {
-                        return Err(Error::Corrupt("too many rebuilds in one delta".into()));
-                    }
-                    let c = r.u8()?;
-                    let mode = Resize::from_code(c).ok_or_else(|| Error::Corrupt(format!("resize mode {c}")))?;
-                    let extra = r.u32()?;
-                    if extra as usize > MAX_ENTRY_WORDS {
-                        return Err(Error::Corrupt(format!("rebuild reserves {extra} arena words")));
-                    }
-                    Op::Rebuild { mode, extra, nb: r.u32()? }
-                }
-                t => return Err(Error::Corrupt(format!("unknown cuckoo delta op {t}"))),
-            };
-            ops.push(op);
+    /// `first` is the seed's low byte (read by the caller).
+    fn decode(first: u8, r: &mut WireReader<'_>) -> Result<Self> {
+        match read_change(first, r)? {
+            Change::Patch(p) => Ok(p),
+            Change::Replace(_) => Err(Error::Corrupt("a whole table where operations were expected".into())),
         }
-        r.finish()?;
-        Ok(Delta { table, seq, seed, ops })
     }
+}
+
+/// Writes a change: the operations, or a whole table as the one operation.
+pub(crate) fn write_change(change: &Change<Cuckoo>, w: &mut Writer) {
+    match change {
+        Change::Patch(p) => p.encode(w),
+        Change::Replace(img) => {
+            w.u64(img.0.p.seed).varint(1).u8(TAG_TABLE);
+            img.encode(w);
+        }
+    }
+}
+
+/// Reads a change whose first byte (the seed's low byte) is `first`.
+pub(crate) fn read_change(first: u8, r: &mut WireReader<'_>) -> Result<Change<Cuckoo>> {
+    let mut b = [first; 8];
+    b[1..].copy_from_slice(r.raw(7)?);
+    let seed = u64::from_le_bytes(b);
+    let n = r.varint_count(2)?;
+    let mut ops = Vec::with_capacity(n);
+    let mut rebuilds = 0;
+    for _ in 0..n {
+        let op = match r.u8()? {
+            TAG_ARENA => {
+                let off = r.varint()?;
+                let len = r.varint_count(8)?;
+                if len == 0 || len > MAX_ENTRY_WORDS {
+                    return Err(Error::Corrupt(format!("arena entry of {len} words")));
+                }
+                let mut words = Vec::with_capacity(len);
+                for _ in 0..len {
+                    words.push(r.u64()?);
+                }
+                Op::Arena { off, words }
+            }
+            TAG_STEP => {
+                let len = r.varint_count(18)?;
+                if len == 0 {
+                    return Err(Error::Corrupt("empty step".into()));
+                }
+                let mut ws = Vec::with_capacity(len);
+                for _ in 0..len {
+                    ws.push(SlotWrite { slot: r.varint()?, key: r.u64()?, meta: r.u64()?, val: r.varint()? });
+                }
+                Op::Step(ws)
+            }
+            TAG_REBUILD => {
+                rebuilds += 1;
+                if rebuilds > MAX_REBUILDS {
+                    return Err(Error::Corrupt("too many rebuilds in one delta".into()));
+                }
+                let c = r.u8()?;
+                let mode = Resize::from_code(c).ok_or_else(|| Error::Corrupt(format!("resize mode {c}")))?;
+                let extra = r.u32()?;
+                if extra as usize > MAX_ENTRY_WORDS {
+                    return Err(Error::Corrupt(format!("rebuild reserves {extra} arena words")));
+                }
+                Op::Rebuild { mode, extra, nb: r.u32()? }
+            }
+            TAG_TABLE if n == 1 => {
+                let img = Image::decode(r)?;
+                if img.0.p.seed != seed {
+                    return Err(Error::Corrupt("whole table with another seed than its delta".into()));
+                }
+                return Ok(Change::Replace(Box::new(img)));
+            }
+            t => return Err(Error::Corrupt(format!("unknown cuckoo delta op {t}"))),
+        };
+        ops.push(op);
+    }
+    Ok(Change::Patch(Ops { seed, ops }))
 }

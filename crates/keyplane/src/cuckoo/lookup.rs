@@ -1,17 +1,124 @@
-//! The cuckoo lookup form: an independent replica kept current by deltas.
+//! The cuckoo lookup form: an independent replica kept current by deltas,
+//! on the engine (scheme [`Cuckoo`], see [`crate::engine`]).
 
 use super::STASH;
-use super::control::{Reader, Shared};
-use super::delta::Delta;
+use super::delta::{Delta, Image, Ops, TAG_TABLE, read_change, write_change};
 use super::table::{Op, Resize, Table};
-use crate::LookupTable;
+use crate::engine::{Change, RawLookup, Scheme};
 use crate::error::{Error, Result};
-use crate::wire::{Frame, Kind, Wire, Writer};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use crate::sync::Published;
+use crate::wire::{Kind, Reader as WireReader, Writer};
+use std::sync::Arc;
 
-/// Sequence value of a replica on which a delta failed half-way.
-const POISONED: u64 = u64::MAX;
+/// The full cuckoo map's scheme: the table is the snapshot; a patch is the
+/// writer's operations (slot steps under the table's seqlocks, arena
+/// appends, rebuilds re-executed and published).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Cuckoo;
+
+impl Cuckoo {
+    fn apply_op(cur: &Published<Table>, op: &Op) -> Result<()> {
+        let t = cur.load_full();
+        match op {
+            Op::Arena { off, words } => t.apply_arena(*off, words),
+            Op::Step(ws) => t.apply_step(ws),
+            Op::Rebuild { mode, extra, nb } => {
+                let justified = match mode {
+                    Resize::Grow => t.needs_grow() || t.stash_len() == STASH,
+                    Resize::Shrink => t.wants_shrink(),
+                    Resize::Same => t.arena_used() + *extra as usize > t.arena_cap(),
+                    Resize::Widen => t.p.kl != 0,
+                    Resize::Narrow => {
+                        t.p.kl == 0 && t.p.auto && t.len() == 0 && super::fixed_fits(*extra as usize, t.p.vbits)
+                    }
+                };
+                if !justified {
+                    return Err(Error::DeltaMismatch("rebuild this table does not need".into()));
+                }
+                let n = t.rebuild(*mode, *extra as usize)?;
+                if n.p.nb != *nb {
+                    return Err(Error::DeltaMismatch(format!("rebuild gave {} buckets, the writer had {nb}", n.p.nb)));
+                }
+                cur.replace(n);
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Scheme for Cuckoo {
+    type Inner = Table;
+    type Image = Image;
+    type Patch = Ops;
+    const LOOKUP_KIND: Kind = Kind::CuckooLookup;
+    const DELTA_KIND: Kind = Kind::CuckooDelta;
+    /// The whole-table operation (deltas put it after the seed and the
+    /// operation count: see `encode_change`).
+    const REPLACE_TAG: u8 = TAG_TABLE;
+
+    fn build(img: Image) -> Result<Table> {
+        Ok(img.0)
+    }
+    fn image(c: &Table) -> Image {
+        Image(c.clone_table())
+    }
+    fn encode_inner(c: &Table, w: &mut Writer) {
+        c.encode(w);
+    }
+    fn payload_hint(c: &Table) -> usize {
+        c.memory_bytes() + 64
+    }
+    fn check_replace(c: &Table, img: &Image) -> Result<()> {
+        let (a, b) = (&c.p, &img.0.p);
+        if (a.seed, a.vbits, a.separate) != (b.seed, b.vbits, b.separate) {
+            return Err(Error::DeltaMismatch("whole-table delta with another seed or value layout".into()));
+        }
+        Ok(())
+    }
+    fn apply_patch(cur: &Published<Table>, c: Arc<Table>, patch: &Ops) -> Result<()> {
+        Self::apply_patch_torn(cur, c, patch).map_err(|(e, _)| e)
+    }
+    /// Each operation validates before it changes anything, so a failure of
+    /// the first leaves the table untouched; a later failure leaves a
+    /// half-applied delta (torn: the engine refuses further deltas).
+    fn apply_patch_torn(cur: &Published<Table>, c: Arc<Table>, patch: &Ops) -> std::result::Result<(), (Error, bool)> {
+        if patch.seed != c.p.seed {
+            let e = format!("delta is for seed {:#x}, table has {:#x}", patch.seed, c.p.seed);
+            return Err((Error::DeltaMismatch(e), false));
+        }
+        drop(c);
+        for (i, op) in patch.ops.iter().enumerate() {
+            Self::apply_op(cur, op).map_err(|e| (e, i > 0))?;
+        }
+        Ok(())
+    }
+    fn patch_rebuilds(p: &Ops) -> bool {
+        p.ops.iter().any(|o| matches!(o, Op::Rebuild { .. }))
+    }
+    fn encode_change(change: &Change<Self>, w: &mut Writer) {
+        write_change(change, w);
+    }
+    fn decode_change(r: &mut WireReader<'_>) -> Result<Change<Self>> {
+        read_change(r.u8()?, r)
+    }
+    fn memory_bytes(c: &Table) -> usize {
+        c.memory_bytes().saturating_sub(std::mem::size_of::<Table>())
+    }
+    fn value_bits(c: &Table) -> u32 {
+        c.p.vbits
+    }
+    #[inline(always)]
+    fn get(c: &Table, key: &[u8], _latest: impl Fn() -> Arc<Table>) -> Option<u64> {
+        c.get(key)
+    }
+    fn get_batch(c: &Table, keys: &[&[u8]], out: &mut [Option<u64>], _latest: impl Fn() -> Arc<Table>) {
+        c.get_batch(keys, out)
+    }
+    #[inline(always)]
+    fn get_u64(c: &Table, key: u64, _latest: impl Fn() -> Arc<Table>) -> Option<u64> {
+        c.get_u64(key)
+    }
+}
 
 /// Cuckoo lookup form: the full table (keys, values, stash, key arena).
 /// Lookups are exact. See the [module docs](super).
@@ -24,163 +131,126 @@ const POISONED: u64 = u64::MAX;
 /// and a per-thread [`reader`](crate::LookupTable::reader).
 #[derive(Debug)]
 pub struct Lookup {
-    table: crate::lineage::Lineage,
-    cur: Arc<Shared>,
-    seq: AtomicU64,
-    writer: Mutex<()>,
+    raw: RawLookup<Cuckoo>,
+}
+
+/// A per-thread read handle on a lookup form ([`crate::LookupTable::reader`]):
+/// lock-free lookups concurrent with `apply` (CuckooSwitch Algorithm 2) and
+/// batched lookups with two-round prefetching (Algorithm 3). The writer's
+/// own handle is [`super::Reader`].
+#[derive(Debug, Clone)]
+pub struct Reader<'a>(crate::engine::Reader<'a, Cuckoo>);
+
+crate::engine::lookup_form!(Cuckoo);
+
+impl Reader<'_> {
+    /// Exact lookup: `None` for a key that is not in the table.
+    #[inline]
+    pub fn get(&self, key: &[u8]) -> Option<u64> {
+        self.0.get(key)
+    }
+    /// Exact lookup of the 8-byte key `key.to_le_bytes()` (see [`super::Reader::get_u64`]).
+    #[inline]
+    pub fn get_u64(&self, key: u64) -> Option<u64> {
+        self.0.get_u64(key)
+    }
+    /// Looks up `keys` (any number) into `out` (same length; extras ignored).
+    pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        self.0.get_batch(keys, out)
+    }
 }
 
 impl Lookup {
-    /// Table id and key format (see [`crate::lineage`]).
-    pub(crate) fn lineage(&self) -> crate::lineage::Lineage {
-        self.table
-    }
-
     pub(crate) fn from_table(t: Table, table: crate::lineage::Lineage, seq: u64) -> Self {
-        Self { table, cur: Arc::new(Shared::new(t)), seq: AtomicU64::new(seq), writer: Mutex::new(()) }
-    }
-
-    /// Sequence number of the last delta applied (or of the export).
-    pub(crate) fn seq(&self) -> u64 {
-        self.seq.load(Ordering::Acquire)
+        Self::from_raw(RawLookup::new(t, table, seq))
     }
     /// Number of keys.
     pub fn len(&self) -> usize {
-        self.cur.load().len()
+        self.raw.load().len()
     }
     /// True when the table holds no key.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// Exact lookup of the 8-byte key `key.to_le_bytes()` (see [`Reader::get_u64`]).
+    /// Exact lookup of the 8-byte key `key.to_le_bytes()` (see [`super::Reader::get_u64`]).
     #[inline]
     pub fn get_u64(&self, key: u64) -> Option<u64> {
-        self.cur.load().get_u64(key)
+        self.raw.get_u64(key)
     }
     /// Key width of the fixed-width layout (`None`: the wide layout).
     pub fn key_width(&self) -> Option<usize> {
-        let kl = self.cur.load().p.kl;
+        let kl = self.raw.load().p.kl;
         (kl != 0).then_some(kl as usize)
     }
     /// Number of buckets.
     pub fn buckets(&self) -> usize {
-        self.cur.load().p.nb as usize
+        self.raw.load().p.nb as usize
     }
     /// Keys currently in the stash.
     pub fn stash_len(&self) -> usize {
-        self.cur.load().stash_len()
-    }
-    /// Value width.
-    pub(crate) fn value_bits(&self) -> u32 {
-        self.cur.load().p.vbits
+        self.raw.load().stash_len()
     }
     /// True when values live in a separate array (ScaleBricks §5.2).
     pub fn separate_values(&self) -> bool {
-        self.cur.load().p.separate
-    }
-
-    fn apply_ops(&self, ops: &[Op]) -> Result<()> {
-        for op in ops {
-            let t = self.cur.load_full();
-            match op {
-                Op::Arena { off, words } => t.apply_arena(*off, words)?,
-                Op::Step(ws) => t.apply_step(ws)?,
-                Op::Rebuild { mode, extra, nb } => {
-                    let justified = match mode {
-                        Resize::Grow => t.needs_grow() || t.stash_len() == STASH,
-                        Resize::Shrink => t.wants_shrink(),
-                        Resize::Same => t.arena_used() + *extra as usize > t.arena_cap(),
-                        Resize::Widen => t.p.kl != 0,
-                        Resize::Narrow => {
-                            t.p.kl == 0 && t.p.auto && t.len() == 0 && super::fixed_fits(*extra as usize, t.p.vbits)
-                        }
-                    };
-                    if !justified {
-                        return Err(Error::DeltaMismatch("rebuild this table does not need".into()));
-                    }
-                    let n = t.rebuild(*mode, *extra as usize)?;
-                    if n.p.nb != *nb {
-                        return Err(Error::DeltaMismatch(format!(
-                            "rebuild gave {} buckets, the writer had {nb}",
-                            n.p.nb
-                        )));
-                    }
-                    self.cur.replace(n);
-                }
-            }
-        }
-        Ok(())
+        self.raw.load().p.separate
     }
 }
 
-impl LookupTable for Lookup {
-    type Delta = Delta;
-    type Reader<'a> = Reader;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cuckoo::Control;
+    use crate::engine::RawDelta;
+    use crate::{ControlTable, LookupTable, Wire};
 
-    fn reader(&self) -> Reader {
-        Reader::new(self.cur.clone())
-    }
-
-    #[inline]
-    fn get(&self, key: &[u8]) -> Option<u64> {
-        self.cur.load().get(key)
-    }
-
-    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
-        self.cur.load().get_batch(keys, out)
-    }
-
-    #[inline]
-    fn get_u64(&self, key: u64) -> Option<u64> {
-        self.cur.load().get_u64(key)
-    }
-
-    fn apply(&self, delta: &Delta) -> Result<()> {
-        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let have = self.seq.load(Ordering::Relaxed);
-        if have == POISONED {
-            return Err(Error::DeltaMismatch("an earlier delta failed half-way; reload a fresh blob".into()));
+    #[test]
+    fn a_whole_table_delta_round_trips_and_replaces() {
+        let mut ctl = Control::from_items((0..100u64).map(|i| (i.to_le_bytes(), i)), 8).unwrap();
+        let replica = ctl.export();
+        for i in 100..150u64 {
+            ctl.insert(&i.to_le_bytes(), i).unwrap();
         }
-        crate::lineage::check_next(self.table, have, delta.table, delta.seq)?;
-        let seed = self.cur.load().p.seed;
-        if delta.seed != seed {
-            return Err(Error::DeltaMismatch(format!("delta is for seed {:#x}, table has {seed:#x}", delta.seed)));
+        let whole = Image(ctl.export().raw.load().clone_table());
+        let d = Delta(RawDelta::replace(ctl.lineage(), replica.seq() + 1, whole));
+        let back = Delta::from_bytes(&d.to_bytes()).unwrap();
+        assert_eq!(back, d);
+        assert!(crate::lineage::DeltaInfo::is_rebuild(&back));
+        replica.apply(&back).unwrap();
+        for i in 0..150u64 {
+            assert_eq!(replica.get(&i.to_le_bytes()), Some(i));
         }
-        // Each op validates before it changes anything, so a failure of the
-        // first op leaves the table untouched; a later failure leaves a
-        // half-applied delta, and the replica refuses further deltas.
-        let first = delta.ops.first().map(|o| self.apply_ops(std::slice::from_ref(o))).unwrap_or(Ok(()));
-        first?;
-        if let Err(e) = self.apply_ops(delta.ops.get(1..).unwrap_or(&[])) {
-            self.seq.store(POISONED, Ordering::Release);
-            return Err(e);
+        // A whole table among other operations is corrupt.
+        let mut w = Writer::new(Kind::CuckooDelta);
+        crate::lineage::write_prologue(&mut w, ctl.lineage(), 1);
+        w.u64(ctl.seed()).varint(2).u8(TAG_TABLE);
+        if let Change::Replace(img) = &d.0.change {
+            crate::engine::ImageCodec::encode(&**img, &mut w);
         }
-        self.seq.store(delta.seq, Ordering::Release);
-        Ok(())
+        assert!(matches!(Delta::from_bytes(&w.finish()), Err(Error::Corrupt(_))));
     }
 
-    fn memory_bytes(&self) -> usize {
-        std::mem::size_of::<Self>() + self.cur.load().memory_bytes()
-    }
-}
-
-impl Wire for Lookup {
-    fn to_bytes(&self) -> Vec<u8> {
-        let t = self.cur.load();
-        let mut w = Writer::with_capacity(Kind::CuckooLookup, t.memory_bytes() + 64);
-        crate::lineage::write_prologue(&mut w, self.table, self.seq());
-        t.encode(&mut w);
-        w.finish()
-    }
-
-    fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::CuckooLookup)?;
-        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
-        if seq == POISONED {
-            return Err(Error::Corrupt("blob of a poisoned replica".into()));
-        }
-        let t = Table::decode(&mut r)?;
-        r.finish()?;
-        Ok(Self::from_table(t, table, seq))
+    #[test]
+    fn a_delta_failing_half_way_poisons_the_replica() {
+        use super::super::table::SlotWrite;
+        let ctl = Control::from_items((0..100u64).map(|i| (i.to_le_bytes(), i)), 8).unwrap();
+        let replica = ctl.export();
+        let outside = SlotWrite { slot: u64::MAX / 2, key: 1, meta: 1, val: 0 };
+        // First operation bad: refused, nothing changed, the next delta still applies.
+        let bad_first = Delta::new(ctl.lineage(), 1, ctl.seed(), vec![Op::Step(vec![outside])]);
+        assert!(replica.apply(&bad_first).is_err());
+        assert_eq!(replica.seq(), 0);
+        let clear = Delta::new(ctl.lineage(), 1, ctl.seed(), vec![Op::Step(vec![SlotWrite::clear(0)])]);
+        replica.apply(&clear).unwrap();
+        // Second operation bad after a first that changed the table: poisoned.
+        let torn = Delta::new(
+            ctl.lineage(),
+            2,
+            ctl.seed(),
+            vec![Op::Step(vec![SlotWrite::clear(1)]), Op::Step(vec![outside])],
+        );
+        assert!(replica.apply(&torn).is_err());
+        let next = Delta::new(ctl.lineage(), 3, ctl.seed(), vec![Op::Step(vec![SlotWrite::clear(2)])]);
+        assert!(matches!(replica.apply(&next), Err(Error::DeltaMismatch(_))));
+        assert_eq!(replica.seq(), u64::MAX);
     }
 }

@@ -30,11 +30,12 @@ mod control;
 mod delta;
 mod lookup;
 pub mod partial;
+pub(crate) mod path;
 mod table;
 
 pub use control::{Control, Reader, Stats};
 pub use delta::Delta;
-pub use lookup::Lookup;
+pub use lookup::{Lookup, Reader as LookupReader};
 
 mod fasthash;
 

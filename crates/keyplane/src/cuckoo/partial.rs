@@ -7,6 +7,7 @@
 //! performance: `docs/structures/cuckoo.md` in the repository. Usage: the
 //! examples on [`Control`] and [`Lookup`].
 
+use super::path::{Cap, Policy, Seen, search};
 use crate::ControlTable;
 use crate::bits::PackedArray;
 use crate::engine::{Change, ControlLimits, ImageCodec, PatchCodec, RawDelta, RawLookup, Scheme};
@@ -318,6 +319,20 @@ impl Lookup {
     }
 }
 
+/// The control form's slot array as the shared cuckoo-path search sees it.
+impl super::path::Graph for &Control {
+    fn slots(&self) -> usize {
+        SLOTS
+    }
+    fn alt(&mut self, b: usize, s: usize) -> Option<usize> {
+        let slot = b * SLOTS + s;
+        (self.owner[slot] != NONE).then(|| self.p.alt(b, self.p.fp_of(self.a.get(slot))))
+    }
+    fn free(&self, b: usize) -> Option<usize> {
+        self.free_in(b).map(|s| s % SLOTS)
+    }
+}
+
 /// Partial-key cuckoo control form: keys, values, the slot of every key and
 /// a mirror of the lookup form's slot array.
 ///
@@ -510,42 +525,20 @@ impl Control {
         true
     }
 
+    /// Cuckoo path from `b1`/`b2` (the shared [`super::path::search`], with
+    /// the full map's rules): the moves (from, to), leaf first, and the
+    /// freed root slot.
     fn bfs(&self, b1: usize, b2: usize) -> Option<(Vec<(usize, usize)>, usize)> {
-        let mut nodes: Vec<(usize, u32, u8)> = vec![(b1, NONE, 0), (b2, NONE, 0)];
-        let mut head = 0;
-        while head < nodes.len() {
-            let b = nodes[head].0;
-            for s in 0..SLOTS {
-                let slot = b * SLOTS + s;
-                let alt = self.p.alt(b, self.p.fp_of(self.a.get(slot)));
-                let mut cur = head as u32;
-                let mut seen = false;
-                while cur != NONE {
-                    seen |= nodes[cur as usize].0 == alt;
-                    cur = nodes[cur as usize].1;
-                }
-                if seen {
-                    continue;
-                }
-                if let Some(free) = self.free_in(alt) {
-                    let mut moves = vec![(slot, free)];
-                    let (mut vac, mut cur) = (slot, head);
-                    while nodes[cur].1 != NONE {
-                        let par = nodes[cur].1 as usize;
-                        let from = nodes[par].0 * SLOTS + nodes[cur].2 as usize;
-                        moves.push((from, vac));
-                        vac = from;
-                        cur = par;
-                    }
-                    return Some((moves, vac));
-                }
-                if nodes.len() < MAX_BFS_NODES {
-                    nodes.push((alt, head as u32, s as u8));
-                }
-            }
-            head += 1;
+        let policy =
+            Policy { seen: Seen::OnPath, cap: Cap::Queue(MAX_BFS_NODES), max_moves: usize::MAX, roots_free: false };
+        let mut path = Vec::new();
+        let mut g = self;
+        if !search(&mut g, &[b1 as u32, b2 as u32], policy, &mut Vec::new(), &mut path).0 {
+            return None;
         }
-        None
+        let slot = |(b, s): (u32, u8)| b as usize * SLOTS + s as usize;
+        let moves = path.windows(2).rev().map(|w| (slot(w[0]), slot(w[1]))).collect();
+        Some((moves, slot(path[0])))
     }
 
     fn grow(&mut self) -> Result<Delta> {

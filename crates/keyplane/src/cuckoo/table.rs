@@ -3,7 +3,8 @@
 //! primitive steps, BFS path search and deterministic rebuild.
 
 use super::fasthash::hash_packed;
-use super::{MAX_BUCKETS, MAX_KEY_LEN, MAX_SLOTS, Params, SLOTS, STASH};
+use super::path::{Cap, Policy, Seen, search};
+use super::{MAX_BUCKETS, MAX_KEY_LEN, Params, SLOTS, STASH};
 use crate::error::{Error, Result};
 use crate::hash::{hash64, hi, lo, mix64, reduce};
 use crate::mem::prefetch;
@@ -367,6 +368,35 @@ pub(crate) struct WriteStats {
     pub moves: u64,
     pub bfs_nodes: u64,
     pub stashed: u64,
+}
+
+/// The table as the shared cuckoo-path search sees it.
+struct PathGraph<'a> {
+    t: &'a Table,
+    buf: Vec<u8>,
+}
+
+impl super::path::Graph for PathGraph<'_> {
+    fn slots(&self) -> usize {
+        self.t.p.sb as usize
+    }
+    fn alt(&mut self, b: usize, s: usize) -> Option<usize> {
+        let t = self.t;
+        let (k, m, _) = t.raw(b * t.p.sb as usize + s);
+        if m == 0 {
+            return None;
+        }
+        t.key_of(k, m, &mut self.buf);
+        let (b1, b2) = t.p.buckets_of(t.p.hash(&self.buf));
+        Some(if b1 == b { b2 } else { b1 })
+    }
+    fn free(&self, b: usize) -> Option<usize> {
+        self.t.free_in(b).map(|s| s % self.t.p.sb as usize)
+    }
+    #[inline(always)]
+    fn prefetch(&self, b: usize) {
+        prefetch(&self.t.buckets[b] as *const Bucket);
+    }
 }
 
 /// The table: buckets, stash, optional value array, key arena, counters.
@@ -946,66 +976,24 @@ impl Table {
         (0..sb).find(|&s| self.p.slot_from_words(&w, s).1 == 0).map(|s| b * sb + s)
     }
 
-    fn alt_of(&self, slot: usize, buf: &mut Vec<u8>) -> usize {
-        let (k, m, _) = self.raw(slot);
-        self.key_of(k, m, buf);
-        let (b1, b2) = self.p.buckets_of(self.p.hash(buf));
-        if b1 == slot / self.p.sb as usize { b2 } else { b1 }
-    }
-
-    /// Breadth-first search for a cuckoo path from `b1`/`b2` to a free slot.
-    /// Returns the moves (from, to), leaf first, and the freed root slot.
+    /// Breadth-first search for a cuckoo path from `b1`/`b2` to a free slot
+    /// (the shared [`super::path::search`]; a bucket once per path, at most
+    /// [`MAX_BFS_NODES`] queued). Returns the moves (from, to), leaf first,
+    /// and the freed root slot.
     fn bfs(&self, b1: usize, b2: usize, st: &mut WriteStats) -> Option<(Vec<(usize, usize)>, usize)> {
-        const NONE: u32 = u32::MAX;
-        let mut nodes: Vec<(usize, u32, u8)> = vec![(b1, NONE, 0), (b2, NONE, 0)];
-        let mut buf = Vec::new();
-        let mut head = 0;
-        while head < nodes.len() {
-            let b = nodes[head].0;
-            st.bfs_nodes += 1;
-            // Hash the four occupants and prefetch their alternate buckets
-            // before inspecting any of them (they are the next BFS level).
-            let sb = self.p.sb as usize;
-            let mut alts = [0usize; MAX_SLOTS];
-            for (s, a) in alts[..sb].iter_mut().enumerate() {
-                *a = self.alt_of(b * sb + s, &mut buf);
-                prefetch(&self.buckets[*a] as *const Bucket);
-            }
-            for (s, &alt) in alts[..sb].iter().enumerate() {
-                let slot = b * sb + s;
-                // Paths visit distinct buckets.
-                let mut cur = head as u32;
-                let mut seen = false;
-                while cur != NONE {
-                    if nodes[cur as usize].0 == alt {
-                        seen = true;
-                        break;
-                    }
-                    cur = nodes[cur as usize].1;
-                }
-                if seen {
-                    continue;
-                }
-                if let Some(free) = self.free_in(alt) {
-                    let mut moves = vec![(slot, free)];
-                    let mut vac = slot;
-                    let mut cur = head;
-                    while nodes[cur].1 != NONE {
-                        let par = nodes[cur].1 as usize;
-                        let from = nodes[par].0 * sb + nodes[cur].2 as usize;
-                        moves.push((from, vac));
-                        vac = from;
-                        cur = par;
-                    }
-                    return Some((moves, vac));
-                }
-                if nodes.len() < MAX_BFS_NODES {
-                    nodes.push((alt, head as u32, s as u8));
-                }
-            }
-            head += 1;
+        let mut g = PathGraph { t: self, buf: Vec::new() };
+        let policy =
+            Policy { seen: Seen::OnPath, cap: Cap::Queue(MAX_BFS_NODES), max_moves: usize::MAX, roots_free: false };
+        let mut path = Vec::new();
+        let (found, expanded) = search(&mut g, &[b1 as u32, b2 as u32], policy, &mut Vec::new(), &mut path);
+        st.bfs_nodes += expanded;
+        if !found {
+            return None;
         }
-        None
+        let sb = self.p.sb as usize;
+        let slot = |(b, s): (u32, u8)| b as usize * sb + s as usize;
+        let moves = path.windows(2).rev().map(|w| (slot(w[0]), slot(w[1]))).collect();
+        Some((moves, slot(path[0])))
     }
 
     /// Inserts a key known to be absent whose key word (arena offset for

@@ -97,20 +97,55 @@ pub struct Control {
     poisoned: bool,
     visit: Vec<u32>,
     epoch: u32,
-    queue: Vec<QNode>,
+    queue: Vec<crate::cuckoo::path::Node>,
     path: Vec<(u32, u8)>,
 }
 
-/// A node of the cuckoo-path BFS: bucket, parent node, slot of the
-/// parent whose key moves here, depth, and the hash of the key moving in
-/// (`None` only for a relocation root, which receives no key).
-#[derive(Debug, Clone, Copy)]
-struct QNode {
-    b: u32,
-    parent: u32,
-    slot: u8,
-    depth: u8,
+/// The cells as the shared cuckoo-path search sees them: `inc` is the hash
+/// of the key entering the roots (`None`: relocating a key out of one
+/// root); `inline` keeps to buckets whose new key sets have an inline seed.
+struct Cells<'a> {
+    cells: &'a [Cell],
+    p: &'a Params,
     inc: Option<u64>,
+    inline: bool,
+}
+
+impl Cells<'_> {
+    /// Hash of the key entering from slot `from` (`None`: the root's).
+    fn entering(&self, from: Option<(usize, usize)>) -> Option<u64> {
+        match from {
+            Some((b, s)) => Some(self.cells[b].h[s]),
+            None => self.inc,
+        }
+    }
+}
+
+impl crate::cuckoo::path::Graph for Cells<'_> {
+    fn slots(&self) -> usize {
+        4
+    }
+    #[inline(always)]
+    fn alt(&mut self, b: usize, s: usize) -> Option<usize> {
+        let c = &self.cells[b];
+        (c.id[s] != NONE).then(|| {
+            let (b0, b1) = self.p.buckets(c.h[s]);
+            (if b as u32 == b0 { b1 } else { b0 }) as usize
+        })
+    }
+    fn free(&self, b: usize) -> Option<usize> {
+        self.cells[b].free()
+    }
+    #[inline(always)]
+    fn prefetch(&self, b: usize) {
+        crate::mem::prefetch(&self.cells[b] as *const Cell);
+    }
+    fn may_leave(&self, b: usize, s: usize, enter: Option<(usize, usize)>) -> bool {
+        !self.inline || self.cells[b].inline_ok(Some(s), self.entering(enter))
+    }
+    fn may_take(&self, b: usize, enter: Option<(usize, usize)>) -> bool {
+        !self.inline || self.cells[b].inline_ok(None, self.entering(enter))
+    }
 }
 
 /// One bucket of the source cuckoo table.
@@ -275,12 +310,6 @@ impl Control {
         self.keys.iter()
     }
 
-    #[inline(always)]
-    fn other(&self, h: u64, b: u32) -> u32 {
-        let (b0, b1) = self.p.buckets(h);
-        if b == b0 { b1 } else { b0 }
-    }
-
     fn check_poisoned(&self) -> Result<()> {
         if self.poisoned {
             return Err(Error::BuildFailed(
@@ -317,81 +346,15 @@ impl Control {
     /// together. `inline` keeps to buckets whose new key sets have an
     /// inline seed (and gives up sooner: [`MAX_VALID_BFS`] buckets).
     fn find_path(&mut self, roots: &[u32], inc: Option<u64>, inline: bool) -> bool {
-        self.path.clear();
-        if let Some(h) = inc {
-            for &b in roots {
-                let c = &self.cells[b as usize];
-                if let Some(f) = c.free()
-                    && (!inline || c.inline_ok(None, Some(h)))
-                {
-                    self.path.push((b, f as u8));
-                    return true;
-                }
-            }
-        }
-        if self.opts.max_cuckoo_path == 0 {
-            return false;
-        }
-        let limit = if inline { MAX_VALID_BFS } else { MAX_BFS };
-        self.next_epoch();
-        self.queue.clear();
-        for &b in roots {
-            self.visit[b as usize] = self.epoch;
-            self.queue.push(QNode { b, parent: NONE, slot: 0, depth: 0, inc });
-        }
-        let mut head = 0;
-        while head < self.queue.len() && self.queue.len() < limit {
-            let q = self.queue[head];
-            let cell = self.cells[q.b as usize];
-            let mut alts = [NONE; 4];
-            for (a, (&id, &h)) in alts.iter_mut().zip(cell.id.iter().zip(&cell.h)) {
-                if id != NONE {
-                    *a = self.other(h, q.b);
-                    crate::mem::prefetch(&self.cells[*a as usize] as *const Cell);
-                }
-            }
-            for (t, &alt) in alts.iter().enumerate() {
-                if alt == NONE || self.visit[alt as usize] == self.epoch || (inline && !cell.inline_ok(Some(t), q.inc))
-                {
-                    continue;
-                }
-                self.visit[alt as usize] = self.epoch;
-                let ac = &self.cells[alt as usize];
-                if let Some(f) = ac.free()
-                    && (!inline || ac.inline_ok(None, Some(cell.h[t])))
-                {
-                    self.path.push((alt, f as u8));
-                    self.path.push((q.b, t as u8));
-                    let mut i = head;
-                    while self.queue[i].parent != NONE {
-                        let n = self.queue[i];
-                        self.path.push((self.queue[n.parent as usize].b, n.slot));
-                        i = n.parent as usize;
-                    }
-                    self.path.reverse();
-                    return true;
-                }
-                if (q.depth as u32) + 1 < self.opts.max_cuckoo_path {
-                    self.queue.push(QNode {
-                        b: alt,
-                        parent: head as u32,
-                        slot: t as u8,
-                        depth: q.depth + 1,
-                        inc: Some(cell.h[t]),
-                    });
-                }
-            }
-            head += 1;
-        }
-        false
-    }
-
-    fn next_epoch(&mut self) {
-        self.epoch = self.epoch.wrapping_add(1);
-        if self.epoch == 0 {
-            self.visit.iter_mut().for_each(|v| *v = 0);
-            self.epoch = 1;
-        }
+        use crate::cuckoo::path::{Cap, Policy, Seen, search};
+        let policy = Policy {
+            seen: Seen::Marks(&mut self.visit, &mut self.epoch),
+            cap: Cap::Expand(if inline { MAX_VALID_BFS } else { MAX_BFS }),
+            max_moves: self.opts.max_cuckoo_path as usize,
+            roots_free: inc.is_some(),
+        };
+        let mut g = Cells { cells: &self.cells, p: &self.p, inc, inline };
+        search(&mut g, roots, policy, &mut self.queue, &mut self.path).0
     }
 
     /// True if every bucket of `self.path` (an insert of hash `h`) keeps a
