@@ -103,6 +103,9 @@ fn main() {
     if want("fpt") {
         run::<keyplane::fpt::Control>(n, true, 8);
     }
+    if want("othello") {
+        run::<keyplane::othello::Control>(n, false, 8);
+    }
     if want("ludo") {
         run::<keyplane::ludo::Control>(n, false, 8);
     }
