@@ -84,6 +84,47 @@ pub(crate) trait Scheme: Sized + Debug + Clone + PartialEq + Send + Sync + 'stat
             *o = Self::get(c, k, &latest);
         }
     }
+    /// `get(c, &u64_key(key))` (see [`crate::LookupTable::get_u64`]):
+    /// override with a path specialised for 8-byte integer keys.
+    #[inline(always)]
+    fn get_u64(c: &Self::Inner, key: u64, latest: impl Fn() -> Arc<Self::Inner>) -> Option<u64> {
+        Self::get(c, &crate::key::u64_key(key), latest)
+    }
+
+    /// Writes a lookup blob's payload (after the frame header): the lineage
+    /// prologue, then the snapshot. Override only for a structure whose
+    /// blobs were laid out otherwise before the engine (LPM).
+    fn write_blob(w: &mut Writer, table: Lineage, seq: u64, c: &Self::Inner) {
+        lineage::write_prologue(w, table, seq);
+        Self::encode_inner(c, w);
+    }
+    /// Reads what [`Scheme::write_blob`] wrote.
+    fn read_blob(r: &mut WireReader<'_>) -> Result<(Lineage, u64, Self::Image)> {
+        let (table, seq) = lineage::read_prologue(r)?;
+        Ok((table, seq, Self::Image::decode(r)?))
+    }
+    /// Writes a delta's payload: the lineage prologue, then a patch (its
+    /// own tag byte first) or `REPLACE_TAG` and an image. Override as
+    /// [`Scheme::write_blob`].
+    fn write_delta(w: &mut Writer, d: &RawDelta<Self>) {
+        lineage::write_prologue(w, d.table, d.seq);
+        match &d.change {
+            Change::Patch(p) => p.encode(w),
+            Change::Replace(img) => {
+                w.u8(Self::REPLACE_TAG);
+                img.encode(w);
+            }
+        }
+    }
+    /// Reads what [`Scheme::write_delta`] wrote.
+    fn read_delta(r: &mut WireReader<'_>) -> Result<RawDelta<Self>> {
+        let (table, seq) = lineage::read_prologue(r)?;
+        let change = match r.u8()? {
+            t if t == Self::REPLACE_TAG => Change::Replace(Box::new(Self::Image::decode(r)?)),
+            t => Change::Patch(Self::Patch::decode(t, r)?),
+        };
+        Ok(RawDelta { table, seq, change })
+    }
 }
 
 /// A scheme's whole-table image on the wire.
@@ -137,27 +178,23 @@ impl<S: Scheme> RawDelta<S> {
 
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut w = Writer::new(S::DELTA_KIND);
-        lineage::write_prologue(&mut w, self.table, self.seq);
-        match &self.change {
-            Change::Patch(p) => p.encode(&mut w),
-            Change::Replace(img) => {
-                w.u8(S::REPLACE_TAG);
-                img.encode(&mut w);
-            }
-        }
+        S::write_delta(&mut w, self);
         w.finish()
     }
 
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, S::DELTA_KIND)?;
-        let (table, seq) = lineage::read_prologue(&mut r)?;
-        let change = match r.u8()? {
-            t if t == S::REPLACE_TAG => Change::Replace(Box::new(S::Image::decode(&mut r)?)),
-            t => Change::Patch(S::Patch::decode(t, &mut r)?),
-        };
+        let d = S::read_delta(&mut r)?;
         r.finish()?;
-        Ok(RawDelta { table, seq, change })
+        Ok(d)
     }
+}
+
+impl<S: Scheme> Eq for RawDelta<S>
+where
+    S::Image: Eq,
+    S::Patch: Eq,
+{
 }
 
 /// A lookup form: the scheme's current snapshot plus everything shared.
@@ -216,6 +253,11 @@ impl<S: Scheme> RawLookup<S> {
         S::get_batch(&self.cur.load(), keys, out, || self.cur.load_full())
     }
 
+    #[inline(always)]
+    pub fn get_u64(&self, key: u64) -> Option<u64> {
+        S::get_u64(&self.cur.load(), key, || self.cur.load_full())
+    }
+
     /// A per-thread reader.
     pub fn reader(&self) -> Reader<'_, S> {
         Reader(self.cur.cached())
@@ -250,15 +292,13 @@ impl<S: Scheme> RawLookup<S> {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let c = self.cur.load();
         let mut w = Writer::with_capacity(S::LOOKUP_KIND, S::payload_hint(&c));
-        lineage::write_prologue(&mut w, self.table, self.seq.load(Ordering::Acquire));
-        S::encode_inner(&c, &mut w);
+        S::write_blob(&mut w, self.table, self.seq.load(Ordering::Acquire), &c);
         w.finish()
     }
 
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, S::LOOKUP_KIND)?;
-        let (table, seq) = lineage::read_prologue(&mut r)?;
-        let img = S::Image::decode(&mut r)?;
+        let (table, seq, img) = S::read_blob(&mut r)?;
         r.finish()?;
         Self::from_image(img, table, seq)
     }
@@ -276,6 +316,16 @@ impl<S: Scheme> Clone for Reader<'_, S> {
 }
 
 impl<S: Scheme> Reader<'_, S> {
+    /// Runs `f` on the reader's current snapshot (a scheme's own typed
+    /// lookups, e.g. LPM's `get_v4`).
+    #[inline(always)]
+    pub fn with<R>(&self, f: impl FnOnce(&S::Inner) -> R) -> R {
+        self.0.with(
+            #[inline(always)]
+            |c| f(c),
+        )
+    }
+
     #[inline(always)]
     pub fn get(&self, key: &[u8]) -> Option<u64> {
         self.0.with(
@@ -287,6 +337,14 @@ impl<S: Scheme> Reader<'_, S> {
     #[inline]
     pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
         self.0.with(|c| S::get_batch(c, keys, out, || self.0.latest()))
+    }
+
+    #[inline(always)]
+    pub fn get_u64(&self, key: u64) -> Option<u64> {
+        self.0.with(
+            #[inline(always)]
+            |c| S::get_u64(c, key, || self.0.latest()),
+        )
     }
 }
 
@@ -319,11 +377,17 @@ pub(crate) trait ControlLimits {
 
 /// Writes the trait impls of a structure's public `Lookup { raw:
 /// RawLookup<S> }`, `Delta(RawDelta<S>)` and `Reader<'a>(engine::Reader<'a,
-/// S>)`, all delegating to the engine: `LookupTable`, `Wire` (both),
-/// `ReadHandle`, `DeltaInfo`, and the crate-internal accessors `lineage`,
-/// `seq`, `value_bits`.
+/// S>)`, all delegating to the engine: `LookupTable` (with `get_u64`),
+/// `Wire` (both), `ReadHandle` (with `get_u64`), `DeltaInfo`, and the
+/// accessors `lineage`, `seq`, `value_bits` (crate-internal, or of the
+/// visibility given as a second argument).
 macro_rules! lookup_form {
     ($scheme:ty) => {
+        $crate::engine::lookup_form!($scheme, pub(crate));
+    };
+    // `$vis`: visibility of the inherent accessors (`pub` for a structure
+    // whose `seq` / `value_bits` were public before it moved onto the engine).
+    ($scheme:ty, $vis:vis) => {
         impl $crate::LookupTable for Lookup {
             type Delta = Delta;
             type Reader<'a> = Reader<'a>;
@@ -338,6 +402,10 @@ macro_rules! lookup_form {
             #[inline]
             fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
                 self.raw.get_batch(keys, out)
+            }
+            #[inline]
+            fn get_u64(&self, key: u64) -> Option<u64> {
+                self.raw.get_u64(key)
             }
             fn apply(&self, delta: &Delta) -> $crate::Result<()> {
                 self.raw.apply(&delta.0)
@@ -374,6 +442,10 @@ macro_rules! lookup_form {
             fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
                 self.0.get_batch(keys, out)
             }
+            #[inline(always)]
+            fn get_u64(&self, key: u64) -> Option<u64> {
+                self.0.get_u64(key)
+            }
         }
 
         impl $crate::lineage::DeltaInfo for Delta {
@@ -394,15 +466,15 @@ macro_rules! lookup_form {
                 Lookup { raw }
             }
             /// Table id and key format (see [`crate::lineage`]).
-            pub(crate) fn lineage(&self) -> $crate::lineage::Lineage {
+            $vis fn lineage(&self) -> $crate::lineage::Lineage {
                 self.raw.lineage()
             }
             /// Sequence number of the last delta applied (or of the export).
-            pub(crate) fn seq(&self) -> u64 {
+            $vis fn seq(&self) -> u64 {
                 self.raw.seq()
             }
             /// Value bits.
-            pub(crate) fn value_bits(&self) -> u32 {
+            $vis fn value_bits(&self) -> u32 {
                 self.raw.value_bits()
             }
         }
@@ -410,17 +482,17 @@ macro_rules! lookup_form {
         impl Delta {
             /// Sequence number of this delta.
             #[allow(dead_code)]
-            pub(crate) fn seq(&self) -> u64 {
+            $vis fn seq(&self) -> u64 {
                 self.0.seq
             }
             /// The table this delta belongs to (see [`crate::lineage`]).
             #[allow(dead_code)]
-            pub(crate) fn table_id(&self) -> $crate::TableId {
+            $vis fn table_id(&self) -> $crate::TableId {
                 self.0.table.id
             }
             /// True if this delta replaces the whole lookup form.
             #[allow(dead_code)]
-            pub(crate) fn is_rebuild(&self) -> bool {
+            $vis fn is_rebuild(&self) -> bool {
                 self.0.is_rebuild()
             }
         }

@@ -262,7 +262,7 @@ macro_rules! delta_info {
     )*};
 }
 
-delta_info!(crate::cuckoo::Delta, crate::ludo::Delta, crate::othello::Delta, crate::setsep::Delta);
+delta_info!(crate::cuckoo::Delta, crate::ludo::Delta, crate::setsep::Delta);
 
 #[cfg(test)]
 mod tests {

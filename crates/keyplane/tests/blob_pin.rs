@@ -116,19 +116,21 @@ fn othello_filtered_bytes_are_pinned() {
     });
 }
 
+/// A loaded lookup form: applies a delta (`Some`) or serialises the table (`None`).
+type Handle = Box<dyn Fn(Option<&[u8]>) -> keyplane::Result<Vec<u8>>>;
+
 /// Pins the pinned files `name.{lookup,deltas,after}.bin` to `blob`,
 /// `deltas` and `after`, then checks that the pinned blob loads and
 /// re-serialises identically, every pinned delta decodes and re-encodes
 /// identically and applies, and the result is the pinned final blob.
 /// `open` loads a blob and returns a handle that applies a delta (`Some`)
 /// or serialises the table (`None`).
-#[allow(clippy::type_complexity)]
 fn check_sequence(
     name: &str,
     blob: &[u8],
     deltas: &[Vec<u8>],
     after: &[u8],
-    open: impl Fn(&[u8]) -> keyplane::Result<Box<dyn Fn(Option<&[u8]>) -> keyplane::Result<Vec<u8>>>>,
+    open: impl Fn(&[u8]) -> keyplane::Result<Handle>,
 ) {
     let mut all = Vec::new();
     for d in deltas {
@@ -166,7 +168,7 @@ fn lpm_bytes_are_pinned() {
     use keyplane::ControlTable;
     use keyplane::lpm::{Control, Delta, Lookup, Prefix};
     let name = "lpm";
-    let open = |b: &[u8]| -> keyplane::Result<Box<dyn Fn(Option<&[u8]>) -> keyplane::Result<Vec<u8>>>> {
+    let open = |b: &[u8]| -> keyplane::Result<Handle> {
         let t = Lookup::from_bytes(b)?;
         Ok(Box::new(move |d: Option<&[u8]>| match d {
             Some(d) => {
