@@ -158,6 +158,9 @@ fn main() {
     if want("fpt") {
         run::<keyplane::fpt::Control>(n, true, 8, updates);
     }
+    if want("othello") {
+        run::<keyplane::othello::Control>(n, false, 8, updates);
+    }
     if want("ludo") {
         run::<keyplane::ludo::Control>(n, false, 8, updates);
     }

@@ -113,6 +113,30 @@ pub(crate) trait Scheme: Sized + Debug + Clone + PartialEq + Send + Sync + 'stat
     fn patch_rebuilds(_p: &Self::Patch) -> bool {
         false
     }
+    /// Writes a lookup blob's payload (after the frame header): the lineage
+    /// prologue, then the snapshot. Override only for a structure whose
+    /// blobs were laid out otherwise before the engine (LPM).
+    fn write_blob(w: &mut Writer, table: Lineage, seq: u64, c: &Self::Inner) {
+        lineage::write_prologue(w, table, seq);
+        Self::encode_inner(c, w);
+    }
+    /// Reads what [`Scheme::write_blob`] wrote.
+    fn read_blob(r: &mut WireReader<'_>) -> Result<(Lineage, u64, Self::Image)> {
+        let (table, seq) = lineage::read_prologue(r)?;
+        Ok((table, seq, Self::Image::decode(r)?))
+    }
+    /// Writes a delta's payload: the lineage prologue, then
+    /// [`Scheme::encode_change`]. Override as [`Scheme::write_blob`] (LPM).
+    fn write_delta(w: &mut Writer, d: &RawDelta<Self>) {
+        lineage::write_prologue(w, d.table, d.seq);
+        Self::encode_change(&d.change, w);
+    }
+    /// Reads what [`Scheme::write_delta`] wrote.
+    fn read_delta(r: &mut WireReader<'_>) -> Result<RawDelta<Self>> {
+        let (table, seq) = lineage::read_prologue(r)?;
+        let change = Self::decode_change(r)?;
+        Ok(RawDelta { table, seq, change })
+    }
     /// Writes a delta's change after the lineage prologue. The default: a
     /// tag byte, [`Scheme::REPLACE_TAG`] then the image, or the patch's own
     /// tag and body. Override only to keep a delta format that predates the
@@ -189,18 +213,23 @@ impl<S: Scheme> RawDelta<S> {
 
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut w = Writer::new(S::DELTA_KIND);
-        lineage::write_prologue(&mut w, self.table, self.seq);
-        S::encode_change(&self.change, &mut w);
+        S::write_delta(&mut w, self);
         w.finish()
     }
 
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, S::DELTA_KIND)?;
-        let (table, seq) = lineage::read_prologue(&mut r)?;
-        let change = S::decode_change(&mut r)?;
+        let d = S::read_delta(&mut r)?;
         r.finish()?;
-        Ok(RawDelta { table, seq, change })
+        Ok(d)
     }
+}
+
+impl<S: Scheme> Eq for RawDelta<S>
+where
+    S::Image: Eq,
+    S::Patch: Eq,
+{
 }
 
 /// A lookup form: the scheme's current snapshot plus everything shared.
@@ -307,15 +336,13 @@ impl<S: Scheme> RawLookup<S> {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let c = self.cur.load();
         let mut w = Writer::with_capacity(S::LOOKUP_KIND, S::payload_hint(&c));
-        lineage::write_prologue(&mut w, self.table, self.seq.load(Ordering::Acquire));
-        S::encode_inner(&c, &mut w);
+        S::write_blob(&mut w, self.table, self.seq.load(Ordering::Acquire), &c);
         w.finish()
     }
 
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let mut r = Frame::open(bytes, S::LOOKUP_KIND)?;
-        let (table, seq) = lineage::read_prologue(&mut r)?;
-        let img = S::Image::decode(&mut r)?;
+        let (table, seq, img) = S::read_blob(&mut r)?;
         r.finish()?;
         Self::from_image(img, table, seq)
     }
@@ -333,6 +360,16 @@ impl<S: Scheme> Clone for Reader<'_, S> {
 }
 
 impl<S: Scheme> Reader<'_, S> {
+    /// Runs `f` on the reader's current snapshot (a scheme's own typed
+    /// lookups, e.g. LPM's `get_v4`).
+    #[inline(always)]
+    pub fn with<R>(&self, f: impl FnOnce(&S::Inner) -> R) -> R {
+        self.0.with(
+            #[inline(always)]
+            |c| f(c),
+        )
+    }
+
     #[inline(always)]
     pub fn get(&self, key: &[u8]) -> Option<u64> {
         self.0.with(
@@ -385,12 +422,17 @@ pub(crate) trait ControlLimits {
 
 /// Writes the trait impls of a structure's public `Lookup { raw:
 /// RawLookup<S> }`, `Delta(RawDelta<S>)` and `Reader<'a>(engine::Reader<'a,
-/// S>)`, all delegating to the engine: `LookupTable` (with `get_u64`
-/// through [`Scheme::get_u64`]), `Wire` (both),
-/// `ReadHandle`, `DeltaInfo`, and the crate-internal accessors `lineage`,
-/// `seq`, `value_bits`.
+/// S>)`, all delegating to the engine: `LookupTable` (with `get_u64`),
+/// `Wire` (both), `ReadHandle` (with `get_u64`), `DeltaInfo`, and the
+/// accessors `lineage`, `seq`, `value_bits` (crate-internal, or of the
+/// visibility given as a second argument).
 macro_rules! lookup_form {
     ($scheme:ty) => {
+        $crate::engine::lookup_form!($scheme, pub(crate));
+    };
+    // `$vis`: visibility of the inherent accessors (`pub` for a structure
+    // whose `seq` / `value_bits` were public before it moved onto the engine).
+    ($scheme:ty, $vis:vis) => {
         impl $crate::LookupTable for Lookup {
             type Delta = Delta;
             type Reader<'a> = Reader<'a>;
@@ -469,15 +511,15 @@ macro_rules! lookup_form {
                 Lookup { raw }
             }
             /// Table id and key format (see [`crate::lineage`]).
-            pub(crate) fn lineage(&self) -> $crate::lineage::Lineage {
+            $vis fn lineage(&self) -> $crate::lineage::Lineage {
                 self.raw.lineage()
             }
             /// Sequence number of the last delta applied (or of the export).
-            pub(crate) fn seq(&self) -> u64 {
+            $vis fn seq(&self) -> u64 {
                 self.raw.seq()
             }
             /// Value bits.
-            pub(crate) fn value_bits(&self) -> u32 {
+            $vis fn value_bits(&self) -> u32 {
                 self.raw.value_bits()
             }
         }
@@ -485,17 +527,17 @@ macro_rules! lookup_form {
         impl Delta {
             /// Sequence number of this delta.
             #[allow(dead_code)]
-            pub(crate) fn seq(&self) -> u64 {
+            $vis fn seq(&self) -> u64 {
                 self.0.seq
             }
             /// The table this delta belongs to (see [`crate::lineage`]).
             #[allow(dead_code)]
-            pub(crate) fn table_id(&self) -> $crate::TableId {
+            $vis fn table_id(&self) -> $crate::TableId {
                 self.0.table.id
             }
             /// True if this delta replaces the whole lookup form.
             #[allow(dead_code)]
-            pub(crate) fn is_rebuild(&self) -> bool {
+            $vis fn is_rebuild(&self) -> bool {
                 self.0.is_rebuild()
             }
         }

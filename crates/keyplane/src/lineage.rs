@@ -246,23 +246,6 @@ pub trait DeltaInfo {
     fn is_rebuild(&self) -> bool;
 }
 
-macro_rules! delta_info {
-    ($($t:ty),*) => {$(
-        impl DeltaInfo for $t {
-            fn table_id(&self) -> TableId {
-                <$t>::table_id(self)
-            }
-            fn seq(&self) -> u64 {
-                <$t>::seq(self)
-            }
-            fn is_rebuild(&self) -> bool {
-                <$t>::is_rebuild(self)
-            }
-        }
-    )*};
-}
-
-delta_info!(crate::othello::Delta);
 
 #[cfg(test)]
 mod tests {

@@ -84,6 +84,150 @@ fn cfw_bytes_are_pinned() {
 }
 
 #[test]
+fn othello_bytes_are_pinned() {
+    check::<keyplane::othello::Control>(false, 8);
+}
+
+/// Othello with fingerprints and the emptiness bit (wider slots), pinned
+/// under `othello-filtered`: blob, deltas and final blob byte for byte.
+#[test]
+fn othello_filtered_bytes_are_pinned() {
+    use keyplane::ControlTable;
+    use keyplane::othello::{Control, Options};
+    let name = "othello-filtered";
+    let items: Vec<(Vec<u8>, u64)> = (0..200).map(|i| (key(i, false), (i * 5) % 64)).collect();
+    let mut ctl = Control::from_items_with(items, 6, Options { seed: 7, ..Options::filtered(8) }).unwrap();
+    ctl.set_table_id(TableId::from_seed(7));
+    let blob = ctl.export().to_bytes();
+    pin(name, "lookup", &blob);
+    let mut deltas = Vec::new();
+    // Enough inserts to grow the arrays: rebuild deltas as well as slot patches.
+    for i in 200..500 {
+        deltas.push(ctl.insert(&key(i, false), i % 64).unwrap().to_bytes());
+    }
+    for i in 0..30 {
+        if let Some(d) = ctl.remove(&key(i * 11, false)).unwrap() {
+            deltas.push(d.to_bytes());
+        }
+    }
+    check_sequence(name, &blob, &deltas, &ctl.export().to_bytes(), |b| {
+        let t = keyplane::othello::Lookup::from_bytes(b)?;
+        Ok(Box::new(move |d: Option<&[u8]>| match d {
+            Some(d) => {
+                let dd = keyplane::othello::Delta::from_bytes(d)?;
+                assert_eq!(dd.to_bytes(), d, "othello delta re-encodes differently");
+                t.apply(&dd).map(|_| Vec::new())
+            }
+            None => Ok(t.to_bytes()),
+        }))
+    });
+}
+
+/// A loaded lookup form: applies a delta (`Some`) or serialises the table (`None`).
+type Handle = Box<dyn Fn(Option<&[u8]>) -> keyplane::Result<Vec<u8>>>;
+
+/// Pins the pinned files `name.{lookup,deltas,after}.bin` to `blob`,
+/// `deltas` and `after`, then checks that the pinned blob loads and
+/// re-serialises identically, every pinned delta decodes and re-encodes
+/// identically and applies, and the result is the pinned final blob.
+/// `open` loads a blob and returns a handle that applies a delta (`Some`)
+/// or serialises the table (`None`).
+fn check_sequence(
+    name: &str,
+    blob: &[u8],
+    deltas: &[Vec<u8>],
+    after: &[u8],
+    open: impl Fn(&[u8]) -> keyplane::Result<Handle>,
+) {
+    let mut all = Vec::new();
+    for d in deltas {
+        all.extend_from_slice(&(d.len() as u64).to_le_bytes());
+        all.extend_from_slice(d);
+    }
+    pin(name, "lookup", blob);
+    pin(name, "deltas", &all);
+    pin(name, "after", after);
+    let pinned = std::fs::read(path(name, "lookup")).unwrap();
+    let t = open(&pinned).unwrap();
+    assert_eq!(t(None).unwrap(), pinned, "{name}: pinned blob re-serialises differently");
+    let all = std::fs::read(path(name, "deltas")).unwrap();
+    let mut rest = &all[..];
+    while !rest.is_empty() {
+        let n = u64::from_le_bytes(rest[..8].try_into().unwrap()) as usize;
+        t(Some(&rest[8..8 + n])).unwrap();
+        rest = &rest[8 + n..];
+    }
+    assert_eq!(
+        t(None).unwrap(),
+        std::fs::read(path(name, "after")).unwrap(),
+        "{name}: pinned deltas give another final blob"
+    );
+}
+
+/// LPM: its per-length Othello indexes draw random seeds, so a fresh build
+/// differs from run to run; the pinned files (written once) must load,
+/// re-serialise, decode and re-encode byte for byte, and the pinned deltas
+/// (new lengths, index patches and rebuilds, slots, masks, short runs,
+/// removals, both families) must bring the pinned blob to the pinned final
+/// blob.
+#[test]
+fn lpm_bytes_are_pinned() {
+    use keyplane::ControlTable;
+    use keyplane::lpm::{Control, Delta, Lookup, Prefix};
+    let name = "lpm";
+    let open = |b: &[u8]| -> keyplane::Result<Handle> {
+        let t = Lookup::from_bytes(b)?;
+        Ok(Box::new(move |d: Option<&[u8]>| match d {
+            Some(d) => {
+                let dd = Delta::from_bytes(d)?;
+                assert_eq!(dd.to_bytes(), d, "lpm delta re-encodes differently");
+                t.apply(&dd).map(|_| Vec::new())
+            }
+            None => Ok(t.to_bytes()),
+        }))
+    };
+    if std::env::var_os("KEYPLANE_PIN_WRITE").is_none() {
+        let read = |what| std::fs::read(path(name, what)).unwrap();
+        let (blob, after) = (read("lookup"), read("after"));
+        let all = read("deltas");
+        let mut deltas = Vec::new();
+        let mut rest = &all[..];
+        while !rest.is_empty() {
+            let n = u64::from_le_bytes(rest[..8].try_into().unwrap()) as usize;
+            deltas.push(rest[8..8 + n].to_vec());
+            rest = &rest[8 + n..];
+        }
+        return check_sequence(name, &blob, &deltas, &after, open);
+    }
+    let p = |s: &str| s.parse::<Prefix>().unwrap();
+    let mut items = vec![(p("0.0.0.0/0"), 1u64), (p("10.0.0.0/8"), 2), (p("2001:db8::/32"), 3)];
+    for i in 0..120u32 {
+        items.push((p(&format!("10.{}.{}.0/24", i % 7, i)), (i % 200) as u64));
+        items.push((p(&format!("10.{}.{}.{}/30", i % 3, i, (i * 4) % 256)), (i % 100) as u64));
+        items.push((p(&format!("2001:db8:{:x}::/48", i)), (i % 50) as u64));
+    }
+    let mut ctl = Control::from_prefixes(items, 8).unwrap();
+    ctl.set_table_id(TableId::from_seed(7));
+    let blob = ctl.export().to_bytes();
+    let mut deltas = Vec::new();
+    let mut push = |d: Delta| deltas.push(d.to_bytes());
+    for i in 0..200u32 {
+        push(ctl.insert_prefix(p(&format!("10.{}.{}.128/25", i % 5, i)), (i % 200) as u64).unwrap());
+        push(ctl.insert_prefix(p(&format!("2001:db8:{:x}:{:x}::/64", i, i)), (i % 90) as u64).unwrap());
+    }
+    push(ctl.insert_prefix(p("172.16.0.0/12"), 9).unwrap());
+    push(ctl.insert_prefix(p("10.3.3.0/24"), 7).unwrap());
+    push(ctl.insert_prefix(p("192.0.2.1/32"), 4).unwrap());
+    for i in 0..60u32 {
+        if let Some(d) = ctl.remove_prefix(p(&format!("10.{}.{}.0/24", i % 7, i))).unwrap() {
+            push(d);
+        }
+    }
+    push(ctl.remove_prefix(p("192.0.2.1/32")).unwrap().unwrap());
+    check_sequence(name, &blob, &deltas, &ctl.export().to_bytes(), open);
+}
+
+#[test]
 fn partial_cuckoo_bytes_are_pinned() {
     check::<keyplane::cuckoo::partial::Control>(false, 8);
 }

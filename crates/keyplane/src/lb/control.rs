@@ -182,8 +182,8 @@ impl NarrowBas {
     /// Applies one delta of the wide Othello to the slice.
     fn apply(&mut self, d: &othello::Delta) {
         let m = mask(self.p.vbits);
-        match &d.body {
-            othello::Body::Slots { xor, xors, sets, .. } => {
+        match d.body() {
+            othello::Body::Patch(othello::Slots { xor, xors, sets, .. }) => {
                 let x = (xor & m) as u32;
                 if x != 0 {
                     for &s in xors {

@@ -369,7 +369,7 @@ impl Control {
             }
         }
         self.seq += 1;
-        Ok(Delta { seq: self.seq, table: self.id, ops })
+        Ok(Delta::new(self.id, self.seq, ops))
     }
 
     /// Removes a route; `None` when it was absent.
@@ -383,7 +383,7 @@ impl Control {
         }
         self.count -= 1;
         self.seq += 1;
-        Ok(Some(Delta { seq: self.seq, table: self.id, ops }))
+        Ok(Some(Delta::new(self.id, self.seq, ops)))
     }
 
     /// The next hop stored for exactly this prefix.
@@ -493,8 +493,8 @@ impl ControlTable for Control {
     }
 
     fn export(&self) -> Lookup {
-        let t = Tables { fams: [self.fams[0].export(), self.fams[1].export()] };
-        Lookup::from_tables(t, self.vbits, self.id, self.seq)
+        let t = Tables { fams: [self.fams[0].export(), self.fams[1].export()], vbits: self.vbits };
+        Lookup::from_tables(t, self.id, self.seq)
     }
 
     fn memory_bytes(&self) -> usize {

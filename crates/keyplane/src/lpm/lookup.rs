@@ -1,19 +1,20 @@
 //! The LPM data-plane form: a top array per address family and one
 //! Othello-indexed, verified table per prefix length longer than the top.
 
-use super::delta::{Delta, LevelImage, Op};
+use super::delta::{Delta, FamImage, Image, LevelImage, Op, Steps, lineage_of};
 use super::prefix::{Family, netmask};
 use super::slots::Slots;
 use super::{BLOCKS, T_BITS, bucket, buckets, level_key};
+use crate::engine::{Change, RawDelta, RawLookup, Scheme};
 use crate::error::{Error, Result, mask};
+use crate::lineage::Lineage;
 use crate::mem::prefetch;
 use crate::othello;
-use crate::sync::{Cached, Published};
-use crate::wire::{Frame, Kind, Reader as WireReader, Wire, Writer};
-use crate::{LookupTable, ReadHandle};
+use crate::sync::Published;
+use crate::wire::{Kind, Reader as WireReader, Writer};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 /// Lineage of the per-length Othello indexes inside an LPM lookup form: internal
 /// parts, patched only by this table's own (id-checked) deltas.
@@ -96,7 +97,7 @@ impl Level {
     }
 
     fn memory_bytes(&self) -> usize {
-        std::mem::size_of::<Self>() + self.index.memory_bytes() + self.slots.memory_bytes()
+        std::mem::size_of::<Self>() + crate::LookupTable::memory_bytes(&self.index) + self.slots.memory_bytes()
     }
 }
 
@@ -123,6 +124,8 @@ impl Fam {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Tables {
     pub fams: [Fam; 2],
+    /// Next-hop width.
+    pub vbits: u32,
 }
 
 /// Splits 4 or 16 address bytes into a family and right-aligned bits.
@@ -296,17 +299,14 @@ impl Tables {
 /// ```
 #[derive(Debug)]
 pub struct Lookup {
-    cur: Published<Tables>,
-    vbits: u32,
-    /// Identity of the control form this table follows.
-    table: u64,
-    seq: AtomicU64,
-    writer: Mutex<()>,
+    raw: RawLookup<Lpm>,
 }
 
-/// A per-thread read handle on an LPM [`Lookup`] ([`LookupTable::reader`]).
+/// A per-thread read handle on an LPM [`Lookup`] ([`crate::LookupTable::reader`]).
 #[derive(Debug, Clone)]
-pub struct Reader<'a>(Cached<&'a Published<Tables>, Tables>);
+pub struct Reader<'a>(crate::engine::Reader<'a, Lpm>);
+
+crate::engine::lookup_form!(Lpm, pub);
 
 impl Reader<'_> {
     /// Longest-prefix match of an IPv4 address.
@@ -321,16 +321,6 @@ impl Reader<'_> {
     }
 }
 
-impl ReadHandle for Reader<'_> {
-    #[inline]
-    fn get(&self, key: &[u8]) -> Option<u64> {
-        self.0.with(|t| t.get(key))
-    }
-    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
-        self.0.with(|t| t.get_batch(keys, out))
-    }
-}
-
 /// What the pre-check of a delta tracks about one length table.
 #[derive(Clone, Copy)]
 struct Sim {
@@ -341,9 +331,265 @@ struct Sim {
     ibits: u32,
 }
 
+/// LPM on the engine ([`crate::engine`]): a delta is a list of steps, each
+/// written in place or published as a new [`Tables`] sharing the unchanged
+/// parts. Its blobs and deltas keep their own head (a 64-bit table id, no
+/// key format): `vbits | id | seq` and `seq | id`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Lpm;
+
+impl Scheme for Lpm {
+    type Inner = Tables;
+    type Image = Image;
+    type Patch = Steps;
+
+    const LOOKUP_KIND: Kind = Kind::LpmLookup;
+    const DELTA_KIND: Kind = Kind::LpmDelta;
+    /// Never written: LPM deltas are always step lists.
+    const REPLACE_TAG: u8 = 0;
+
+    fn build(img: Image) -> Result<Tables> {
+        let mut t = Tables { vbits: img.vbits, ..Tables::default() };
+        for (i, (fam, fi)) in t.fams.iter_mut().zip(img.fams).enumerate() {
+            let f = Family::from_index(i);
+            fam.top = fi.top.map(|used| {
+                let top = Top::new();
+                for (b, m, s) in used {
+                    top.mask[b as usize].store(m, Ordering::Relaxed);
+                    top.short[b as usize].store(s, Ordering::Relaxed);
+                }
+                Arc::new(top)
+            });
+            fam.levels = fi.levels.into_iter().map(|l| Arc::new(Level::from_image(f, l))).collect();
+        }
+        Ok(t)
+    }
+
+    fn image(t: &Tables) -> Image {
+        let mut fams: [FamImage; 2] = Default::default();
+        for (fam, fi) in t.fams.iter().zip(fams.iter_mut()) {
+            fi.top = fam.top.as_ref().map(|top| {
+                (0..BLOCKS)
+                    .map(|b| (b as u32, top.mask[b].load(Ordering::Acquire), top.short[b].load(Ordering::Acquire)))
+                    .filter(|&(_, m, s)| m != 0 || s != 0)
+                    .collect()
+            });
+            fi.levels = fam.levels.iter().map(|l| l.image()).collect();
+        }
+        Image { vbits: t.vbits, fams }
+    }
+
+    fn payload_hint(t: &Tables) -> usize {
+        t.memory_bytes() + 64
+    }
+
+    fn check_replace(_: &Tables, _: &Image) -> Result<()> {
+        Err(Error::DeltaMismatch("lpm deltas never replace the whole table".into()))
+    }
+
+    fn apply_patch(cur: &Published<Tables>, t: Arc<Tables>, steps: &Steps) -> Result<()> {
+        precheck(&t, &steps.0)?;
+        drop(t);
+        for op in &steps.0 {
+            apply_op(cur, op)?;
+        }
+        Ok(())
+    }
+
+    fn memory_bytes(t: &Tables) -> usize {
+        t.memory_bytes()
+    }
+
+    fn value_bits(t: &Tables) -> u32 {
+        t.vbits
+    }
+
+    /// Longest-prefix match of a 4-byte (IPv4) or 16-byte (IPv6) address in
+    /// network order; `None` when no prefix covers it (or for any other key
+    /// length).
+    #[inline(always)]
+    fn get(t: &Tables, key: &[u8], _: impl Fn() -> Arc<Tables>) -> Option<u64> {
+        t.get(key)
+    }
+
+    #[inline]
+    fn get_batch(t: &Tables, keys: &[&[u8]], out: &mut [Option<u64>], _: impl Fn() -> Arc<Tables>) {
+        t.get_batch(keys, out)
+    }
+
+    fn write_blob(w: &mut Writer, table: Lineage, seq: u64, t: &Tables) {
+        let img = Self::image(t);
+        w.u8(img.vbits as u8).u64(table.id.as_u128() as u64).u64(seq);
+        img.encode_fams(w);
+    }
+
+    fn read_blob(r: &mut WireReader<'_>) -> Result<(Lineage, u64, Image)> {
+        let vbits = Image::decode_vbits(r)?;
+        let table = r.u64()?;
+        let seq = r.u64()?;
+        Ok((lineage_of(table), seq, Image::decode_fams(r, vbits)?))
+    }
+
+    fn write_delta(w: &mut Writer, d: &RawDelta<Self>) {
+        super::delta::write_delta(w, d)
+    }
+
+    fn read_delta(r: &mut WireReader<'_>) -> Result<RawDelta<Self>> {
+        super::delta::read_delta(r)
+    }
+}
+
+/// Checks every step of `ops` against the current state (simulating the
+/// structural steps), so that a delta made for another table is refused
+/// before anything is written.
+fn precheck(t: &Tables, ops: &[Op]) -> Result<()> {
+    let bad = |m: String| Err(Error::DeltaMismatch(m));
+    let vbits = t.vbits;
+    let vmax = mask(vbits);
+    let mut tops = [t.fams[0].top.is_some(), t.fams[1].top.is_some()];
+    let mut sims: [Vec<Sim>; 2] = std::array::from_fn(|i| {
+        t.fams[i]
+            .levels
+            .iter()
+            .map(|l| Sim {
+                len: l.len,
+                slots: l.slots.len(),
+                oseq: l.index.seq(),
+                seed: l.index.seed(),
+                ibits: l.index.value_bits(),
+            })
+            .collect()
+    });
+    for op in ops {
+        match op {
+            Op::InitTop { fam } => {
+                if tops[fam.index()] {
+                    return bad(format!("{fam:?} top array already exists"));
+                }
+                tops[fam.index()] = true;
+            }
+            Op::Short { fam, runs } => {
+                if !tops[fam.index()] {
+                    return bad(format!("{fam:?} has no top array"));
+                }
+                for &(b, n, v) in runs {
+                    if b as u64 + n as u64 > BLOCKS as u64 || v as u64 > vmax + 1 {
+                        return bad(format!("top run {b}+{n} = {v} out of range"));
+                    }
+                }
+            }
+            Op::Mask { fam, block, mask: m } => {
+                if !tops[fam.index()] || *block as usize >= BLOCKS || m >> buckets(*fam) != 0 {
+                    return bad(format!("mask step for block {block} does not fit"));
+                }
+            }
+            Op::Slot { fam, len, slot, entry } => {
+                let Some(s) = sims[fam.index()].iter().find(|s| s.len == *len) else {
+                    return bad(format!("no /{len} table for a slot write"));
+                };
+                if *slot as usize >= s.slots {
+                    return bad(format!("slot {slot} outside the /{len} table of {}", s.slots));
+                }
+                if let Some((k, nh)) = entry
+                    && (*nh as u64 > vmax || k & !netmask(fam.width(), *len as u32) != 0)
+                {
+                    return bad(format!("slot entry does not fit /{len} with {vbits}-bit values"));
+                }
+            }
+            Op::Index { fam, len, delta } => {
+                let Some(s) = sims[fam.index()].iter_mut().find(|s| s.len == *len) else {
+                    return bad(format!("no /{len} table for an index delta"));
+                };
+                crate::lineage::check_next(INDEX_LINEAGE, s.oseq, delta.0.table, delta.0.seq)
+                    .map_err(|e| Error::DeltaMismatch(format!("/{len} index: {e}")))?;
+                s.oseq = delta.0.seq;
+                match delta.body() {
+                    Change::Replace(img) => {
+                        if img.p.vbits != s.ibits {
+                            return bad(format!("/{len} index rebuild changes the slot-index width"));
+                        }
+                        s.seed = img.p.seed;
+                    }
+                    Change::Patch(p) => {
+                        if p.seed != s.seed {
+                            return bad(format!("/{len} index delta is for another seed"));
+                        }
+                    }
+                }
+            }
+            Op::Level { fam, len, image } => {
+                let v = &mut sims[fam.index()];
+                v.retain(|s| s.len != *len);
+                if let Some(img) = image {
+                    if img.len != *len || img.slots.iter().flatten().any(|&(_, nh)| nh as u64 > vmax) {
+                        return bad(format!("/{len} table image does not fit {vbits}-bit values"));
+                    }
+                    v.push(Sim {
+                        len: *len,
+                        slots: img.slots.len(),
+                        oseq: img.oseq,
+                        seed: img.index.p.seed,
+                        ibits: img.index.p.vbits,
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Publishes a copy of the current tables changed by `f` (unchanged parts shared).
+fn publish(cur: &Published<Tables>, f: impl FnOnce(&mut Tables)) {
+    let mut t = (**cur.load()).clone();
+    f(&mut t);
+    cur.replace(t);
+}
+
+fn apply_op(cur: &Published<Tables>, op: &Op) -> Result<()> {
+    let t = cur.load_full();
+    match op {
+        Op::InitTop { fam } => publish(cur, |t| t.fams[fam.index()].top = Some(Arc::new(Top::new()))),
+        Op::Short { fam, runs } => {
+            let top = t.fams[fam.index()].top.as_ref().ok_or_else(|| Error::DeltaMismatch("no top".into()))?;
+            for &(b, n, v) in runs {
+                for s in &top.short[b as usize..(b + n) as usize] {
+                    s.store(v, Ordering::Release);
+                }
+            }
+        }
+        Op::Mask { fam, block, mask: m } => {
+            let top = t.fams[fam.index()].top.as_ref().ok_or_else(|| Error::DeltaMismatch("no top".into()))?;
+            top.mask[*block as usize].store(*m, Ordering::Release);
+        }
+        Op::Slot { fam, len, slot, entry } => {
+            let lv = t.fams[fam.index()].level(*len).ok_or_else(|| Error::DeltaMismatch("no level".into()))?;
+            lv.slots.set(*slot as usize, *entry);
+        }
+        Op::Index { fam, len, delta } => {
+            let lv = t.fams[fam.index()].level(*len).ok_or_else(|| Error::DeltaMismatch("no level".into()))?;
+            match delta.body() {
+                Change::Replace(img) => {
+                    let index = othello::Lookup::from_image((**img).clone(), INDEX_LINEAGE, delta.0.seq);
+                    let nl = Level::new(*fam, *len, index, lv.slots.clone());
+                    publish(cur, |t| t.fams[fam.index()].put_level(nl));
+                }
+                Change::Patch(_) => crate::LookupTable::apply(&lv.index, delta)?,
+            }
+        }
+        Op::Level { fam, len, image } => match image {
+            Some(img) => {
+                let nl = Level::from_image(*fam, (**img).clone());
+                publish(cur, |t| t.fams[fam.index()].put_level(nl));
+            }
+            None => publish(cur, |t| t.fams[fam.index()].levels.retain(|l| l.len != *len)),
+        },
+    }
+    Ok(())
+}
+
 impl Lookup {
-    pub(crate) fn from_tables(t: Tables, vbits: u32, table: u64, seq: u64) -> Self {
-        Self { cur: Published::new(t), vbits, table, seq: AtomicU64::new(seq), writer: Mutex::new(()) }
+    pub(crate) fn from_tables(t: Tables, table: u64, seq: u64) -> Self {
+        Self::from_raw(RawLookup::new(t, lineage_of(table), seq))
     }
 
     pub(crate) fn build_level(fam: Family, img: LevelImage) -> Level {
@@ -354,32 +600,24 @@ impl Lookup {
         Top::new()
     }
 
-    /// Value (next-hop) width in bits.
-    pub fn value_bits(&self) -> u32 {
-        self.vbits
-    }
-    /// Sequence number of the last delta applied (or of the export).
-    pub fn seq(&self) -> u64 {
-        self.seq.load(Ordering::Acquire)
-    }
     /// Identity of the control form whose deltas this table accepts.
     pub fn table_id(&self) -> u64 {
-        self.table
+        self.lineage().id.as_u128() as u64
     }
     /// Prefix lengths that have a table (longer than the 16-bit top array),
     /// longest first.
     pub fn lengths(&self, fam: Family) -> Vec<u8> {
-        self.cur.load().fams[fam.index()].levels.iter().map(|l| l.len).collect()
+        self.raw.load().fams[fam.index()].levels.iter().map(|l| l.len).collect()
     }
     /// Longest-prefix match of an IPv4 address.
     #[inline]
     pub fn get_v4(&self, a: Ipv4Addr) -> Option<u64> {
-        self.cur.load().get_in(Family::V4, u32::from(a) as u128)
+        self.raw.load().get_in(Family::V4, u32::from(a) as u128)
     }
     /// Longest-prefix match of an IPv6 address.
     #[inline]
     pub fn get_v6(&self, a: Ipv6Addr) -> Option<u64> {
-        self.cur.load().get_in(Family::V6, u128::from(a))
+        self.raw.load().get_in(Family::V6, u128::from(a))
     }
     /// Longest-prefix match of an address of either family.
     pub fn get_addr(&self, a: IpAddr) -> Option<u64> {
@@ -387,294 +625,5 @@ impl Lookup {
             IpAddr::V4(a) => self.get_v4(a),
             IpAddr::V6(a) => self.get_v6(a),
         }
-    }
-
-    /// Checks every step of `d` against the current state (simulating the
-    /// structural steps), so that a delta made for another table is refused
-    /// before anything is written.
-    fn precheck(&self, t: &Tables, d: &Delta) -> Result<()> {
-        let bad = |m: String| Err(Error::DeltaMismatch(m));
-        let vmax = mask(self.vbits);
-        let mut tops = [t.fams[0].top.is_some(), t.fams[1].top.is_some()];
-        let mut sims: [Vec<Sim>; 2] = std::array::from_fn(|i| {
-            t.fams[i]
-                .levels
-                .iter()
-                .map(|l| Sim {
-                    len: l.len,
-                    slots: l.slots.len(),
-                    oseq: l.index.seq(),
-                    seed: l.index.seed(),
-                    ibits: l.index.value_bits(),
-                })
-                .collect()
-        });
-        for op in &d.ops {
-            match op {
-                Op::InitTop { fam } => {
-                    if tops[fam.index()] {
-                        return bad(format!("{fam:?} top array already exists"));
-                    }
-                    tops[fam.index()] = true;
-                }
-                Op::Short { fam, runs } => {
-                    if !tops[fam.index()] {
-                        return bad(format!("{fam:?} has no top array"));
-                    }
-                    for &(b, n, v) in runs {
-                        if b as u64 + n as u64 > BLOCKS as u64 || v as u64 > vmax + 1 {
-                            return bad(format!("top run {b}+{n} = {v} out of range"));
-                        }
-                    }
-                }
-                Op::Mask { fam, block, mask: m } => {
-                    if !tops[fam.index()] || *block as usize >= BLOCKS || m >> buckets(*fam) != 0 {
-                        return bad(format!("mask step for block {block} does not fit"));
-                    }
-                }
-                Op::Slot { fam, len, slot, entry } => {
-                    let Some(s) = sims[fam.index()].iter().find(|s| s.len == *len) else {
-                        return bad(format!("no /{len} table for a slot write"));
-                    };
-                    if *slot as usize >= s.slots {
-                        return bad(format!("slot {slot} outside the /{len} table of {}", s.slots));
-                    }
-                    if let Some((k, nh)) = entry
-                        && (*nh as u64 > vmax || k & !netmask(fam.width(), *len as u32) != 0)
-                    {
-                        return bad(format!("slot entry does not fit /{len} with {}-bit values", self.vbits));
-                    }
-                }
-                Op::Index { fam, len, delta } => {
-                    let Some(s) = sims[fam.index()].iter_mut().find(|s| s.len == *len) else {
-                        return bad(format!("no /{len} table for an index delta"));
-                    };
-                    if delta.seq != s.oseq + 1 {
-                        return bad(format!("/{len} index expects delta #{}, got #{}", s.oseq + 1, delta.seq));
-                    }
-                    s.oseq += 1;
-                    match &delta.body {
-                        othello::Body::Replace(img) => {
-                            if img.p.vbits != s.ibits {
-                                return bad(format!("/{len} index rebuild changes the slot-index width"));
-                            }
-                            s.seed = img.p.seed;
-                        }
-                        othello::Body::Slots { seed, .. } => {
-                            if *seed != s.seed {
-                                return bad(format!("/{len} index delta is for another seed"));
-                            }
-                        }
-                    }
-                }
-                Op::Level { fam, len, image } => {
-                    let v = &mut sims[fam.index()];
-                    v.retain(|s| s.len != *len);
-                    if let Some(img) = image {
-                        if img.len != *len || img.slots.iter().flatten().any(|&(_, nh)| nh as u64 > vmax) {
-                            return bad(format!("/{len} table image does not fit {}-bit values", self.vbits));
-                        }
-                        v.push(Sim {
-                            len: *len,
-                            slots: img.slots.len(),
-                            oseq: img.oseq,
-                            seed: img.index.p.seed,
-                            ibits: img.index.p.vbits,
-                        });
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn publish(&self, f: impl FnOnce(&mut Tables)) {
-        let mut t = (**self.cur.load()).clone();
-        f(&mut t);
-        self.cur.replace(t);
-    }
-
-    fn apply_op(&self, op: &Op) -> Result<()> {
-        let t = self.cur.load_full();
-        match op {
-            Op::InitTop { fam } => self.publish(|t| t.fams[fam.index()].top = Some(Arc::new(Top::new()))),
-            Op::Short { fam, runs } => {
-                let top = t.fams[fam.index()].top.as_ref().ok_or_else(|| Error::DeltaMismatch("no top".into()))?;
-                for &(b, n, v) in runs {
-                    for s in &top.short[b as usize..(b + n) as usize] {
-                        s.store(v, Ordering::Release);
-                    }
-                }
-            }
-            Op::Mask { fam, block, mask: m } => {
-                let top = t.fams[fam.index()].top.as_ref().ok_or_else(|| Error::DeltaMismatch("no top".into()))?;
-                top.mask[*block as usize].store(*m, Ordering::Release);
-            }
-            Op::Slot { fam, len, slot, entry } => {
-                let lv = t.fams[fam.index()].level(*len).ok_or_else(|| Error::DeltaMismatch("no level".into()))?;
-                lv.slots.set(*slot as usize, *entry);
-            }
-            Op::Index { fam, len, delta } => {
-                let lv = t.fams[fam.index()].level(*len).ok_or_else(|| Error::DeltaMismatch("no level".into()))?;
-                match &delta.body {
-                    othello::Body::Replace(img) => {
-                        let index = othello::Lookup::from_image((**img).clone(), INDEX_LINEAGE, delta.seq);
-                        let nl = Level::new(*fam, *len, index, lv.slots.clone());
-                        self.publish(|t| t.fams[fam.index()].put_level(nl));
-                    }
-                    othello::Body::Slots { .. } => lv.index.apply(delta)?,
-                }
-            }
-            Op::Level { fam, len, image } => match image {
-                Some(img) => {
-                    let nl = Level::from_image(*fam, (**img).clone());
-                    self.publish(|t| t.fams[fam.index()].put_level(nl));
-                }
-                None => self.publish(|t| t.fams[fam.index()].levels.retain(|l| l.len != *len)),
-            },
-        }
-        Ok(())
-    }
-}
-
-impl LookupTable for Lookup {
-    type Delta = Delta;
-    type Reader<'a> = Reader<'a>;
-
-    fn reader(&self) -> Reader<'_> {
-        Reader(self.cur.cached())
-    }
-
-    /// Longest-prefix match of a 4-byte (IPv4) or 16-byte (IPv6) address in
-    /// network order; `None` when no prefix covers it (or for any other key
-    /// length).
-    #[inline]
-    fn get(&self, key: &[u8]) -> Option<u64> {
-        self.cur.load().get(key)
-    }
-
-    fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
-        self.cur.load().get_batch(keys, out)
-    }
-
-    fn apply(&self, delta: &Delta) -> Result<()> {
-        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        if delta.table != self.table {
-            return Err(Error::DeltaMismatch(format!(
-                "delta from another table (id {:#018x}, this one follows {:#018x}); export a blob from the \
-                 control form that made the delta",
-                delta.table, self.table
-            )));
-        }
-        let have = self.seq.load(Ordering::Relaxed);
-        if delta.seq != have + 1 {
-            return Err(Error::DeltaMismatch(format!(
-                "expected delta #{}, got #{}; a delta was lost or repeated (reload a fresh blob)",
-                have + 1,
-                delta.seq
-            )));
-        }
-        self.precheck(&self.cur.load_full(), delta)?;
-        for op in &delta.ops {
-            self.apply_op(op)?;
-        }
-        self.seq.store(delta.seq, Ordering::Release);
-        Ok(())
-    }
-
-    fn memory_bytes(&self) -> usize {
-        std::mem::size_of::<Self>() + self.cur.load().memory_bytes()
-    }
-}
-
-impl Wire for Lookup {
-    fn to_bytes(&self) -> Vec<u8> {
-        // The writer lock gives a consistent image.
-        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let t = self.cur.load_full();
-        let mut w = Writer::with_capacity(Kind::LpmLookup, t.memory_bytes() + 64);
-        w.u8(self.vbits as u8).u64(self.table).u64(self.seq.load(Ordering::Acquire));
-        for (i, fam) in t.fams.iter().enumerate() {
-            let f = Family::from_index(i);
-            match &fam.top {
-                None => {
-                    w.u8(0);
-                }
-                Some(top) => {
-                    // Sparse: (block gap, mask, short) for every non-empty block.
-                    w.u8(1);
-                    let used: Vec<(usize, u64, u32)> = (0..BLOCKS)
-                        .map(|b| (b, top.mask[b].load(Ordering::Acquire), top.short[b].load(Ordering::Acquire)))
-                        .filter(|&(_, m, s)| m != 0 || s != 0)
-                        .collect();
-                    w.varint(used.len() as u64);
-                    let mut prev = 0usize;
-                    for (b, m, s) in used {
-                        w.varint((b - prev) as u64).varint(m).varint(s as u64);
-                        prev = b;
-                    }
-                }
-            }
-            w.varint(fam.levels.len() as u64);
-            for l in &fam.levels {
-                l.image().encode(&mut w, f);
-            }
-        }
-        w.finish()
-    }
-
-    fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::LpmLookup)?;
-        let vbits = r.u8()? as u32;
-        crate::check_value_bits(vbits, 1, super::MAX_VALUE_BITS).map_err(|e| Error::Corrupt(e.to_string()))?;
-        let table = r.u64()?;
-        let seq = r.u64()?;
-        let mut t = Tables::default();
-        for i in 0..2 {
-            let f = Family::from_index(i);
-            t.fams[i].top = decode_top(&mut r, f, vbits)?;
-            let n = r.varint_count(8)?;
-            let mut last = u8::MAX;
-            for _ in 0..n {
-                let img = LevelImage::decode(&mut r, f)?;
-                WireReader::ensure(img.len < last, || "length tables out of order".into())?;
-                WireReader::ensure(img.slots.iter().flatten().all(|&(_, nh)| nh as u64 <= mask(vbits)), || {
-                    "next hop wider than the table's value bits".into()
-                })?;
-                WireReader::ensure(t.fams[i].top.is_some(), || "length table without a top array".into())?;
-                last = img.len;
-                t.fams[i].levels.push(Arc::new(Level::from_image(f, img)));
-            }
-        }
-        r.finish()?;
-        Ok(Self::from_tables(t, vbits, table, seq))
-    }
-}
-
-fn decode_top(r: &mut WireReader<'_>, f: Family, vbits: u32) -> Result<Option<Arc<Top>>> {
-    match r.u8()? {
-        0 => Ok(None),
-        1 => {
-            let top = Top::new();
-            let n = r.varint_count(3)?;
-            WireReader::ensure(n <= BLOCKS, || format!("{n} top entries, at most {BLOCKS}"))?;
-            let mut b = 0u64;
-            for i in 0..n {
-                let gap = r.varint()?;
-                WireReader::ensure(i == 0 || gap > 0, || "top entries out of order".into())?;
-                b = b
-                    .checked_add(gap)
-                    .filter(|&b| b < BLOCKS as u64)
-                    .ok_or_else(|| Error::Corrupt(format!("top entry beyond block {}", BLOCKS - 1)))?;
-                let m = r.varint()?;
-                let s = r.varint()?;
-                WireReader::ensure(m >> buckets(f) == 0, || "mask bit beyond the lengths".into())?;
-                WireReader::ensure(s <= mask(vbits) + 1, || "top next hop wider than the table's value bits".into())?;
-                top.mask[b as usize].store(m, Ordering::Relaxed);
-                top.short[b as usize].store(s as u32, Ordering::Relaxed);
-            }
-            Ok(Some(Arc::new(top)))
-        }
-        x => Err(Error::Corrupt(format!("top flag {x}"))),
     }
 }

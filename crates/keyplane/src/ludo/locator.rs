@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::hash::{SeedSeq, hi, lo, mix64, reduce};
 use crate::mem::advised_vec;
 use crate::othello::graph::{self, Edge, NO_EDGE, Walk};
-use crate::othello::{self, Body, Image, SIDE_B};
+use crate::othello::{self, Image, SIDE_B};
 
 /// Consecutive failed seeds before a rebuild gives up.
 const MAX_ATTEMPTS: u32 = 64;
@@ -182,12 +182,12 @@ impl Locator {
 
     fn replace_delta(&mut self) -> othello::Delta {
         crate::lineage::bump(&mut self.seq);
-        othello::Delta { table: self.table, seq: self.seq, body: Body::Replace(Box::new(self.image())) }
+        othello::Delta::replace(self.table, self.seq, self.image())
     }
 
     fn slots_delta(&mut self, xor: u64, xors: Vec<u64>, sets: Vec<(u64, u64)>) -> othello::Delta {
         crate::lineage::bump(&mut self.seq);
-        othello::Delta { table: self.table, seq: self.seq, body: Body::Slots { seed: self.p.seed, xor, xors, sets } }
+        othello::Delta::slots(self.table, self.seq, othello::Slots { seed: self.p.seed, xor, xors, sets })
     }
 
     /// See [`graph::walk`].

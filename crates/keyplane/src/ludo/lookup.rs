@@ -392,7 +392,7 @@ impl Inner {
                 crate::lineage::check_seq(oseq, d.seq())
                     .map_err(|e| Error::DeltaMismatch(format!("bucket-locator delta: {e}")))?;
                 oseq = d.seq();
-                if let othello::Body::Replace(img) = &d.body {
+                if let othello::Body::Replace(img) = d.body() {
                     if img.p.vbits != 1 || img.p.fbits != 0 || img.p.empt {
                         return Err(Error::DeltaMismatch("bucket-locator rebuild with a different slot layout".into()));
                     }
@@ -428,7 +428,7 @@ impl Inner {
                     }
                 }
                 c.t.write_slots(n.bucket, &new);
-                match n.oth.as_ref().map(|d| (d, &d.body)) {
+                match n.oth.as_ref().map(|d| (d, d.body())) {
                     // Readers of this snapshot keep its old locator and the
                     // buckets as they are now; the new snapshot takes both over.
                     Some((d, othello::Body::Replace(img))) => Ok(Some(c.with_locator((**img).clone(), d.seq()))),

@@ -1,6 +1,6 @@
 //! The Othello control form: keys, bipartite graph, arrays, deltas.
 
-use super::delta::{Body, Delta, Image, SlotRef};
+use super::delta::{Delta, Image, SlotRef, Slots};
 use super::{Lookup, Options, Params, SIDE_B, Sizing};
 use crate::ControlTable;
 use crate::bits::PackedArray;
@@ -297,11 +297,7 @@ impl Control {
 
     fn replace_delta(&mut self) -> Delta {
         crate::lineage::bump(&mut self.seq);
-        Delta {
-            table: self.table,
-            seq: self.seq,
-            body: Body::Replace(Box::new(Image { p: self.p, a: self.a.clone(), b: self.b.clone() })),
-        }
+        Delta::replace(self.table, self.seq, Image { p: self.p, a: self.a.clone(), b: self.b.clone() })
     }
 
     fn grow_cap(&self) -> usize {
@@ -354,7 +350,7 @@ impl Control {
 
     fn slots_delta(&mut self, xor: u64, xors: Vec<SlotRef>, sets: Vec<(SlotRef, u64)>) -> Delta {
         crate::lineage::bump(&mut self.seq);
-        Delta { table: self.table, seq: self.seq, body: Body::Slots { seed: self.p.seed, xor, xors, sets } }
+        Delta::slots(self.table, self.seq, Slots { seed: self.p.seed, xor, xors, sets })
     }
 
     fn ensure_edge_arrays(&mut self) {

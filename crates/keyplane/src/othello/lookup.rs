@@ -1,28 +1,30 @@
 //! The Othello data-plane form.
 
 use super::Params;
-use super::delta::{Body, Delta, Image};
-use crate::LookupTable;
+use super::delta::{Delta, Image, Slots};
 use crate::bits::PackedArray;
+use crate::engine::{RawLookup, Scheme};
 use crate::error::{Error, Result};
 use crate::hash::{hi, lo, reduce};
+use crate::lineage::Lineage;
 use crate::mem::prefetch;
-use crate::sync::{Published, StripeSet, StripedSeqLock};
-use crate::wire::{Frame, Kind, Wire, Writer};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::{Published, StripedSeqLock};
+use crate::wire::Kind;
+use std::sync::Arc;
 
 /// At most this many seqlock stripes; smaller tables get one per 4096 slots
 /// (at least 64), so the lock costs well under 0.1 bit per key.
 const MAX_STRIPES: usize = 4096;
 const BATCH: usize = 16;
+/// Slot patches touching at most this many slots sort their stripes on the
+/// stack (no allocation per update).
+const STACK_STRIPES: usize = 64;
 
 #[derive(Debug)]
 pub(crate) struct Inner {
     pub p: Params,
     pub a: PackedArray,
     pub b: PackedArray,
-    pub seq: AtomicU64,
     lock: StripedSeqLock,
     smask: usize,
     /// `hash::short_flip(p.seed)`, for the 8-byte key path.
@@ -34,13 +36,18 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    pub fn new(img: Image, seq: u64) -> Self {
+    pub fn new(img: Image) -> Self {
         let slots = img.p.ma as usize + img.p.mb as usize;
         let lock = StripedSeqLock::new((slots / 4096).clamp(64, MAX_STRIPES));
         let smask = lock.stripes() - 1;
         let flip8 = crate::hash::short_flip(img.p.seed);
         let (plain, vmask) = (img.p.fbits == 0 && !img.p.empt, crate::mask(img.p.vbits));
-        Self { p: img.p, a: img.a, b: img.b, seq: AtomicU64::new(seq), lock, smask, flip8, plain, vmask }
+        Self { p: img.p, a: img.a, b: img.b, lock, smask, flip8, plain, vmask }
+    }
+
+    /// A copy of the arrays and parameters.
+    pub fn image(&self) -> Image {
+        Image { p: self.p, a: self.a.clone(), b: self.b.clone() }
     }
 
     #[inline(always)]
@@ -125,9 +132,118 @@ impl Inner {
             }
         }
     }
+
+    /// Applies a slot patch in place under the seqlock stripes it touches,
+    /// after checking every slot and value (a bad patch changes nothing).
+    fn apply_slots(&self, d: &Slots) -> Result<()> {
+        let Slots { seed, xor, xors, sets } = d;
+        if *seed != self.p.seed {
+            return Err(Error::DeltaMismatch(format!(
+                "delta is for skeleton seed {seed:#x}, table has {:#x}",
+                self.p.seed
+            )));
+        }
+        let wmask = crate::mask(self.p.width());
+        if xor & !self.p.xmask() != 0 {
+            return Err(Error::DeltaMismatch("xor value wider than the slot's value and fingerprint".into()));
+        }
+        for &(_, v) in sets {
+            if v & !wmask != 0 {
+                return Err(Error::DeltaMismatch("slot value wider than the slot".into()));
+            }
+        }
+        // Every slot's stripe, sorted and deduplicated (on the stack for
+        // the usual few-slot patch).
+        let n = xors.len() + sets.len();
+        let (mut small, mut big) = ([0usize; STACK_STRIPES], Vec::new());
+        let stripes: &mut [usize] = if n <= STACK_STRIPES {
+            &mut small[..n]
+        } else {
+            big.resize(n, 0);
+            &mut big
+        };
+        for (&s, st) in xors.iter().chain(sets.iter().map(|(s, _)| s)).zip(stripes.iter_mut()) {
+            let (side_b, i) = (s & 1 == 1, s >> 1);
+            let m = if side_b { self.p.mb } else { self.p.ma } as u64;
+            if i >= m {
+                return Err(Error::DeltaMismatch(format!("slot {i} outside array of {m}")));
+            }
+            *st = if side_b { self.stripe_b(i as usize) } else { self.stripe_a(i as usize) };
+        }
+        stripes.sort_unstable();
+        let mut k = 0;
+        for j in 0..stripes.len() {
+            if k == 0 || stripes[j] != stripes[k - 1] {
+                stripes[k] = stripes[j];
+                k += 1;
+            }
+        }
+        let st = &stripes[..k];
+        self.lock.write_begin(st);
+        for &s in xors {
+            let (side_b, i) = ((s & 1) == 1, (s >> 1) as usize);
+            if side_b { self.b.xor(i, *xor) } else { self.a.xor(i, *xor) }
+        }
+        for &(s, v) in sets {
+            let (side_b, i) = ((s & 1) == 1, (s >> 1) as usize);
+            if side_b { self.b.set(i, v) } else { self.a.set(i, v) }
+        }
+        self.lock.write_end(st);
+        Ok(())
+    }
 }
 
-crate::sync::cached_reader!(Inner, u64);
+/// Othello on the engine ([`crate::engine`]): slot patches in place under
+/// the striped seqlock, rebuilds published whole.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Othello;
+
+impl Scheme for Othello {
+    type Inner = Inner;
+    type Image = Image;
+    type Patch = Slots;
+
+    const LOOKUP_KIND: Kind = Kind::OthelloLookup;
+    const DELTA_KIND: Kind = Kind::OthelloDelta;
+    const REPLACE_TAG: u8 = 2;
+
+    fn build(img: Image) -> Result<Inner> {
+        Ok(Inner::new(img))
+    }
+    fn image(c: &Inner) -> Image {
+        c.image()
+    }
+    fn payload_hint(c: &Inner) -> usize {
+        c.a.memory_bytes() + c.b.memory_bytes() + 64
+    }
+    fn check_replace(c: &Inner, img: &Image) -> Result<()> {
+        if img.p.vbits != c.p.vbits || img.p.fbits != c.p.fbits || img.p.empt != c.p.empt {
+            return Err(Error::DeltaMismatch("rebuild delta has a different slot layout".into()));
+        }
+        Ok(())
+    }
+    fn apply_patch(_: &Published<Inner>, c: Arc<Inner>, patch: &Slots) -> Result<()> {
+        c.apply_slots(patch)
+    }
+    fn memory_bytes(c: &Inner) -> usize {
+        c.a.memory_bytes() + c.b.memory_bytes() + c.lock.memory_bytes()
+    }
+    fn value_bits(c: &Inner) -> u32 {
+        c.p.vbits
+    }
+    #[inline(always)]
+    fn get(c: &Inner, key: &[u8], _: impl Fn() -> Arc<Inner>) -> Option<u64> {
+        c.get(key)
+    }
+    #[inline]
+    fn get_batch(c: &Inner, keys: &[&[u8]], out: &mut [Option<u64>], _: impl Fn() -> Arc<Inner>) {
+        c.get_batch(keys, out)
+    }
+    #[inline(always)]
+    fn get_u64(c: &Inner, key: u64, _: impl Fn() -> Arc<Inner>) -> Option<u64> {
+        c.get_u64(key)
+    }
+}
 
 /// Othello lookup form: two packed arrays, no keys. See the [module docs](super).
 ///
@@ -139,172 +255,59 @@ crate::sync::cached_reader!(Inner, u64);
 /// and a per-thread [`reader`](crate::LookupTable::reader).
 #[derive(Debug)]
 pub struct Lookup {
-    table: crate::lineage::Lineage,
-    cur: Published<Inner>,
-    /// The writer lock, holding the writer's reusable stripe scratch.
-    writer: Mutex<StripeSet>,
+    raw: RawLookup<Othello>,
 }
 
+/// A per-thread read handle ([`crate::LookupTable::reader`]): the same
+/// answers as the lookup form's `get` / `get_batch` / `get_u64`, without the
+/// per-call snapshot pinning. Applied deltas and whole-table replacements
+/// are visible to it.
+#[derive(Debug, Clone)]
+pub struct Reader<'a>(crate::engine::Reader<'a, Othello>);
+
+crate::engine::lookup_form!(Othello);
+
 impl Lookup {
-    /// Table id and key format (see [`crate::lineage`]).
-    pub(crate) fn lineage(&self) -> crate::lineage::Lineage {
-        self.table
+    pub(crate) fn from_image(img: Image, table: Lineage, seq: u64) -> Self {
+        Self::from_raw(RawLookup::new(Inner::new(img), table, seq))
     }
 
-    pub(crate) fn from_image(img: Image, table: crate::lineage::Lineage, seq: u64) -> Self {
-        Self { table, cur: Published::new(Inner::new(img, seq)), writer: Mutex::new(StripeSet::new()) }
+    /// The current arrays, for structures (lb, ludo, lpm) that read an
+    /// embedded lookup form's arrays directly.
+    pub(crate) fn snapshot_arc(&self) -> Arc<Inner> {
+        self.raw.load_full()
     }
 
-    /// The current arrays, for structures (lb) that embed a lookup form which
-    /// they only ever replace as a whole, never patch in place.
-    pub(crate) fn snapshot_arc(&self) -> std::sync::Arc<Inner> {
-        self.cur.load_full()
-    }
-
-    /// Value bits.
-    pub(crate) fn value_bits(&self) -> u32 {
-        self.cur.load().p.vbits
-    }
     /// Fingerprint bits.
     pub fn fingerprint_bits(&self) -> u32 {
-        self.cur.load().p.fbits
+        self.raw.load().p.fbits
     }
     /// True if the emptiness indicator is stored.
     pub fn has_emptiness(&self) -> bool {
-        self.cur.load().p.empt
+        self.raw.load().p.empt
     }
     /// Array sizes `(m_a, m_b)`.
     pub fn sizes(&self) -> (u32, u32) {
-        let c = self.cur.load();
+        let c = self.raw.load();
         (c.p.ma, c.p.mb)
     }
     /// Current hash seed (part of the skeleton).
     pub fn seed(&self) -> u64 {
-        self.cur.load().p.seed
-    }
-    /// Sequence number of the last delta applied (or of the export).
-    pub(crate) fn seq(&self) -> u64 {
-        self.cur.load().seq.load(Ordering::Acquire)
+        self.raw.load().p.seed
     }
 
     /// `A[ha(k)] XOR B[hb(k)]` without fingerprint or emptiness checks: the
     /// value bits of the raw Othello answer (arbitrary for alien keys).
     #[inline]
     pub fn get_unchecked(&self, key: &[u8]) -> u64 {
-        let c = self.cur.load();
+        let c = self.raw.load();
         let (_, ia, ib) = c.p.locate(key);
-        let (x, y) = c.lock.read2(c.stripe_a(ia), c.stripe_b(ib), || (c.a.get(ia), c.b.get(ib)));
-        (x ^ y) & crate::mask(c.p.vbits)
+        c.raw(ia, ib)
     }
 
     /// Crate-internal hook: an independent copy of this lookup form (same
     /// arrays and sequence number).
     pub(crate) fn duplicate(&self) -> Lookup {
-        let c = self.cur.load();
-        Lookup::from_image(Image { p: c.p, a: c.a.clone(), b: c.b.clone() }, self.table, c.seq.load(Ordering::Acquire))
-    }
-
-    fn apply_slots(
-        c: &Inner,
-        stripes: &mut StripeSet,
-        seed: u64,
-        xor: u64,
-        xors: &[u64],
-        sets: &[(u64, u64)],
-    ) -> Result<()> {
-        if seed != c.p.seed {
-            return Err(Error::DeltaMismatch(format!(
-                "delta is for skeleton seed {seed:#x}, table has {:#x}",
-                c.p.seed
-            )));
-        }
-        let wmask = crate::mask(c.p.width());
-        if xor & !c.p.xmask() != 0 {
-            return Err(Error::DeltaMismatch("xor value wider than the slot's value and fingerprint".into()));
-        }
-        let check = |s: u64| -> Result<(bool, usize)> {
-            let side_b = s & 1 == 1;
-            let i = s >> 1;
-            let m = if side_b { c.p.mb } else { c.p.ma } as u64;
-            if i >= m {
-                return Err(Error::DeltaMismatch(format!("slot {i} outside array of {m}")));
-            }
-            Ok((side_b, i as usize))
-        };
-        stripes.clear();
-        for &s in xors.iter().chain(sets.iter().map(|(s, _)| s)) {
-            let (side_b, i) = check(s)?;
-            stripes.add(if side_b { c.stripe_b(i) } else { c.stripe_a(i) });
-        }
-        for &(_, v) in sets {
-            if v & !wmask != 0 {
-                return Err(Error::DeltaMismatch("slot value wider than the slot".into()));
-            }
-        }
-        let st = stripes.finish();
-        c.lock.write_begin(st);
-        for &s in xors {
-            let (side_b, i) = ((s & 1) == 1, (s >> 1) as usize);
-            if side_b { c.b.xor(i, xor) } else { c.a.xor(i, xor) }
-        }
-        for &(s, v) in sets {
-            let (side_b, i) = ((s & 1) == 1, (s >> 1) as usize);
-            if side_b { c.b.set(i, v) } else { c.a.set(i, v) }
-        }
-        c.lock.write_end(st);
-        Ok(())
-    }
-}
-
-impl LookupTable for Lookup {
-    type Delta = Delta;
-
-    crate::sync::snapshot_reads!(u64);
-
-    fn apply(&self, delta: &Delta) -> Result<()> {
-        let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let c = self.cur.load();
-        let have = c.seq.load(Ordering::Relaxed);
-        crate::lineage::check_next(self.table, have, delta.table, delta.seq)?;
-        match &delta.body {
-            Body::Slots { seed, xor, xors, sets } => {
-                Self::apply_slots(&c, &mut w, *seed, *xor, xors, sets)?;
-                c.seq.store(delta.seq, Ordering::Release);
-            }
-            Body::Replace(img) => {
-                if img.p.vbits != c.p.vbits || img.p.fbits != c.p.fbits || img.p.empt != c.p.empt {
-                    return Err(Error::DeltaMismatch("rebuild delta has a different slot layout".into()));
-                }
-                self.cur.replace(Inner::new((**img).clone(), delta.seq));
-            }
-        }
-        Ok(())
-    }
-
-    fn memory_bytes(&self) -> usize {
-        let c = self.cur.load();
-        std::mem::size_of::<Self>()
-            + std::mem::size_of::<Inner>()
-            + c.a.memory_bytes()
-            + c.b.memory_bytes()
-            + c.lock.memory_bytes()
-    }
-}
-
-impl Wire for Lookup {
-    fn to_bytes(&self) -> Vec<u8> {
-        let c = self.cur.load();
-        let mut w = Writer::with_capacity(Kind::OthelloLookup, c.a.memory_bytes() + c.b.memory_bytes() + 64);
-        crate::lineage::write_prologue(&mut w, self.table, c.seq.load(Ordering::Acquire));
-        Image { p: c.p, a: c.a.clone(), b: c.b.clone() }.encode(&mut w);
-        w.finish()
-    }
-
-    fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::OthelloLookup)?;
-        let (table, seq) = crate::lineage::read_prologue(&mut r)?;
-        let img = Image::decode(&mut r)?;
-        r.finish()?;
-        Ok(Self::from_image(img, table, seq))
+        Lookup::from_image(self.raw.load().image(), self.lineage(), self.seq())
     }
 }

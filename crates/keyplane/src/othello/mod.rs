@@ -16,7 +16,7 @@ pub use lookup::{Lookup, Reader};
 // For structures that embed Othello lookup forms (lb, ludo): raw arrays,
 // images, delta bodies and the peeling builder.
 pub(crate) use control::peel_and_assign;
-pub(crate) use delta::{Body, Image};
+pub(crate) use delta::{Body, Image, Slots};
 pub(crate) use lookup::Inner as LookupInner;
 
 use crate::error::{Error, Result, mask};
