@@ -32,7 +32,7 @@ mod lookup;
 pub mod partial;
 mod table;
 
-pub use control::{Control, Reader, Stats};
+pub use control::{Control, Stats};
 pub use delta::Delta;
 pub use lookup::Lookup;
 
