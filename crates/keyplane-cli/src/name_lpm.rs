@@ -16,7 +16,7 @@
 //!   probed before it is a fingerprint false positive: probability at most
 //!   `j · ε`, with `ε` the per-probe rate (FHT: `≈ load·d·E / 2^w` for `w`
 //!   fingerprint bits over `d` candidate buckets of `E` entries,
-//!   `fht::expected_alien_match_rate`; FPT: `2^-c` for `c` check bits, §6.1).
+//!   `fht::Control::expected_alien_match_rate`; FPT: `2^-c` for `c` check bits, §6.1).
 //! * **A name with no stored prefix** answers `-`, except with probability
 //!   at most `k · ε` for its `k` prefixes, when it answers some stored
 //!   name's value — the false positive the paper leaves to edge routers,

@@ -198,8 +198,10 @@ impl State {
             let snap = r.raw(n).map_err(e)?.to_vec();
             r.finish().map_err(e)?;
             let info = keyplane::snapshot::peek(&snap).map_err(e)?;
+            let lineage =
+                info.lineage.ok_or_else(|| e(keyplane::Error::Corrupt("snapshot without a lineage".into())))?;
             let body = Body::Snapshot(snap);
-            return Ok(State { structure, opts, value_bits, lineage: info.lineage, updates, body });
+            return Ok(State { structure, opts, value_bits, lineage, updates, body });
         }
         let lo = r.u64().map_err(e)? as u128;
         let hi = r.u64().map_err(e)? as u128;

@@ -93,12 +93,12 @@ impl Opts {
     }
 
     /// The raw value of an option.
-    pub fn get(&self, name: &str) -> Option<&str> {
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
         self.items.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
 
     /// An unsigned integer option (`16`, `0x10`).
-    pub fn u64(&self, name: &str, default: u64) -> Result<u64> {
+    pub(crate) fn u64(&self, name: &str, default: u64) -> Result<u64> {
         match self.get(name) {
             None => Ok(default),
             Some(v) => {
@@ -112,13 +112,13 @@ impl Opts {
     }
 
     /// A `u32` option.
-    pub fn u32(&self, name: &str, default: u32) -> Result<u32> {
+    pub(crate) fn u32(&self, name: &str, default: u32) -> Result<u32> {
         let v = self.u64(name, default as u64)?;
         u32::try_from(v).map_err(|_| Error::InvalidParameter(format!("option {name}={v}: too large")))
     }
 
     /// A boolean option (`true/false`, `1/0`, `yes/no`, `on/off`).
-    pub fn bool(&self, name: &str, default: bool) -> Result<bool> {
+    pub(crate) fn bool(&self, name: &str, default: bool) -> Result<bool> {
         match self.get(name) {
             None => Ok(default),
             Some(v) => match v.to_ascii_lowercase().as_str() {
@@ -130,7 +130,7 @@ impl Opts {
     }
 
     /// One of `choices` (`(spelling, value)`).
-    pub fn choice<T: Copy>(&self, name: &str, default: T, choices: &[(&str, T)]) -> Result<T> {
+    pub(crate) fn choice<T: Copy>(&self, name: &str, default: T, choices: &[(&str, T)]) -> Result<T> {
         match self.get(name) {
             None => Ok(default),
             Some(v) => choices.iter().find(|(n, _)| *n == v).map(|(_, t)| *t).ok_or_else(|| {
@@ -668,5 +668,22 @@ mod fpt_impl {
             o.fingerprint_bits = opts.u32("fingerprint_bits", o.fingerprint_bits)?;
             o.check_bits = opts.u32("check_bits", o.check_bits)?;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opts_typed_values() {
+        let o = Opts::parse("fingerprint-bits=8, emptiness=true, sizing=pow2").unwrap();
+        assert_eq!(o.u64("fingerprint_bits", 0).unwrap(), 8);
+        assert_eq!(o.u32("absent", 3).unwrap(), 3);
+        assert!(o.bool("emptiness", false).unwrap());
+        assert_eq!(o.choice("sizing", 0, &[("compact", 1), ("pow2", 2)]).unwrap(), 2);
+        assert!(o.choice("sizing", 0, &[("compact", 1)]).is_err());
+        assert!(Opts::parse("a=zz").unwrap().u64("a", 0).is_err());
+        assert!(Opts::parse("a=maybe").unwrap().bool("a", false).is_err());
     }
 }

@@ -91,7 +91,7 @@ pub fn check_value(value: u64, bits: u32) -> Result<()> {
 }
 
 /// Checks `value_bits` against a supported range.
-pub fn check_value_bits(got: u32, min: u32, max: u32) -> Result<()> {
+pub(crate) fn check_value_bits(got: u32, min: u32, max: u32) -> Result<()> {
     if got < min || got > max { Err(Error::InvalidValueBits { got, min, max }) } else { Ok(()) }
 }
 

@@ -26,16 +26,20 @@ pub fn hash64(key: &[u8], seed: u64) -> u64 {
 /// 40 and 48 (the only ones keys of 4 to 16 bytes touch).
 const SECRET_8: u64 = 0x1cad_21f7_2c81_017c;
 const SECRET_16: u64 = 0xdb97_9083_e96d_d4de;
+#[cfg(test)]
 const SECRET_24: u64 = 0x1f67_b3b7_a4a4_4072;
+#[cfg(test)]
 const SECRET_32: u64 = 0x78e5_c0cc_4ee6_79cb;
+#[cfg(test)]
 const SECRET_40: u64 = 0x2172_ffcc_7dd0_5a82;
+#[cfg(test)]
 const SECRET_48: u64 = 0x8e24_43f7_7446_08b8;
 
 /// The per-seed constant of XXH3 for keys of 4 to 8 bytes: a structure that
 /// hashes many fixed-width keys under one seed computes it once and calls
 /// [`hash_word_flipped`].
 #[inline(always)]
-pub fn short_flip(seed: u64) -> u64 {
+pub(crate) fn short_flip(seed: u64) -> u64 {
     let s = seed ^ (((seed as u32).swap_bytes() as u64) << 32);
     (SECRET_8 ^ SECRET_16).wrapping_sub(s)
 }
@@ -54,7 +58,7 @@ fn rrmxmx(mut v: u64, len: u64) -> u64 {
 /// `w = read32(key[len-4..]) + (read32(key[..4]) << 32)` and
 /// `flip = `[`short_flip`]`(seed)`: two multiplies, no length dispatch.
 #[inline(always)]
-pub fn hash_word_flipped(w: u64, len: u64, flip: u64) -> u64 {
+pub(crate) fn hash_word_flipped(w: u64, len: u64, flip: u64) -> u64 {
     rrmxmx(w ^ flip, len)
 }
 
@@ -66,23 +70,26 @@ pub fn hash_u64(x: u64, seed: u64) -> u64 {
 }
 
 /// [`hash64`] of a 6-byte key (a MAC address), bit for bit.
+#[cfg(test)]
 #[inline(always)]
-pub fn hash_mac(k: [u8; 6], seed: u64) -> u64 {
+pub(crate) fn hash_mac(k: [u8; 6], seed: u64) -> u64 {
     let lo = u32::from_le_bytes([k[0], k[1], k[2], k[3]]) as u64;
     let hi = u32::from_le_bytes([k[2], k[3], k[4], k[5]]) as u64;
     hash_word_flipped(hi.wrapping_add(lo << 32), 6, short_flip(seed))
 }
 
 /// [`hash64`] of a 4-byte key (an IPv4 address), bit for bit.
+#[cfg(test)]
 #[inline(always)]
-pub fn hash_ipv4(k: [u8; 4], seed: u64) -> u64 {
+pub(crate) fn hash_ipv4(k: [u8; 4], seed: u64) -> u64 {
     let w = u32::from_le_bytes(k) as u64;
     hash_word_flipped(w.wrapping_add(w << 32), 4, short_flip(seed))
 }
 
 /// [`hash64`] of a 16-byte key (an IPv6 address), bit for bit.
+#[cfg(test)]
 #[inline(always)]
-pub fn hash_ipv6(k: [u8; 16], seed: u64) -> u64 {
+pub(crate) fn hash_ipv6(k: [u8; 16], seed: u64) -> u64 {
     let (a, b) = k.split_at(8);
     let lo = u64::from_le_bytes(a.try_into().unwrap_or_default());
     let hi = u64::from_le_bytes(b.try_into().unwrap_or_default());

@@ -4,11 +4,6 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// A 48-bit MAC address as 6 bytes.
-pub fn mac(addr: [u8; 6]) -> [u8; 6] {
-    addr
-}
-
 /// Parses `aa:bb:cc:dd:ee:ff` (or `-` separated) into a MAC key.
 pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
     let mut out = [0u8; 6];
@@ -24,12 +19,12 @@ pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
 }
 
 /// IPv4 address in network byte order (4 bytes).
-pub fn ipv4(addr: Ipv4Addr) -> [u8; 4] {
+pub(crate) fn ipv4(addr: Ipv4Addr) -> [u8; 4] {
     addr.octets()
 }
 
 /// IPv6 address in network byte order (16 bytes).
-pub fn ipv6(addr: Ipv6Addr) -> [u8; 16] {
+pub(crate) fn ipv6(addr: Ipv6Addr) -> [u8; 16] {
     addr.octets()
 }
 
@@ -40,7 +35,7 @@ pub fn u64_key(x: u64) -> [u8; 8] {
 
 /// A small inline key buffer (up to 40 bytes), so typed keys need no allocation.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct KeyBuf {
+struct KeyBuf {
     len: u8,
     buf: [u8; 40],
 }
@@ -83,8 +78,8 @@ pub struct FiveTuple {
 }
 
 impl FiveTuple {
-    /// Canonical key bytes.
-    pub fn key(&self) -> KeyBuf {
+    /// Canonical key bytes (inline, up to 37 bytes: no allocation).
+    pub fn key(&self) -> impl AsRef<[u8]> + Copy + Eq + std::hash::Hash + std::fmt::Debug + Send + Sync + 'static {
         let mut b = [0u8; 40];
         let mut n = 0;
         match (self.src, self.dst) {

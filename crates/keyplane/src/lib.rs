@@ -52,7 +52,8 @@ mod store;
 mod sync;
 pub mod work;
 
-pub use error::{Error, Result, check_value, check_value_bits, mask};
+pub(crate) use error::check_value_bits;
+pub use error::{Error, Result, check_value, mask};
 // The extension modules under their crate-internal paths.
 pub(crate) use ext::{bits, mem, wire};
 pub use lineage::TableId;
@@ -218,7 +219,13 @@ pub trait ReadHandle: Send {
 /// The plain read handle: a reference to the table, calling its `&self`
 /// methods. Used by lookup forms without a cheaper per-thread path.
 #[derive(Debug, Clone, Copy)]
-pub struct SharedReader<'a, L>(pub &'a L);
+pub struct SharedReader<'a, L>(pub(crate) &'a L);
+
+impl<'a, L> From<&'a L> for SharedReader<'a, L> {
+    fn from(table: &'a L) -> Self {
+        SharedReader(table)
+    }
+}
 
 impl<L: LookupTable> ReadHandle for SharedReader<'_, L> {
     #[inline]

@@ -86,7 +86,7 @@ pub struct Lineage {
 
 impl Lineage {
     /// A new lineage with a random id and no recorded key format.
-    pub fn random() -> Self {
+    pub(crate) fn random() -> Self {
         Lineage { id: TableId::random(), key_format: None }
     }
 
@@ -175,16 +175,19 @@ pub(crate) fn read_prologue(r: &mut Reader<'_>) -> Result<(Lineage, u64)> {
     Ok((Lineage { id: TableId(hi << 64 | lo), key_format }, seq))
 }
 
-/// Where a framed delta belongs, read from its head without decoding (or
-/// applying) the body: see [`delta_head`].
+/// Where a framed delta or control snapshot belongs, read from its head
+/// without decoding the body: see [`delta_head`] and
+/// [`crate::snapshot::peek`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeltaHead {
-    /// The delta's kind.
+pub struct Head {
+    /// The object's kind.
     pub kind: crate::wire::Kind,
-    /// Table id and key format, for deltas that start with the lineage
-    /// prologue; `None` for LPM deltas (which carry their own 64-bit table tag).
+    /// Table id and key format, for objects that start with the lineage
+    /// prologue (every snapshot); `None` for LPM deltas (which carry their
+    /// own 64-bit table tag).
     pub lineage: Option<Lineage>,
-    /// Sequence number: the delta applies to a lookup form at `seq - 1`.
+    /// Sequence number: a delta applies to a lookup form at `seq - 1`; a
+    /// snapshot's control form emitted deltas up to `seq`.
     pub seq: u64,
 }
 
@@ -204,7 +207,7 @@ pub struct DeltaHead {
 /// assert_eq!(head.lineage, Some(c.lineage()));
 /// assert_eq!(keyplane::lineage::delta_head(&c.export().to_bytes()).unwrap(), None);
 /// ```
-pub fn delta_head(bytes: &[u8]) -> Result<Option<DeltaHead>> {
+pub fn delta_head(bytes: &[u8]) -> Result<Option<Head>> {
     use crate::wire::{Frame, Kind as K};
     let kind = Frame::inspect(bytes)?.kind;
     let mut r = Frame::open(bytes, kind)?;
@@ -218,9 +221,9 @@ pub fn delta_head(bytes: &[u8]) -> Result<Option<DeltaHead>> {
         | K::FptDelta
         | K::LbDelta => {
             let (lineage, seq) = read_prologue(&mut r)?;
-            Ok(Some(DeltaHead { kind, lineage: Some(lineage), seq }))
+            Ok(Some(Head { kind, lineage: Some(lineage), seq }))
         }
-        K::LpmDelta => Ok(Some(DeltaHead { kind, lineage: None, seq: r.u64()? })),
+        K::LpmDelta => Ok(Some(Head { kind, lineage: None, seq: r.u64()? })),
         _ => Ok(None),
     }
 }

@@ -23,15 +23,9 @@
 
 use crate::key::name_key;
 
-/// Canonical encoding of a name (see [`crate::key::name_key`]). `None` when a
-/// component is longer than 255 bytes.
-pub fn encode(name: &str) -> Option<Vec<u8>> {
-    name_key(name)
-}
-
 /// Parses a name and rejects empty names and empty components in the `/`
 /// form (`/a//b`). Domain names may end in a single dot (`example.com.`).
-pub fn parse(name: &str) -> Option<Vec<u8>> {
+pub(crate) fn parse(name: &str) -> Option<Vec<u8>> {
     let t = name.trim();
     if t.is_empty() {
         return None;
@@ -56,11 +50,6 @@ pub fn components(encoded: &[u8]) -> impl Iterator<Item = &[u8]> + '_ {
     encoded.split(|&b| b == b'/').skip(1)
 }
 
-/// Number of components of an encoded name.
-pub fn depth(encoded: &[u8]) -> usize {
-    encoded.iter().filter(|&&b| b == b'/').count()
-}
-
 /// Proper and improper prefixes of an encoded name, shortest first
 /// (`/com/example/www` → `/com`, `/com/example`, `/com/example/www`): the
 /// candidates of a longest-name-prefix match.
@@ -73,16 +62,6 @@ pub fn prefixes(encoded: &[u8]) -> impl Iterator<Item = &[u8]> + '_ {
         .map(|(i, _)| i)
         .chain(std::iter::once(encoded.len()));
     ends.filter(move |_| !encoded.is_empty()).map(move |e| &encoded[..e])
-}
-
-/// The first `k` components of an encoded name (all of it if it has fewer).
-pub fn prefix(encoded: &[u8], k: usize) -> &[u8] {
-    prefixes(encoded).take(k).last().unwrap_or(&encoded[..0])
-}
-
-/// Human-readable form (`/com/example/www`), lossy for non-UTF-8 bytes.
-pub fn display(encoded: &[u8]) -> String {
-    String::from_utf8_lossy(encoded).into_owned()
 }
 
 /// Parses a list in the Public Suffix List format: one domain per line,
@@ -170,25 +149,21 @@ mod tests {
         assert_eq!(n, b"/com/example/www");
         assert_eq!(parse("/com/example/www").unwrap(), n);
         assert_eq!(components(&n).collect::<Vec<_>>(), vec![&b"com"[..], b"example", b"www"]);
-        assert_eq!(depth(&n), 3);
+        assert_eq!(components(&n).count(), 3);
         assert_eq!(prefixes(&n).collect::<Vec<_>>(), vec![&b"/com"[..], b"/com/example", b"/com/example/www"]);
-        assert_eq!(prefix(&n, 2), b"/com/example");
-        assert_eq!(prefix(&n, 9), &n[..]);
-        assert_eq!(prefix(&n, 0), b"");
         assert_eq!(prefixes(b"").count(), 0);
         assert!(parse("").is_none());
         assert!(parse("a..b").is_none());
         assert!(parse("/a//b").is_none());
         assert!(parse(".").is_none());
         assert!(parse(&"x".repeat(300)).is_none());
-        assert_eq!(display(&n), "/com/example/www");
     }
 
     #[test]
     fn domain_list_loader() {
         let text = "// comment\n\ncom\n*.ck\n!www.ck\nco.uk\nco.uk\n  net  \n// ===END===\n";
         let l = load_domain_list(text);
-        let s: Vec<String> = l.iter().map(|k| display(k)).collect();
+        let s: Vec<String> = l.iter().map(|k| String::from_utf8_lossy(k).into_owned()).collect();
         assert_eq!(s, vec!["/com", "/ck", "/ck/www", "/uk/co", "/net"]);
     }
 
@@ -198,7 +173,7 @@ mod tests {
         for i in 0..50_000 {
             let n = generate(i, (i % 3) as usize, 7);
             assert!(n.starts_with(b"/"));
-            assert_eq!(depth(&n), 2 + (i % 3) as usize);
+            assert_eq!(components(&n).count(), 2 + (i % 3) as usize);
             assert!(seen.insert(n));
         }
     }

@@ -6,7 +6,7 @@
 //! payload byte is read) and its payload starts with the same lineage
 //! prologue ([`crate::lineage`]: table id, sequence number of the last delta
 //! emitted, key format), followed by the snapshot state version
-//! ([`STATE_VERSION`]) and the structure's full internal state: parameters,
+//! (`STATE_VERSION`) and the structure's full internal state: parameters,
 //! seeds and seed sequence, key store (keys, values, id free list, per-key
 //! hashes of the store index), arrays, graph / forest links, bucket contents,
 //! counters. Loading restores that state field by field, so a loaded control
@@ -26,7 +26,7 @@ use crate::lineage::{Lineage, read_prologue, write_prologue};
 use crate::wire::{Frame, Kind, Reader, Writer};
 
 /// Version of the snapshot state layout written after the prologue.
-pub const STATE_VERSION: u16 = 1;
+pub(crate) const STATE_VERSION: u16 = 1;
 
 /// A control form that serialises to a snapshot and loads back from one.
 ///
@@ -91,28 +91,17 @@ pub(crate) fn load<T: ControlState>(bytes: &[u8]) -> Result<T> {
     Ok(c)
 }
 
-/// What a snapshot's header and prologue say (read without decoding the
-/// state).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SnapshotInfo {
-    /// Which structure's control form.
-    pub kind: Kind,
-    /// Table id and key format.
-    pub lineage: Lineage,
-    /// Sequence number of the last delta the control form emitted.
-    pub seq: u64,
-}
-
 /// Validates a snapshot's frame (magic, version, length, checksum) and
 /// reads its prologue. Fails on anything that is not a control snapshot.
-pub fn peek(bytes: &[u8]) -> Result<SnapshotInfo> {
+/// `lineage` is always `Some` for a snapshot.
+pub fn peek(bytes: &[u8]) -> Result<crate::lineage::Head> {
     let info = Frame::inspect(bytes)?;
     if !info.kind.label().ends_with("control snapshot") {
         return Err(Error::KindMismatch { expected: "a control snapshot".into(), found: info.kind.label().into() });
     }
     let mut r = Frame::open(bytes, info.kind)?;
     let (lineage, seq) = read_prologue(&mut r)?;
-    Ok(SnapshotInfo { kind: info.kind, lineage, seq })
+    Ok(crate::lineage::Head { kind: info.kind, lineage: Some(lineage), seq })
 }
 
 /// Encoding of one piece of control-form state.

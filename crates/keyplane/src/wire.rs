@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 /// Magic bytes at the start of every keyplane blob and delta.
 pub const MAGIC: [u8; 4] = *b"KPLN";
 /// Format version written by this build.
-pub const FORMAT_VERSION: u16 = 2;
+pub(crate) const FORMAT_VERSION: u16 = 2;
 /// Size of the frame header.
 pub const HEADER_LEN: usize = 16;
 /// Size of the trailing checksum.
@@ -148,7 +148,7 @@ impl Writer {
     }
 
     /// Starts an object of `kind` with room for `payload` bytes.
-    pub fn with_capacity(kind: Kind, payload: usize) -> Self {
+    pub(crate) fn with_capacity(kind: Kind, payload: usize) -> Self {
         let mut buf = Vec::with_capacity(HEADER_LEN + payload + TRAILER_LEN);
         buf.extend_from_slice(&MAGIC);
         buf.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -196,7 +196,7 @@ impl Writer {
         self
     }
     /// Appends a u64 count and the u32s.
-    pub fn u32s(&mut self, v: &[u32]) -> &mut Self {
+    pub(crate) fn u32s(&mut self, v: &[u32]) -> &mut Self {
         self.u64(v.len() as u64);
         self.buf.reserve(v.len() * 4);
         for w in v {
@@ -215,10 +215,6 @@ impl Writer {
             }
             self.buf.push(b | 0x80);
         }
-    }
-    /// Payload bytes written so far.
-    pub fn payload_len(&self) -> usize {
-        self.buf.len() - HEADER_LEN
     }
     /// Fills in the length, appends the checksum and returns the bytes.
     pub fn finish(mut self) -> Vec<u8> {

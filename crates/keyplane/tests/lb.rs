@@ -6,7 +6,7 @@ use keyplane::conformance::{self, Rng};
 use keyplane::ext::wire::Kind;
 use keyplane::lb::maglev::Maglev;
 use keyplane::lb::silkroad::SilkRoad;
-use keyplane::lb::{Backend, Control, DataPlane, Delta, OthelloMap, Params, PoolOp, StateKey, Vip, VipId};
+use keyplane::lb::{Backend, Control, DataPlane, Delta, Params, PoolOp, StateKey, Vip, VipId};
 use keyplane::lb::{Balancer, Concury};
 use keyplane::{Error, Wire};
 use std::collections::HashMap;
@@ -213,10 +213,8 @@ fn consistency_under_random_churn_concury_has_zero_violations() {
         assert_eq!(c.data.seq(), rep.pool_events + 4);
         // Control plane and data plane agree on every tracked state.
         for v in 0..4u32 {
-            let map = c.control.othello_map(v).unwrap();
             let pool = c.control.pool(v);
-            for (k, slot_backend, _) in map.iter().take(500) {
-                let _ = slot_backend;
+            for k in c.control.tracked(v).take(500) {
                 assert_eq!(c.data.lookup(v, k), c.control.backend_of(v, k));
             }
             assert!(pool.iter().all(|p| p.3 > 0 || p.1 == 0));
@@ -294,7 +292,7 @@ fn the_update_window_is_real_for_unreported_connections() {
     for (k, b) in keys.iter().zip(&before).take(2000) {
         ctl.connection_start(v, k, *b).unwrap();
     }
-    dp.apply(&ctl.add_backend(v, be(100), 1).unwrap()).unwrap();
+    dp.apply(&ctl.update_pool(v, &[PoolOp::Add(be(100), 1)]).unwrap()).unwrap();
     let moved_reported = keys.iter().zip(&before).take(2000).filter(|(k, b)| dp.lookup(v, k) != Some(**b)).count();
     let moved_unreported = keys.iter().zip(&before).skip(2000).filter(|(k, b)| dp.lookup(v, k) != Some(**b)).count();
     assert_eq!(moved_reported, 0);
@@ -421,7 +419,7 @@ fn rebalance_moves_the_fewest_dcodes() {
     let (v, _) = ctl.add_vip(vip(0), &pool).unwrap();
     let dp = ctl.export();
     let before: Vec<Backend> = (0..4096).map(|d| dp.dip_array_entry(v, d).unwrap()).collect();
-    dp.apply(&ctl.add_backend(v, be(8), 1).unwrap()).unwrap();
+    dp.apply(&ctl.update_pool(v, &[PoolOp::Add(be(8), 1)]).unwrap()).unwrap();
     let moved = (0..4096u32).filter(|&d| dp.dip_array_entry(v, d).unwrap() != before[d as usize]).count();
     // 4096/9 = 455.1: the new backend's share, nothing more.
     assert!((455..=456).contains(&moved), "moved {moved}");
@@ -512,7 +510,7 @@ fn mixed_batches_cover_wide_rows_empty_pools_and_unknown_vips() {
     let (w, _) = ctl.add_vip(vip(0), &wide).unwrap();
     let (n, _) = ctl.add_vip(vip(1), &[(be(1), 1), (be(2), 2)]).unwrap();
     let (e, _) = ctl.add_vip(vip(2), &[(be(3), 1)]).unwrap();
-    ctl.remove_backend(e, be(3)).unwrap();
+    ctl.update_pool(e, &[PoolOp::Remove(be(3))]).unwrap();
     for i in 0..3000u64 {
         let v = [w, n][(i % 2) as usize];
         let b = ctl.pool(v)[(i % 7) as usize % ctl.pool(v).len()].0;
@@ -613,7 +611,7 @@ fn edge_cases() {
     // DA entries: every Dcode below 2^l_d names a pool member, none beyond.
     assert!((0..16).all(|d| dp.dip_array_entry(v, d).is_some_and(|b| b == be(1) || b == be(2))));
     assert_eq!(dp.dip_array_entry(v, 16), None);
-    assert!(matches!(ctl.add_backend(v, be(3), 1), Err(Error::CapacityExceeded(_))));
+    assert!(matches!(ctl.update_pool(v, &[PoolOp::Add(be(3), 1)]), Err(Error::CapacityExceeded(_))));
     // A failed update changes nothing (all ops are checked first).
     assert!(ctl.update_pool(v, &[PoolOp::Remove(be(1)), PoolOp::Remove(be(9))]).is_err());
     assert_eq!(ctl.pool(v).len(), 2);
@@ -638,7 +636,7 @@ fn edge_cases() {
     assert!(ctl.remove_vip(v2).is_err());
     // One state, removal of its backend forgets it.
     ctl.connection_start(v, b"one", be(2)).unwrap();
-    dp.apply(&ctl.remove_backend(v, be(2)).unwrap()).unwrap();
+    dp.apply(&ctl.update_pool(v, &[PoolOp::Remove(be(2))]).unwrap()).unwrap();
     assert_eq!(ctl.backend_of(v, b"one"), None);
     assert_eq!(dp.lookup(v, b"one"), Some(be(1)));
     assert_eq!(ctl.stats().states_dropped, 1);
@@ -653,7 +651,7 @@ fn deltas_are_numbered_and_checked() {
     let mut ctl = Control::new(small()).unwrap();
     let dp = ctl.export();
     let (v, d1) = ctl.add_vip(vip(0), &[(be(1), 1)]).unwrap();
-    let d2 = ctl.add_backend(v, be(2), 1).unwrap();
+    let d2 = ctl.update_pool(v, &[PoolOp::Add(be(2), 1)]).unwrap();
     assert!(matches!(dp.apply(&d2), Err(Error::DeltaMismatch(_))));
     dp.apply(&d1).unwrap();
     assert!(matches!(dp.apply(&d1), Err(Error::DeltaMismatch(_))));
@@ -692,7 +690,7 @@ fn populated() -> (Control, Vec<Delta>) {
     for i in 0..40u64 {
         ctl.connection_start(if i % 2 == 0 { a } else { b }, &key(i), if i % 2 == 0 { be(2) } else { be(5) }).unwrap();
     }
-    ds.push(ctl.set_weight(a, be(1), 0).unwrap());
+    ds.push(ctl.update_pool(a, &[PoolOp::SetWeight(be(1), 0)]).unwrap());
     ds.push(ctl.remove_vip(b).unwrap());
     (ctl, ds)
 }
@@ -771,55 +769,6 @@ fn structurally_invalid_payloads_with_valid_checksums_are_rejected() {
     assert!(accepted < 20_000);
 }
 
-// ------------------------------------------------------------------ OthelloMap
-
-#[test]
-fn othello_map_matches_an_oracle_over_many_operations() {
-    let mut m = OthelloMap::new(5, 12).unwrap();
-    let mut oracle: HashMap<Vec<u8>, (u16, u32)> = HashMap::new();
-    let mut rng = Rng::new(12);
-    for step in 0..300_000u64 {
-        let k = conformance::make_key(conformance::KeyShape::Mixed, rng.below(20_000));
-        match rng.below(10) {
-            0..=4 => {
-                let b = rng.below(50) as u16;
-                let prev = m.add(&k, b, &[b, b + 100]).unwrap();
-                let e = oracle.entry(k.clone()).or_insert((b, 0));
-                assert_eq!(prev, (e.1 > 0).then_some(e.0));
-                *e = (b, e.1 + 1);
-            }
-            5..=7 => {
-                let known = m.end(&k).unwrap();
-                assert_eq!(known, oracle.contains_key(&k));
-                if let Some(e) = oracle.get_mut(&k) {
-                    e.1 -= 1;
-                    if e.1 == 0 {
-                        oracle.remove(&k);
-                    }
-                }
-            }
-            8 => {
-                assert_eq!(m.delete(&k).unwrap(), oracle.remove(&k).is_some());
-            }
-            _ => {
-                assert_eq!(m.get(&k), oracle.get(&k).copied());
-                if let Some(d) = m.dcode(&k) {
-                    let b = oracle[&k].0;
-                    assert!(d == b || d == b + 100, "a state takes one of its backend's Dcodes");
-                }
-            }
-        }
-        if step % 50_000 == 0 {
-            assert_eq!(m.len(), oracle.len());
-            for (k, b, c) in m.iter() {
-                assert_eq!(oracle.get(k), Some(&(b, c)));
-            }
-        }
-    }
-    assert_eq!(m.len(), oracle.len());
-    assert!(m.memory_bytes() > 0);
-}
-
 #[test]
 fn control_plane_survives_a_million_reports_with_few_updates() {
     // 1M connection reports over 8 VIPs with a pool change every 50K reports:
@@ -873,15 +822,14 @@ fn incremental_bas_equals_recoloured_bas_for_every_state() {
             ctl.connection_end(v, &key(i / 2)).unwrap();
         }
         if i % 5000 == 0 {
-            ctl.set_weight(v, be((i / 5000) as u32), 5).unwrap();
+            ctl.update_pool(v, &[PoolOp::SetWeight(be((i / 5000) as u32), 5)]).unwrap();
         }
     }
-    ctl.add_backend(v, be(77), 3).unwrap();
+    ctl.update_pool(v, &[PoolOp::Add(be(77), 3)]).unwrap();
     let dp = ctl.export();
-    let map = ctl.othello_map(v).unwrap();
-    let rec = map.recoloured_bas().unwrap();
+    let rec = ctl.recoloured_bas(v).unwrap();
     let mut n = 0;
-    for (k, _, _) in map.iter() {
+    for k in ctl.tracked(v) {
         assert_eq!(dp.dcode(v, k).unwrap() as u64, rec.get_unchecked(k));
         assert_eq!(dp.lookup(v, k), ctl.backend_of(v, k));
         n += 1;

@@ -399,7 +399,7 @@ fn readers_of_moved_keys_never_see_wrong_values_in_a_tiny_full_table() {
                 let mut out = vec![None; refs.len()];
                 let mut n = 0u64;
                 let handle = table.reader();
-                let rd: &dyn ReadHandle = if r == 2 { &handle } else { &keyplane::SharedReader(&*table) };
+                let rd: &dyn ReadHandle = if r == 2 { &handle } else { &keyplane::SharedReader::from(&*table) };
                 while !stop.load(Ordering::Relaxed) {
                     if r == 0 || (r == 2 && n % 2 == 0) {
                         for (k, v) in stable.iter() {

@@ -12,7 +12,7 @@ mod lookup;
 
 pub use control::Control;
 pub use delta::Delta;
-pub use lookup::{Lookup, Rates, Reader};
+pub use lookup::{Lookup, Rates};
 
 use crate::error::{Error, Result};
 use crate::hash::{mix64, reduce64};

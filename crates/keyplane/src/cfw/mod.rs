@@ -12,7 +12,7 @@ mod lookup;
 
 pub use control::{Control, Stats};
 pub use delta::Delta;
-pub use lookup::{Lookup, Reader};
+pub use lookup::Lookup;
 
 use crate::bits::PackedArray;
 use crate::error::{Error, Result, mask};
@@ -145,7 +145,7 @@ impl Params {
 /// fingerprint bits: `1 − (1 − 1/(2^f − 1))^(2·level1_keys/buckets)`. The
 /// exponent is eq. 3.8's `r_l·η·n_s·n_b` (occupied slots in two buckets);
 /// the base uses `2^f − 1` because fingerprint 0 marks empty slots.
-pub fn expected_false_positive_rate(level1_keys: usize, buckets: u64, fingerprint_bits: u32) -> f64 {
+pub(crate) fn expected_false_positive_rate(level1_keys: usize, buckets: u64, fingerprint_bits: u32) -> f64 {
     if buckets == 0 {
         return 0.0;
     }

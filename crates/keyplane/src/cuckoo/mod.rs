@@ -33,7 +33,7 @@ pub mod partial;
 pub(crate) mod path;
 mod table;
 
-pub use control::{Control, Reader, Stats};
+pub use control::{Control, Stats};
 pub use delta::Delta;
 pub use lookup::{Lookup, Reader as LookupReader};
 

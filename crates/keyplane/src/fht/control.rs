@@ -200,7 +200,7 @@ impl Control {
         self.store.iter().map(|(_, k, v)| (k, v))
     }
     /// Expected fraction of names outside R matching a fingerprint
-    /// ([`super::expected_alien_match_rate`] for this table).
+    /// (`main_entries / (B · (2^w − 1))`, §6.2, for this table).
     pub fn expected_alien_match_rate(&self) -> f64 {
         super::expected_alien_match_rate(self.main_used, self.p.b, self.p.fbits)
     }

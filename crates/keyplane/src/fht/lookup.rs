@@ -498,7 +498,7 @@ impl Lookup {
         (c.p.d, c.p.b, c.p.e)
     }
     /// Lookup order in force.
-    pub fn order(&self) -> LookupOrder {
+    pub(crate) fn order(&self) -> LookupOrder {
         if self.raw.load().p.flag { LookupOrder::MainFirst } else { LookupOrder::CollisionTableFirst }
     }
     /// Entries in the collision table.

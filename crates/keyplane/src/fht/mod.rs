@@ -12,7 +12,7 @@ mod lookup;
 
 pub use control::{Control, Stats};
 pub use delta::Delta;
-pub use lookup::{Lookup, Reader};
+pub use lookup::Lookup;
 
 use crate::error::{Error, Result, mask};
 use crate::hash::{hash64, hi, lo, mix64, reduce};
@@ -216,6 +216,6 @@ impl Params {
 /// Expected fraction of names outside the table that match a fingerprint
 /// (the alien false-positive rate, and the fraction of R − R_S that needs a
 /// "not stored" marker, §6.2): `main_entries / (B · (2^w − 1))`.
-pub fn expected_alien_match_rate(main_entries: usize, buckets_per_subtable: u32, fingerprint_bits: u32) -> f64 {
+pub(crate) fn expected_alien_match_rate(main_entries: usize, buckets_per_subtable: u32, fingerprint_bits: u32) -> f64 {
     main_entries as f64 / (buckets_per_subtable as f64 * (mask(fingerprint_bits) as f64).max(1.0))
 }

@@ -99,7 +99,7 @@ impl Lookup {
         self.raw.load().p.fbits
     }
     /// Check bits per leaf.
-    pub fn check_bits(&self) -> u32 {
+    pub(crate) fn check_bits(&self) -> u32 {
         self.raw.load().p.cbits
     }
     /// Node words in the array (used or free).

@@ -13,7 +13,7 @@ mod lookup;
 
 pub use control::Control;
 pub use delta::Delta;
-pub use lookup::{Lookup, Reader};
+pub use lookup::Lookup;
 
 use crate::error::{Error, Result, mask};
 use crate::hash::{hash64, mix64};

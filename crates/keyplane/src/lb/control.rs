@@ -15,7 +15,7 @@ use std::sync::Arc;
 /// Key ids a connection report reaps of its VIP's dropped states on the way
 /// ([`Control::connection_start`]): callers that never reap still finish a
 /// removal's reap, a few ids per report, with bounded work per report.
-pub const REAP_PER_REPORT: usize = 64;
+pub(crate) const REAP_PER_REPORT: usize = 64;
 
 /// Work units a reaped state costs in a reap step's budget (a key id looked
 /// at costs 1): removing its edge from the Othello and patching the BAS
@@ -55,7 +55,7 @@ struct Entry {
 /// values"). The map keeps that slice as the byte images the data plane
 /// reads and patches it with every delta `O` emits (a handful of slots per
 /// state arrival), so publishing a BAS is one copy of the images, with no
-/// walk over the states and no recolouring ([`OthelloMap::recoloured_bas`]
+/// walk over the states and no recolouring ([`Control::recoloured_bas`]
 /// is the `export_with` route, kept for comparison).
 ///
 /// **Pin Dcodes.** A state may take any Dcode of its backend; the map counts
@@ -68,7 +68,7 @@ struct Entry {
 ///
 /// **Dropped backends.** Removing a backend drops its states at once
 /// (logically: their slot is marked dead, O(1)); their edges leave `O`
-/// later ([`OthelloMap::reap`], which the control plane runs at the next
+/// later (`OthelloMap::reap`, which the control plane runs at the next
 /// connection report, or the caller runs when convenient). Until then they
 /// are invisible to every query and their slots keep their values, so
 /// nothing the data plane reads changes.
@@ -76,7 +76,7 @@ struct Entry {
 /// A state may hold several connections (multi-connection states, §5.3): it
 /// stays until its last connection ends.
 #[derive(Debug, Clone)]
-pub struct OthelloMap {
+pub(crate) struct OthelloMap {
     o: othello::Control,
     c: Vec<Entry>,
     free: Vec<u32>,
@@ -91,8 +91,7 @@ pub struct OthelloMap {
     reap_cursor: u32,
 }
 
-/// What one bounded reap step did ([`OthelloMap::reap_step`],
-/// [`Control::reap_step`]).
+/// What one bounded reap step did ([`Control::reap_step`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Reaped {
     /// Work units spent: 1 per key id looked at plus [`REAP_REMOVE_UNITS`]
@@ -291,6 +290,7 @@ impl OthelloMap {
         self.entry(state).map(|(_, e)| (e.backend, e.conns))
     }
 
+    #[cfg(test)]
     /// The Dcode recorded for a state ([`u16::MAX`] when its backend had no
     /// Dcode at `l_d < 16`).
     pub fn dcode(&self, state: &[u8]) -> Option<u16> {
@@ -359,6 +359,7 @@ impl OthelloMap {
         Ok(true)
     }
 
+    #[cfg(test)]
     /// Deletes a state regardless of its connection count.
     pub fn delete(&mut self, state: &[u8]) -> Result<bool> {
         let Some((i, _)) = self.entry(state) else { return Ok(false) };
@@ -375,14 +376,10 @@ impl OthelloMap {
         Ok(())
     }
 
+    #[cfg(test)]
     /// Number of states.
     pub fn len(&self) -> usize {
         self.o.len() - self.dead_states
-    }
-
-    /// True when no state is tracked.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Iterates over `(state, backend slot, connections)`.
@@ -426,6 +423,7 @@ impl OthelloMap {
     /// Removes the states of dropped backends from `O` (one scan of the
     /// states; nothing the data plane reads changes). Returns how many.
     /// [`Self::reap_step`] does the same work in bounded slices.
+    #[cfg(test)]
     pub fn reap(&mut self) -> Result<usize> {
         let mut n = 0;
         loop {
@@ -788,21 +786,6 @@ impl Control {
         Ok(self.delta(vec![Op::Set(id, plane)]))
     }
 
-    /// Adds a backend to a VIP (or re-weights it if present).
-    pub fn add_backend(&mut self, id: VipId, backend: Backend, weight: u32) -> Result<Delta> {
-        self.update_pool(id, &[PoolOp::Add(backend, weight)])
-    }
-
-    /// Removes (or fails) a backend.
-    pub fn remove_backend(&mut self, id: VipId, backend: Backend) -> Result<Delta> {
-        self.update_pool(id, &[PoolOp::Remove(backend)])
-    }
-
-    /// Changes a backend's weight (0 = drain).
-    pub fn set_weight(&mut self, id: VipId, backend: Backend, weight: u32) -> Result<Delta> {
-        self.update_pool(id, &[PoolOp::SetWeight(backend, weight)])
-    }
-
     /// Rebuilds a VIP's plane without a pool change (e.g. to stop pinning a
     /// drained backend whose states all ended).
     pub fn refresh(&mut self, id: VipId) -> Result<Delta> {
@@ -935,7 +918,8 @@ impl Control {
     /// edges for later; the next connection report of the VIP reaps them
     /// otherwise). Nothing the data plane reads changes. Returns how many
     /// states were reaped.
-    pub fn reap_dropped(&mut self) -> Result<usize> {
+    #[cfg(test)]
+    pub(crate) fn reap_dropped(&mut self) -> Result<usize> {
         let mut n = 0;
         for v in self.vips.iter_mut().flatten() {
             n += v.map.reap()?;
@@ -943,7 +927,8 @@ impl Control {
         Ok(n)
     }
 
-    /// A bounded slice of [`Self::reap_dropped`]: spends at most `budget`
+    /// Reaps the states of removed backends, a bounded slice at a time
+    /// (`reap_step(usize::MAX)` reaps them all at once): spends at most `budget`
     /// work units in all (the VIPs with dropped states in turn), so a control
     /// loop can reap a large removal a few milliseconds at a time between
     /// connection reports. `pending` in the result counts the dropped states
@@ -992,14 +977,31 @@ impl Control {
         v.pool.get(s as usize)?.map(|m| m.backend)
     }
 
+    #[cfg(test)]
     /// States tracked for a VIP.
-    pub fn states(&self, id: VipId) -> usize {
+    pub(crate) fn states(&self, id: VipId) -> usize {
         self.ctl(id).map_or(0, |v| v.map.len())
     }
 
+    #[cfg(test)]
     /// The VIP's OthelloMap.
-    pub fn othello_map(&self, id: VipId) -> Option<&OthelloMap> {
+    pub(crate) fn othello_map(&self, id: VipId) -> Option<&OthelloMap> {
         self.ctl(id).ok().map(|v| &v.map)
+    }
+
+    /// The states tracked for a VIP (keys of its OthelloMap), in no
+    /// particular order; empty for an unknown VIP.
+    pub fn tracked(&self, id: VipId) -> impl Iterator<Item = &[u8]> + '_ {
+        self.ctl(id).ok().into_iter().flat_map(|v| v.map.iter().map(|(k, _, _)| k))
+    }
+
+    /// The VIP's BAS recoloured from scratch (§5.4.5, the `export_with`
+    /// route): an Othello over the OthelloMap's graph whose values are the
+    /// tracked states' Dcodes. The data plane's BAS, patched delta by delta,
+    /// gives every tracked state the same Dcode; this is the reference (and
+    /// the cost) of rebuilding it instead.
+    pub fn recoloured_bas(&self, id: VipId) -> Result<othello::Lookup> {
+        self.ctl(id)?.map.recoloured_bas()
     }
 
     /// The VIP's pool as `(backend, weight, tracked states, Dcodes)`.
@@ -1148,12 +1150,12 @@ mod tests {
         }
         let on0 = states.iter().filter(|s| s.1 == be(0)).count();
         assert!(on0 > 1000);
-        dp.apply(&ctl.remove_backend(v, be(0)).unwrap()).unwrap();
+        dp.apply(&ctl.update_pool(v, &[PoolOp::Remove(be(0))]).unwrap()).unwrap();
         assert_eq!(ctl.stats().states_dropped, on0 as u64);
         assert_eq!(ctl.states(v), states.len() - on0);
         assert_eq!(ctl.othello_map(v).unwrap().dropped_pending(), on0);
         // A new backend takes a fresh slot while slot 0's states wait.
-        dp.apply(&ctl.add_backend(v, be(7), 1).unwrap()).unwrap();
+        dp.apply(&ctl.update_pool(v, &[PoolOp::Add(be(7), 1)]).unwrap()).unwrap();
         for (k, b) in &states {
             if *b == be(0) {
                 assert_eq!(ctl.backend_of(v, k), None);
@@ -1207,7 +1209,7 @@ mod tests {
         let (mut whole, wdp, wv, _) = mk();
         let (mut ctl, dp, v, mut states) = mk();
         for (c, d, vv) in [(&mut whole, &wdp, wv), (&mut ctl, &dp, v)] {
-            d.apply(&c.remove_backend(vv, be(0)).unwrap()).unwrap();
+            d.apply(&c.update_pool(vv, &[PoolOp::Remove(be(0))]).unwrap()).unwrap();
         }
         let on0 = states.iter().filter(|s| s.1 == be(0)).count();
         assert_eq!(ctl.dropped_pending(), on0);
@@ -1238,7 +1240,7 @@ mod tests {
                 removed_second = true;
                 let before = ctl.dropped_pending();
                 let on1 = states.iter().filter(|s| s.1 == be(1)).count();
-                dp.apply(&ctl.remove_backend(v, be(1)).unwrap()).unwrap();
+                dp.apply(&ctl.update_pool(v, &[PoolOp::Remove(be(1))]).unwrap()).unwrap();
                 assert_eq!(ctl.dropped_pending(), before + on1);
             }
             let owed = 2 * bound + REAP_REMOVE_UNITS * (on0 + 20_000);
@@ -1285,5 +1287,52 @@ mod tests {
         assert_eq!(ctl.stats().states_repinned, 1);
         assert_eq!(ctl.pool(v)[1].3, 1);
         assert_eq!(dp.lookup(v, &k), Some(be(1)));
+    }
+
+    #[test]
+    fn othello_map_matches_an_oracle_over_many_operations() {
+        let mut m = OthelloMap::new(5, 12).unwrap();
+        let mut oracle: std::collections::HashMap<Vec<u8>, (u16, u32)> = std::collections::HashMap::new();
+        let mut rng = crate::conformance::Rng::new(12);
+        for step in 0..300_000u64 {
+            let k = crate::conformance::make_key(crate::conformance::KeyShape::Mixed, rng.below(20_000));
+            match rng.below(10) {
+                0..=4 => {
+                    let b = rng.below(50) as u16;
+                    let prev = m.add(&k, b, &[b, b + 100]).unwrap();
+                    let e = oracle.entry(k.clone()).or_insert((b, 0));
+                    assert_eq!(prev, (e.1 > 0).then_some(e.0));
+                    *e = (b, e.1 + 1);
+                }
+                5..=7 => {
+                    let known = m.end(&k).unwrap();
+                    assert_eq!(known, oracle.contains_key(&k));
+                    if let Some(e) = oracle.get_mut(&k) {
+                        e.1 -= 1;
+                        if e.1 == 0 {
+                            oracle.remove(&k);
+                        }
+                    }
+                }
+                8 => {
+                    assert_eq!(m.delete(&k).unwrap(), oracle.remove(&k).is_some());
+                }
+                _ => {
+                    assert_eq!(m.get(&k), oracle.get(&k).copied());
+                    if let Some(d) = m.dcode(&k) {
+                        let b = oracle[&k].0;
+                        assert!(d == b || d == b + 100, "a state takes one of its backend's Dcodes");
+                    }
+                }
+            }
+            if step % 50_000 == 0 {
+                assert_eq!(m.len(), oracle.len());
+                for (k, b, c) in m.iter() {
+                    assert_eq!(oracle.get(k), Some(&(b, c)));
+                }
+            }
+        }
+        assert_eq!(m.len(), oracle.len());
+        assert!(m.memory_bytes() > 0);
     }
 }

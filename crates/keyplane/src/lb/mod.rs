@@ -3,7 +3,7 @@
 //!
 //! ```
 //! use keyplane::Wire;
-//! use keyplane::lb::{Backend, Control, DataPlane, Delta, Params, StateKey, Vip};
+//! use keyplane::lb::{Backend, Control, DataPlane, Delta, Params, PoolOp, StateKey, Vip};
 //! use std::net::{Ipv4Addr, Ipv6Addr};
 //!
 //! let mut ctl = Control::new(Params::default())?;
@@ -20,7 +20,7 @@
 //! // A pool change is the only thing that updates the data plane; the
 //! // connection keeps its backend (unless that backend is the one removed).
 //! let c = Backend::new(Ipv4Addr::new(10, 0, 0, 3), 8443);
-//! let d2 = ctl.add_backend(vip, c, 2)?;
+//! let d2 = ctl.update_pool(vip, &[PoolOp::Add(c, 2)])?;
 //! dp.apply(&Delta::from_bytes(&d2.to_bytes())?)?;
 //! assert_eq!(dp.reader().lookup(vip, conn.as_ref()), Some(first));
 //! # let _ = d1;
@@ -84,7 +84,7 @@
 //!
 //! # Control plane (§5.4.4, §5.4.5)
 //!
-//! [`Control`] keeps one [`OthelloMap`] per VIP: an array `C` of
+//! [`Control`] keeps one OthelloMap per VIP: an array `C` of
 //! state → backend entries plus an Othello control form whose value for a
 //! state is its index in `C` (set query, add and delete in O(1)). It is fed
 //! by [`Control::connection_start`] / [`Control::connection_end`] reports,
@@ -96,13 +96,13 @@
 //! backend's pin Dcode (none in the common case), and publishes the VIP's
 //! new BAS, which is the low `l_d` bits of the OthelloMap's own Othello,
 //! kept current as states arrive (same graph, Dcode values; see
-//! [`OthelloMap`] for why this beats recolouring the graph with
-//! `export_with` at every change, and [`OthelloMap::recoloured_bas`] for
+//! `OthelloMap` (lb/control.rs) for why this beats recolouring the graph with
+//! `export_with` at every change, and [`Control::recoloured_bas`] for
 //! that route). The resulting [`Delta`] replaces that VIP's plane (BAS + DIP
 //! row + backend list) as one unit. A pool change touches no per-state data
 //! unless a state must move Dcode; a removed backend's states are dropped in
-//! O(1) and reaped later, whole ([`Control::reap_dropped`]) or in bounded
-//! slices ([`Control::reap_step`]).
+//! O(1) and reaped later, in bounded slices ([`Control::reap_step`]; a
+//! budget of `usize::MAX` reaps them all at once).
 //!
 //! # Consistency guarantee (§5.5)
 //!
@@ -155,7 +155,7 @@ pub mod silkroad;
 mod weights;
 
 pub use balancer::{Balancer, Concury, Packet};
-pub use control::{Control, OthelloMap, PoolOp, REAP_PER_REPORT, REAP_REMOVE_UNITS, Reaped, Stats};
+pub use control::{Control, PoolOp, REAP_REMOVE_UNITS, Reaped, Stats};
 pub use plane::{DataPlane, Delta, PacketReader};
 
 use crate::error::{Error, Result};
@@ -163,13 +163,13 @@ use crate::wire::{Reader, Writer};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Default Dcode length `l_d` (§5.4.3: "In our implementation, we set l_d = 12").
-pub const DEFAULT_DCODE_BITS: u32 = 12;
+pub(crate) const DEFAULT_DCODE_BITS: u32 = 12;
 /// Shortest supported Dcode.
 pub const MIN_DCODE_BITS: u32 = 4;
 /// Longest supported Dcode (DIP-array entries are 16-bit backend indices).
 pub const MAX_DCODE_BITS: u32 = 16;
 /// Dcodes per backend at least (§5.4.3: "larger than the number of DIPs by … >8x").
-pub const DCODES_PER_BACKEND: usize = 8;
+pub(crate) const DCODES_PER_BACKEND: usize = 8;
 
 /// Index of a VIP in the VIP array (§5.4.2 step 1). The paper derives it from
 /// the VIP address (e.g. its last 10 bits); [`DataPlane::vip_id`] resolves it
@@ -228,7 +228,7 @@ impl Default for Params {
 }
 
 /// Most VIPs a VIP array may hold.
-pub const MAX_VIPS: u32 = 1 << 20;
+pub(crate) const MAX_VIPS: u32 = 1 << 20;
 
 impl Params {
     /// Checks the ranges.
@@ -241,7 +241,7 @@ impl Params {
     }
 
     /// Backends a VIP may hold (`2^l_d / 8`).
-    pub fn max_backends(&self) -> usize {
+    pub(crate) fn max_backends(&self) -> usize {
         (1usize << self.dcode_bits) / DCODES_PER_BACKEND
     }
 }
@@ -291,7 +291,7 @@ impl std::fmt::Debug for StateKey {
 /// Seed of the control plane's spreading hash, which picks among a
 /// backend's Dcodes the one a new state is pinned to (it never runs on the
 /// data plane).
-pub const SPREAD_SEED: u64 = 0x0c0c_0a11_b1ea_c4ed;
+pub(crate) const SPREAD_SEED: u64 = 0x0c0c_0a11_b1ea_c4ed;
 
 /// The spreading hash of a state (see [`SPREAD_SEED`]).
 #[inline(always)]

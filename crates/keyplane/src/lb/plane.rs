@@ -718,16 +718,6 @@ impl Delta {
             })
             .collect()
     }
-    /// Bytes of the data-plane structures this delta carries.
-    pub fn payload_bytes(&self) -> usize {
-        self.ops
-            .iter()
-            .map(|o| match o {
-                Op::Set(_, p) => p.memory_bytes(),
-                Op::Remove(_) => 4,
-            })
-            .sum()
-    }
 }
 
 const TAG_SET: u8 = 1;

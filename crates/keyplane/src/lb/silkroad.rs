@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::hash::{hash64, mix64};
 use crate::mem::prefetch;
 /// Versions per VIP (SilkRoad uses 6-bit version numbers).
-pub const VERSIONS: usize = 64;
+pub(crate) const VERSIONS: usize = 64;
 
 #[derive(Debug, Clone)]
 struct Version {
@@ -50,7 +50,7 @@ pub struct SilkRoad {
     /// Connections remapped because their version number was recycled.
     pub recycled_version_conns: u64,
     /// Inserts that found every stage's bucket full.
-    pub full: u64,
+    pub(crate) full: u64,
 }
 
 const SR_VERSION_BITS: u32 = 6;

@@ -73,7 +73,7 @@ mod slots;
 
 pub use control::Control;
 pub use delta::Delta;
-pub use lookup::{Lookup, Reader};
+pub use lookup::Lookup;
 pub use prefix::{Family, Prefix};
 
 /// Bits of the address that index the top array.

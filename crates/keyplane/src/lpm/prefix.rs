@@ -146,7 +146,7 @@ impl Prefix {
     }
 
     /// Decodes [`Prefix::to_key`] bytes (5 or 17 bytes, host bits zero).
-    pub fn from_key(key: &[u8]) -> Result<Self> {
+    pub(crate) fn from_key(key: &[u8]) -> Result<Self> {
         let (len, rest) = key.split_first().ok_or_else(|| bad_key(key))?;
         let addr = addr_from_bytes(rest).ok_or_else(|| bad_key(key))?;
         Self::new(addr, *len)

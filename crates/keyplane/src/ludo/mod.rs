@@ -15,7 +15,7 @@ mod table;
 
 pub use control::{Control, Stats};
 pub use delta::Delta;
-pub use lookup::{Lookup, Reader};
+pub use lookup::Lookup;
 
 use crate::error::{Error, Result, mask};
 use crate::hash::{hi, lo, mix64, reduce};

@@ -11,7 +11,7 @@ mod lookup;
 
 pub use control::{Control, Stats};
 pub use delta::Delta;
-pub use lookup::{Lookup, Reader};
+pub use lookup::Lookup;
 
 use crate::error::{Error, Result, mask};
 use crate::hash::{hi, mix64, reduce};
