@@ -7,11 +7,11 @@
 //! `cargo run --release -p keyplane-lb --example lb_burst`
 //!
 //! Env: `STATES` (`1000000,65536`: tracked connections, each size measured
-//! separately), `VIPS` (64), `BURST` (32), `ROUNDS` (9), `PASSES` (3, best
+//! separately), `VIPS` (64), `BURST` (32), `ROUNDS` (15), `PASSES` (5, best
 //! pass of each series per round), `PACKETS` (131072 packets per pass).
 //!
-//! Series per round (order rotates every round so load changes on a shared
-//! machine hit all of them): `one`: one VIP, `lookup_batch_vip`; `mixed`:
+//! Series per round (each pass times every series once, in an order that
+//! rotates, so load changes on a shared machine hit all of them): `one`: one VIP, `lookup_batch_vip`; `mixed`:
 //! 64 VIPs, `lookup_batch` over uniformly mixed bursts; `one_mixed_path`:
 //! one VIP through `lookup_batch` (the mixed code on one-VIP data);
 //! `single`: 64 VIPs, one `lookup` per packet. `ONLY=mixed` (a series
@@ -69,8 +69,8 @@ fn main() {
         .collect();
     let nvips = env("VIPS", 64).max(1);
     let burst = env("BURST", 32).max(1);
-    let rounds = env("ROUNDS", 9).max(1);
-    let passes = env("PASSES", 3).max(1);
+    let rounds = env("ROUNDS", 15).max(1);
+    let passes = env("PASSES", 5).max(1);
     let npk = env("PACKETS", 1 << 17).max(burst);
     let only = std::env::var("ONLY").ok();
     let out_path = std::env::var("OUT").unwrap_or_else(|_| "docs/bench/lb-burst.json".into());
@@ -118,14 +118,16 @@ fn main() {
         let mut ns: [Vec<f64>; 4] = Default::default();
         let mut acc = 0u64;
         for round in 0..rounds {
-            for s in 0..4 {
-                let s = (s + round) % 4;
-                if only.as_deref().is_some_and(|o| o != SERIES[s]) {
-                    ns[s].push(f64::NAN);
-                    continue;
-                }
-                let mut best = f64::MAX;
-                for _ in 0..passes {
+            // Passes interleave the series (one pass of each, rotated), so
+            // each series' best pass of a round comes from the same window.
+            let mut best = [f64::MAX; 4];
+            for pass in 0..passes {
+                for s in 0..4 {
+                    let s = (s + round + pass) % 4;
+                    if only.as_deref().is_some_and(|o| o != SERIES[s]) {
+                        best[s] = f64::NAN;
+                        continue;
+                    }
                     let t = keyplane_net::cpu::this_thread_cpu_ns();
                     match s {
                         0 => {
@@ -153,9 +155,11 @@ fn main() {
                         }
                     }
                     let dt = keyplane_net::cpu::this_thread_cpu_ns() - t;
-                    best = best.min(dt as f64 / npk as f64);
+                    best[s] = best[s].min(dt as f64 / npk as f64);
                 }
-                ns[s].push(best);
+            }
+            for (v, b) in ns.iter_mut().zip(best) {
+                v.push(b);
             }
         }
         std::hint::black_box(acc);
@@ -175,7 +179,7 @@ fn main() {
             row += &format!(",\"{name}_ns_min_med_max\":{},\"{name}_ns_per_round\":[{}]", f(&ns[s]), per_round(&ns[s]));
         }
         row += &format!(
-            ",\"ratio_one_mixed_path_over_one_min_med_max\":{},\"host\":\"{host}\",\"loadavg_start\":\"{}\",\"what\":\"ns per packet (thread CPU time, best of {passes} passes per round, series rotated each round): one = lookup_batch_vip on a 1-VIP plane; mixed = lookup_batch over uniformly mixed {nvips}-VIP bursts; one_mixed_path = lookup_batch on the 1-VIP plane; single = per-packet lookup on the {nvips}-VIP plane\"}}",
+            ",\"ratio_one_mixed_path_over_one_min_med_max\":{},\"host\":\"{host}\",\"loadavg_start\":\"{}\",\"what\":\"ns per packet (thread CPU time, best of {passes} passes per round, every pass times each series once in rotating order): one = lookup_batch_vip on a 1-VIP plane; mixed = lookup_batch over uniformly mixed {nvips}-VIP bursts; one_mixed_path = lookup_batch on the 1-VIP plane; single = per-packet lookup on the {nvips}-VIP plane\"}}",
             f(&code_ratios),
             load.trim()
         );
