@@ -347,17 +347,131 @@ struct PlaneSet {
     seq: u64,
     dbits: u32,
     vips: Box<[Option<Arc<VipPlane>>]>,
-    /// The same array with every unused index holding one empty plane
-    /// (empty pool: every lookup answers `None`), so a mixed-VIP burst
-    /// selects a packet's plane with one load and no test of its own.
-    dense: Box<[Arc<VipPlane>]>,
+    /// One empty plane (empty pool: every lookup answers `None`) that a
+    /// mixed-VIP burst reads for unused VIP indices, so it selects a
+    /// packet's plane without a test of its own; `hdrs`' last entry.
     none: Arc<VipPlane>,
     by_addr: HashMap<Vip, VipId>,
+    /// Mixed-VIP bursts: `slot[vip]` indexes `hdrs` (unused indices the
+    /// last header, the empty plane's), and `hdrs` holds one cache line per
+    /// VIP in use with everything a lookup reads of its plane.
+    slot: Box<[u32]>,
+    hdrs: Box<[Hdr]>,
+    /// Every row's entries are one byte (no pool has more than 256 backends).
+    narrow: bool,
+}
+
+/// What a mixed-VIP burst reads of a VIP's plane, in one cache line: the
+/// hash seed and array sizes (step 2), the BAS images, the DIP row and its
+/// entry width, the answers. [`PlaneSet`] keeps one per VIP in use in a
+/// contiguous array, so a packet selects its VIP with two L1 loads (slot,
+/// header) instead of following the VIP array's `Arc` into a plane whose
+/// fields span three lines scattered over the heap.
+#[repr(C, align(64))]
+#[derive(Debug)]
+struct Hdr {
+    /// The seed's XXH3 input flips for 9- to 16-byte keys ([`hash_9_16`]):
+    /// IPv4 states are 13 bytes.
+    flo: u64,
+    fhi: u64,
+    a: *const u8,
+    b: *const u8,
+    row: *const u8,
+    outs: *const Option<Backend>,
+    ma: u32,
+    mb: u32,
+    dmask: u16,
+    rmask: u16,
+    dbits: u8,
+    rshift: u8,
+}
+
+/// XXH3's 64-bit words for keys of 9 to 16 bytes: `secret[24..32] ^
+/// secret[32..40]` and `secret[40..48] ^ secret[48..56]`.
+const XXH3_LO: u64 = 0x6782_737b_ea42_39b9;
+const XXH3_HI: u64 = 0xaf56_bc3b_0996_523a;
+
+/// `hash64` out of the burst loop (IPv6 states, 37 bytes, and odd keys).
+#[cold]
+#[inline(never)]
+fn hash_cold(key: &[u8], seed: u64) -> u64 {
+    crate::hash::hash64(key, seed)
+}
+
+/// `hash64(key, seed)` for a key of 9 to 16 bytes, bit for bit (XXH3's
+/// `len_9to16` path), with the seed's flips `XXH3_LO + seed` and
+/// `XXH3_HI - seed` computed once per VIP instead of once per packet.
+#[inline(always)]
+fn hash_9_16(key: &[u8], flo: u64, fhi: u64) -> u64 {
+    let n = key.len();
+    debug_assert!((9..=16).contains(&n));
+    let w = |i: usize| u64::from_le_bytes(key.get(i..i + 8).and_then(|s| s.try_into().ok()).unwrap_or_default());
+    let lo = w(0) ^ flo;
+    let hi = w(n - 8) ^ fhi;
+    let m = lo as u128 * hi as u128;
+    let acc = (n as u64).wrapping_add(lo.swap_bytes()).wrapping_add(hi).wrapping_add(m as u64 ^ (m >> 64) as u64);
+    let v = (acc ^ (acc >> 37)).wrapping_mul(0x1656_6791_9E37_79F9);
+    v ^ (v >> 32)
+}
+
+// SAFETY: a header's pointers point into the BAS images, DIP row and answer
+// list of a `VipPlane` that the same `PlaneSet` owns through an `Arc` (in
+// `vips`, or `none`) and that is immutable; they are only read, so sharing
+// or sending the header is as safe as sharing the plane.
+unsafe impl Send for Hdr {}
+// SAFETY: as for `Send`: read-only pointers into immutable, co-owned data.
+unsafe impl Sync for Hdr {}
+
+impl Hdr {
+    fn of(p: &VipPlane) -> Self {
+        Self {
+            flo: XXH3_LO.wrapping_add(p.p.seed),
+            fhi: XXH3_HI.wrapping_sub(p.p.seed),
+            a: p.a.as_ptr(),
+            b: p.b.as_ptr(),
+            row: p.da.bytes.as_ptr(),
+            outs: p.outs.as_ptr(),
+            ma: p.p.ma,
+            mb: p.p.mb,
+            dmask: p.dmask as u16,
+            rmask: p.rmask as u16,
+            dbits: p.dbits as u8,
+            rshift: p.rshift as u8,
+        }
+    }
+
+    /// Step 2's slot indices of a key (`othello::Params::locate`).
+    #[inline(always)]
+    fn locate(&self, key: &[u8]) -> (usize, usize) {
+        let h = if key.len().wrapping_sub(9) < 8 {
+            hash_9_16(key, self.flo, self.fhi)
+        } else {
+            hash_cold(key, self.flo.wrapping_sub(XXH3_LO))
+        };
+        let (ia, ib) = (crate::hash::reduce(h as u32, self.ma), crate::hash::reduce((h >> 32) as u32, self.mb));
+        debug_assert_eq!(
+            (ia as usize, ib as usize),
+            {
+                let seed = self.flo.wrapping_sub(XXH3_LO);
+                let p =
+                    othello::Params { seed, ma: self.ma, mb: self.mb, vbits: self.dbits as u32, fbits: 0, empt: false };
+                let (_, a, b) = p.locate(key);
+                (a, b)
+            },
+            "mixed-burst slot indices differ from the BAS's"
+        );
+        (ia as usize, ib as usize)
+    }
 }
 
 impl PlaneSet {
     fn new(table: crate::lineage::Lineage, seq: u64, dbits: u32, vips: Vec<Option<Arc<VipPlane>>>) -> Result<Self> {
         let by_addr = Self::index(&vips)?;
+        // The mixed-burst loops take the table's Dcode length for every
+        // plane's (they mask Dcodes with it): refuse a plane of another.
+        if let Some(p) = vips.iter().flatten().find(|p| p.dbits != dbits) {
+            return Err(Error::Corrupt(format!("VIP {:?} has {}-bit Dcodes, table {dbits}", p.vip, p.dbits)));
+        }
         let words = crate::bits::words_for(1, dbits) * 8;
         let p = othello::Params { seed: 0, ma: 1, mb: 1, vbits: dbits, fbits: 0, empt: false };
         let none = Arc::new(VipPlane::from_images(
@@ -370,8 +484,22 @@ impl PlaneSet {
             Box::new([]),
             &[],
         )?);
-        let dense = vips.iter().map(|v| v.clone().unwrap_or_else(|| none.clone())).collect();
-        Ok(Self { table, seq, dbits, vips: vips.into(), dense, none, by_addr })
+        let mut hdrs = Vec::with_capacity(by_addr.len() + 1);
+        let slot = vips
+            .iter()
+            .map(|v| match v {
+                Some(p) => {
+                    hdrs.push(Hdr::of(p));
+                    hdrs.len() as u32 - 1
+                }
+                None => u32::MAX,
+            })
+            .collect::<Vec<u32>>();
+        hdrs.push(Hdr::of(&none));
+        let none_ix = hdrs.len() as u32 - 1;
+        let slot = slot.into_iter().map(|i| if i == u32::MAX { none_ix } else { i }).collect();
+        let narrow = hdrs.iter().all(|h| h.rshift == 0);
+        Ok(Self { table, seq, dbits, vips: vips.into(), none, by_addr, slot, hdrs: hdrs.into(), narrow })
     }
 
     fn index(vips: &[Option<Arc<VipPlane>>]) -> Result<HashMap<Vip, VipId>> {
@@ -436,26 +564,89 @@ impl PacketReader<'_> {
     }
 }
 
+/// A packet of a mixed burst between the two stages: its BAS slots' byte
+/// addresses and bit shifts, and its VIP's header.
+#[derive(Clone, Copy)]
+struct Loc {
+    pa: *const u8,
+    pb: *const u8,
+    h: *const Hdr,
+    sa: u32,
+    sb: u32,
+}
+
+/// A burst of packets to any VIPs. Two stages over chunks of 16 packets, as
+/// one-VIP bursts: (1) select the packet's VIP header (`slot`, then one
+/// cache line), hash, compute and prefetch the two BAS slots; (2) read
+/// them, the DIP-row entry and the answer. What a one-VIP burst keeps in
+/// registers (seed flips, array sizes and bases, row and answers) a mixed
+/// burst loads per packet from the header; see docs/structures/lb.md.
 fn batch_mixed(g: &PlaneSet, vips: &[VipId], keys: &[&[u8]], out: &mut [Option<Backend>]) {
+    // Dcode length and row width are the same for every packet of a data
+    // plane (one `dbits` per table; rows are narrow unless a pool has more
+    // than 256 backends): the default shape gets its own loop with both as
+    // constants (no multiply by `dbits`, a one-byte row read).
+    match (g.dbits, g.narrow) {
+        (super::DEFAULT_DCODE_BITS, true) => mixed_run::<{ super::DEFAULT_DCODE_BITS }, true>(g, vips, keys, out),
+        (_, true) => mixed_run::<0, true>(g, vips, keys, out),
+        _ => mixed_run::<0, false>(g, vips, keys, out),
+    }
+}
+
+/// [`batch_mixed`] for Dcodes of `D` bits (0: the header's) and narrow rows
+/// (`NARROW`: every row's entries are one byte) or rows of any width.
+#[inline(never)]
+fn mixed_run<const D: u32, const NARROW: bool>(
+    g: &PlaneSet,
+    vips: &[VipId],
+    keys: &[&[u8]],
+    out: &mut [Option<Backend>],
+) {
     let n = vips.len().min(keys.len()).min(out.len());
     let (vips, keys, out) = (&vips[..n], &keys[..n], &mut out[..n]);
-    // Two stages, as one-VIP bursts: hash and prefetch the BAS slots of 16
-    // packets, then read them, the DIP-row entry (any width, no branch) and
-    // the answer. (A third stage prefetching the row entries cost 18
-    // instructions per packet for rows that sit in L1/L2: 64 VIPs' rows are
-    // 256 KiB.)
-    let mut loc: [(&VipPlane, (usize, usize)); BATCH] = [(&g.none, (0, 0)); BATCH];
+    let none = g.hdrs.len() as u32 - 1;
+    let base = g.hdrs.as_ptr();
+    let mut loc = [Loc { pa: std::ptr::null(), pb: std::ptr::null(), h: base, sa: 0, sb: 0 }; BATCH];
     for ((vs, ks), os) in vips.chunks(BATCH).zip(keys.chunks(BATCH)).zip(out.chunks_mut(BATCH)) {
         for ((v, k), l) in vs.iter().zip(ks).zip(loc.iter_mut()) {
-            // An index outside the array reads a key-independent plane that
-            // answers `None` (any unused index's); inside, one load.
-            let p: &VipPlane = g.dense.get(*v as usize).unwrap_or(&g.none);
-            let s = p.slots(k);
-            p.prefetch_slots(s);
-            *l = (p, s);
+            // An index outside the VIP array reads the empty plane's header.
+            let i = g.slot.get(*v as usize).copied().unwrap_or(none) as usize;
+            debug_assert!(i < g.hdrs.len());
+            // SAFETY: `PlaneSet::new` fills `slot` with indices into `hdrs`,
+            // and `none` is its last index.
+            let h = unsafe { &*base.add(i) };
+            debug_assert!(D == 0 || h.dbits as u32 == D);
+            let dbits = if D == 0 { h.dbits as usize } else { D as usize };
+            let (ia, ib) = h.locate(k);
+            let (sa, sb) = (ia * dbits, ib * dbits);
+            let (pa, pb) = (h.a.wrapping_add(sa >> 3), h.b.wrapping_add(sb >> 3));
+            prefetch(pa);
+            prefetch(pb);
+            *l = Loc { pa, pb, h, sa: (sa & 7) as u32, sb: (sb & 7) as u32 };
         }
-        for (o, (p, s)) in os.iter_mut().zip(loc.iter()) {
-            put(o, p.answer_of(p.dcode_at(*s)));
+        for (o, l) in os.iter_mut().zip(loc.iter()) {
+            // SAFETY: `l` was filled above for this packet: `h` points into
+            // `g.hdrs`, whose pointers are valid while `g` lives (see `Hdr`);
+            // `pa`/`pb` are slot positions of indices below the arrays' slot
+            // counts, whose 4-byte loads `VipPlane::from_images` checked lie
+            // inside the images; the Dcode is masked to `dbits` bits, so the
+            // row read at `d << rshift` (two bytes; one for a narrow row,
+            // whose `rshift` is 0) is inside the row (entries + padding
+            // byte), and every row entry indexes `outs`.
+            unsafe {
+                let h = &*l.h;
+                let x = u32::from_le(l.pa.cast::<u32>().read_unaligned()) >> l.sa;
+                let y = u32::from_le(l.pb.cast::<u32>().read_unaligned()) >> l.sb;
+                let dmask = if D == 0 { h.dmask as u32 } else { (1u32 << D) - 1 };
+                let d = ((x ^ y) & dmask) as usize;
+                let e = if NARROW {
+                    debug_assert!(h.rshift == 0);
+                    *h.row.add(d) as usize
+                } else {
+                    (u16::from_le(h.row.add(d << h.rshift).cast::<u16>().read_unaligned()) & h.rmask) as usize
+                };
+                put(o, &*h.outs.add(e));
+            }
         }
     }
 }
@@ -608,7 +799,9 @@ impl DataPlane {
         let g = self.cur.load();
         std::mem::size_of::<Self>()
             + std::mem::size_of::<PlaneSet>()
-            + g.vips.len() * std::mem::size_of::<Option<Arc<VipPlane>>>() * 2
+            + g.vips.len() * (std::mem::size_of::<Option<Arc<VipPlane>>>() + std::mem::size_of::<u32>())
+            + g.hdrs.len() * std::mem::size_of::<Hdr>()
+            + g.none.memory_bytes()
             + g.vips.iter().flatten().map(|p| p.memory_bytes()).sum::<usize>()
             + g.by_addr.capacity() * (std::mem::size_of::<(Vip, VipId)>() + 1)
     }
@@ -795,5 +988,242 @@ mod tests {
                 assert_eq!(image_array(&img, len as u32, bits), a);
             }
         }
+    }
+
+    use super::super::{Control, DEFAULT_DCODE_BITS, Params, PoolOp, StateKey};
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A small deterministic generator (`mix64` of a counter).
+    struct Gen(u64);
+    impl Gen {
+        fn next(&mut self) -> u64 {
+            self.0 += 1;
+            mix64(self.0)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n.max(1)
+        }
+    }
+
+    fn be(i: u32) -> Backend {
+        if i % 3 == 2 {
+            Backend::new(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, (i >> 16) as u16, i as u16), 8000 + (i % 7) as u16)
+        } else {
+            Backend::new(Ipv4Addr::from(0xc612_0000 + i), 80)
+        }
+    }
+
+    fn vip(i: u32) -> Vip {
+        if i % 2 == 1 {
+            Vip::new(Ipv6Addr::new(0xfd00, 0xdb8, 0, 0, 0, 0, 0, i as u16), 443, 6)
+        } else {
+            Vip::new(Ipv4Addr::new(198, 18, 1, i as u8), 80, 17)
+        }
+    }
+
+    /// State `i`: IPv4 4-tuples (13 bytes: the inlined 9-16-byte hash),
+    /// IPv6 ones (37 bytes) and, with `odd`, keys of 0 to 40 bytes.
+    fn state(i: u64, odd: bool) -> Vec<u8> {
+        match i % 5 {
+            0 => StateKey::four_tuple(IpAddr::V6(Ipv6Addr::from((i as u128) << 64 | 7)), i as u16, 443, 6)
+                .as_ref()
+                .to_vec(),
+            1 if odd => (0..(mix64(i) % 41) as usize).map(|j| (mix64(i + j as u64) >> 8) as u8).collect(),
+            _ => StateKey::four_tuple(IpAddr::V4(Ipv4Addr::from(mix64(i) as u32)), (i >> 3) as u16, 80, 6)
+                .as_ref()
+                .to_vec(),
+        }
+    }
+
+    /// Every burst answer of `dp` (shared and per-thread forms) equals the
+    /// per-packet lookup, for random bursts of 0 to 70 packets over every
+    /// VIP index in use, unused ones and ones outside the VIP array.
+    fn check_bursts(dp: &DataPlane, ids: &[VipId], g: &mut Gen, bursts: usize) {
+        let max = dp.max_vips() as u32;
+        let mut r = dp.reader();
+        for _ in 0..bursts {
+            let n = g.below(71) as usize;
+            let (mut vs, mut ks) = (Vec::new(), Vec::new());
+            for _ in 0..n {
+                vs.push(match g.below(10) {
+                    0 => g.below(max as u64 + 3) as u32,
+                    1 => [u32::MAX, max, max - 1][g.below(3) as usize],
+                    _ => ids[g.below(ids.len() as u64) as usize],
+                });
+                ks.push(state(g.below(5_000), true));
+            }
+            let krefs: Vec<&[u8]> = ks.iter().map(|k| k.as_slice()).collect();
+            let want: Vec<Option<Backend>> = vs.iter().zip(&krefs).map(|(v, k)| dp.lookup(*v, k)).collect();
+            // One extra output slot: entries beyond the burst stay untouched.
+            let sentinel = Some(be(999_999));
+            let mut out = vec![sentinel; n + 1];
+            dp.lookup_batch(&vs, &krefs, &mut out);
+            assert_eq!(&out[..n], &want[..], "shared lookup_batch, VIPs {vs:?}");
+            assert_eq!(out[n], sentinel);
+            let mut out = vec![sentinel; n + 1];
+            r.lookup_batch(&vs, &krefs, &mut out);
+            assert_eq!(&out[..n], &want[..], "reader lookup_batch, VIPs {vs:?}");
+            assert_eq!(out[n], sentinel);
+        }
+    }
+
+    /// The mixed-burst path (per-VIP headers, the constant-Dcode loop and
+    /// the generic ones) returns exactly the per-packet answers: pools of 0
+    /// to 300 backends (narrow and wide DIP rows), IPv4 / IPv6 / odd-length
+    /// keys, removed VIPs, unused and out-of-range indices, the default and
+    /// other Dcode lengths.
+    #[test]
+    fn mixed_bursts_equal_per_packet_lookups() {
+        for (dbits, wide) in
+            [(DEFAULT_DCODE_BITS, false), (DEFAULT_DCODE_BITS, true), (8, false), (13, true), (4, false)]
+        {
+            let mut ctl = Control::new(Params { dcode_bits: dbits, max_vips: 40, ..Params::default() }).unwrap();
+            let max_b = ((1u32 << dbits) / 8).min(if wide { 300 } else { 40 });
+            let mut ids = Vec::new();
+            let mut g = Gen(dbits as u64 * 1000 + wide as u64);
+            for v in 0..24u32 {
+                let nb = match v % 6 {
+                    0 => 0,
+                    1 => 1,
+                    5 => max_b,
+                    _ => 1 + g.below(max_b as u64) as u32,
+                };
+                let pool: Vec<(Backend, u32)> = (0..nb).map(|b| (be(v * 1000 + b), 1 + b % 3)).collect();
+                ids.push(ctl.add_vip(vip(v), &pool).unwrap().0);
+            }
+            // Tracked connections on some VIPs, a removed VIP.
+            let pools: Vec<Vec<(Backend, u32, u32, usize)>> = ids.iter().map(|&id| ctl.pool(id)).collect();
+            for i in 0..3_000u64 {
+                let id = ids[(i % 24) as usize];
+                let pool = &pools[(i % 24) as usize];
+                if !pool.is_empty() {
+                    let b = pool[(i % pool.len() as u64) as usize].0;
+                    ctl.connection_start(id, &state(i, false), b).unwrap();
+                }
+            }
+            for &id in &ids {
+                ctl.refresh(id).unwrap();
+            }
+            ctl.remove_vip(ids[7]).unwrap();
+            let dp = ctl.export();
+            {
+                let snap = dp.cur.load();
+                assert_eq!(snap.narrow, !wide, "dbits {dbits}");
+                assert_eq!(snap.hdrs.len(), 24, "23 VIPs in use + the empty plane");
+            }
+            check_bursts(&dp, &ids, &mut g, 300);
+        }
+    }
+
+    /// Mixed bursts during concurrent pool changes (bounded): a writer adds,
+    /// reweights, drains and removes backends that hold no tracked state and
+    /// removes / re-adds a VIP of its own, publishing every change; readers
+    /// meanwhile check that (1) a burst equals the per-packet lookups of the
+    /// snapshot it read, and (2) every tracked connection, through the
+    /// public per-thread reader, gets its recorded backend in every burst
+    /// (Concury's per-connection consistency).
+    #[test]
+    fn mixed_bursts_during_concurrent_pool_changes() {
+        let mut ctl = Control::new(Params { max_vips: 32, ..Params::default() }).unwrap();
+        let vips = 16u32;
+        let ids: Vec<VipId> = (0..vips)
+            .map(|v| {
+                let pool: Vec<(Backend, u32)> = (0..4).map(|b| (be(v * 100 + b), 1)).collect();
+                ctl.add_vip(vip(v), &pool).unwrap().0
+            })
+            .collect();
+        let mut tracked = Vec::new();
+        for i in 0..4_000u64 {
+            let v = (mix64(i) % vips as u64) as usize;
+            let b = be(v as u32 * 100 + (i % 4) as u32);
+            let k = state(i, false);
+            ctl.connection_start(ids[v], &k, b).unwrap();
+            tracked.push((ids[v], k, b));
+        }
+        for &id in &ids {
+            ctl.refresh(id).unwrap();
+        }
+        let churn_vip = vip(31);
+        let (churn, _) = ctl.add_vip(churn_vip, &[(be(5000), 1)]).unwrap();
+        let dp = ctl.export();
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let (dp, done, tracked, ids) = (&dp, &done, &tracked, &ids);
+            let readers: Vec<_> = (0..2u64)
+                .map(|t| {
+                    s.spawn(move || {
+                        let mut g = Gen(77 + t);
+                        let mut r = dp.reader();
+                        let mut bursts = 0u64;
+                        let mut out = vec![None; 64];
+                        // Bounded: stops when the writer is done, or after 20,000 bursts.
+                        while bursts < 20_000 && !(done.load(Ordering::Acquire) && bursts >= 50) {
+                            let n = 1 + g.below(64) as usize;
+                            let pick: Vec<usize> = (0..n).map(|_| g.below(tracked.len() as u64) as usize).collect();
+                            let mut vs: Vec<VipId> = pick.iter().map(|&i| tracked[i].0).collect();
+                            let ks: Vec<&[u8]> = pick.iter().map(|&i| tracked[i].1.as_slice()).collect();
+                            r.lookup_batch(&vs, &ks, &mut out);
+                            for (j, &i) in pick.iter().enumerate() {
+                                assert_eq!(out[j], Some(tracked[i].2), "tracked connection {i} moved");
+                            }
+                            // Same snapshot for the burst and the oracle; add
+                            // the churned VIP and unused indices.
+                            for v in vs.iter_mut().step_by(3) {
+                                *v = [churn, 30, 1000, ids[0]][g.below(4) as usize];
+                            }
+                            let snap = dp.cur.load_full();
+                            batch_mixed(&snap, &vs, &ks, &mut out);
+                            for (j, (v, k)) in vs.iter().zip(&ks).enumerate() {
+                                let want =
+                                    snap.vips.get(*v as usize).and_then(|p| p.as_ref()).and_then(|p| p.lookup(k));
+                                assert_eq!(out[j], want, "VIP {v} seq {}", snap.seq);
+                            }
+                            bursts += 1;
+                        }
+                        bursts
+                    })
+                })
+                .collect();
+            let mut g = Gen(5);
+            let mut added: Vec<Vec<Backend>> = vec![Vec::new(); vips as usize];
+            let mut churn_id = Some(churn);
+            for step in 0..300u32 {
+                let v = g.below(vips as u64) as usize;
+                let delta = match g.below(5) {
+                    0 | 1 => {
+                        let b = be(v as u32 * 100 + 10 + step);
+                        added[v].push(b);
+                        ctl.update_pool(ids[v], &[PoolOp::Add(b, 1 + g.below(4) as u32)]).unwrap()
+                    }
+                    2 => {
+                        // Reweight or drain a tracked backend: its states stay.
+                        let b = be(v as u32 * 100 + g.below(4) as u32);
+                        ctl.update_pool(ids[v], &[PoolOp::SetWeight(b, g.below(3) as u32)]).unwrap()
+                    }
+                    3 if !added[v].is_empty() => {
+                        let b = added[v].swap_remove(0);
+                        ctl.update_pool(ids[v], &[PoolOp::Remove(b)]).unwrap()
+                    }
+                    _ => match churn_id.take() {
+                        Some(id) => ctl.remove_vip(id).unwrap(),
+                        None => {
+                            let (id, d) = ctl.add_vip(churn_vip, &[(be(5000 + step), 1), (be(6000), 2)]).unwrap();
+                            churn_id = Some(id);
+                            d
+                        }
+                    },
+                };
+                dp.apply(&delta).unwrap();
+                if step % 50 == 0 {
+                    std::thread::yield_now();
+                }
+            }
+            done.store(true, Ordering::Release);
+            for r in readers {
+                assert!(r.join().unwrap() >= 50);
+            }
+        });
+        assert!(dp.seq() >= 300);
     }
 }
