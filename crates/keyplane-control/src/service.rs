@@ -145,10 +145,10 @@ impl Service {
     /// campaigning to lead); see [`crate::etcd`].
     pub async fn open_etcd(etcd: EtcdStore, metrics: Arc<ServiceMetrics>, retain: Retain) -> Result<Self> {
         let etcd = Arc::new(etcd);
-        let (log, rev) = etcd.read_log(0).await?;
-        let mut state = crate::store::State::new();
-        let mut last = 0;
-        for (i, g) in log {
+        let c = etcd.catch_up(0).await?;
+        let rev = c.revision;
+        let (mut last, mut state) = c.snapshot.unwrap_or_else(|| (0, crate::store::State::new()));
+        for (i, g) in c.log {
             let (ops, _) = crate::store::decode_ops(&g)?;
             crate::store::apply_ops(&mut state, ops);
             last = i;
@@ -851,9 +851,20 @@ async fn etcd_role(sh: Arc<Shared>, etcd: Arc<EtcdStore>, mut rev: i64) {
     loop {
         if etcd.is_leader() {
             tokio::time::sleep(crate::etcd::CAMPAIGN_EVERY).await;
+            if let Err(e) = etcd.maybe_compact().await {
+                eprintln!("keyplane serve: etcd log compaction failed: {e}; the log is kept and it is retried");
+            }
             continue;
         }
-        // Follower: watch the log after what we have, campaign meanwhile.
+        // Follower: catch up (a watch may have ended because etcd's history
+        // was compacted), then watch the log after what we have, campaign meanwhile.
+        match catch_up(&sh, &etcd).await {
+            Ok(r) => rev = r,
+            Err(e) => {
+                eprintln!("keyplane serve: cannot catch up with the etcd log: {e}; retrying");
+                tokio::time::sleep(crate::etcd::CAMPAIGN_EVERY).await;
+            }
+        }
         let mut watch = match etcd.watch_log(rev + 1).await {
             Ok(w) => Some(w),
             Err(e) => {
@@ -891,11 +902,9 @@ async fn etcd_role(sh: Arc<Shared>, etcd: Arc<EtcdStore>, mut rev: i64) {
                             rev = rev.max(kv.mod_revision());
                         }
                         if gap {
-                            if let Ok((log, r)) = etcd.read_log(etcd.index.load(Ordering::Acquire)).await {
-                                for (i, g) in log {
-                                    follow_group(&sh, &etcd, i, &g);
-                                }
-                                rev = r;
+                            match catch_up(&sh, &etcd).await {
+                                Ok(r) => rev = r,
+                                Err(e) => eprintln!("keyplane serve: cannot catch up with the etcd log: {e}; retrying"),
                             }
                         }
                     }
@@ -906,11 +915,8 @@ async fn etcd_role(sh: Arc<Shared>, etcd: Arc<EtcdStore>, mut rev: i64) {
                         Ok(true) => {
                             // Elected: nothing can be appended by anyone else
                             // now; take everything up to the end, then lead.
-                            match etcd.read_log(etcd.index.load(Ordering::Acquire)).await {
-                                Ok((log, r)) => {
-                                    for (i, g) in log {
-                                        follow_group(&sh, &etcd, i, &g);
-                                    }
+                            match catch_up(&sh, &etcd).await {
+                                Ok(r) => {
                                     rev = r;
                                     etcd.lead();
                                     eprintln!("keyplane serve: leading (etcd log index {})", etcd.index.load(Ordering::Acquire));
@@ -927,14 +933,61 @@ async fn etcd_role(sh: Arc<Shared>, etcd: Arc<EtcdStore>, mut rev: i64) {
         }
         // After leading, resume following from what the writer committed.
         if !etcd.is_leader() {
-            if let Ok((log, r)) = etcd.read_log(etcd.index.load(Ordering::Acquire)).await {
-                for (i, g) in log {
-                    follow_group(&sh, &etcd, i, &g);
-                }
+            if let Ok(r) = catch_up(&sh, &etcd).await {
                 rev = r;
             }
         }
     }
+}
+
+/// Reads what this instance lacks from etcd (a snapshot first when it fell
+/// behind the log's start) and applies it; returns the revision read at.
+async fn catch_up(sh: &Shared, etcd: &EtcdStore) -> Result<i64> {
+    let c = etcd.catch_up(etcd.index.load(Ordering::Acquire)).await?;
+    if let Some((index, state)) = c.snapshot {
+        tokio::task::block_in_place(|| load_snapshot(sh, etcd, index, state));
+    }
+    for (i, g) in c.log {
+        follow_group(sh, etcd, i, &g);
+    }
+    Ok(c.revision)
+}
+
+/// Replaces every table with the state of an etcd snapshot (a follower
+/// that fell behind the compacted log): new epochs, subscribers kept.
+fn load_snapshot(sh: &Shared, etcd: &EtcdStore, index: u64, state: crate::store::State) {
+    let mut built = Vec::new();
+    for (rec, entries) in crate::store::into_tables(state) {
+        let name = rec.name.clone();
+        match Table::build(rec, entries) {
+            Ok(t) => built.push(t),
+            Err(e) => eprintln!("keyplane serve: table {name:?} from the etcd snapshot does not build: {e}"),
+        }
+    }
+    let mut st = sh.lock();
+    let keep: std::collections::HashSet<String> = built.iter().map(|t| t.rec.name.clone()).collect();
+    let gone: Vec<String> = st.tables.keys().filter(|n| !keep.contains(*n)).cloned().collect();
+    for name in gone {
+        st.tables.remove(&name);
+        forget_gauges(&sh.metrics, &name);
+    }
+    for mut t in built {
+        let name = t.rec.name.clone();
+        match st.tables.remove(&name) {
+            Some(old) => {
+                t.id = old.id;
+                t.subscribers = old.subscribers;
+                t.rebuilds = old.rebuilds + 1;
+                t.tx = old.tx;
+            }
+            None => t.id = sh.next_table_id.fetch_add(1, Ordering::Relaxed),
+        }
+        sh.metrics.table_rebuilds.get_or_create(&TableLabel { table: name.clone() }).inc();
+        t.tx.send_replace(t.rec.sequence);
+        publish_gauges(&sh.metrics, &mut t);
+        st.tables.insert(name, t);
+    }
+    etcd.index.store(index, Ordering::Release);
 }
 
 /// Applies log group `i` (written by the leader) to this follower's tables.
