@@ -9,6 +9,21 @@
 //!   from index 1.
 //! * `leader`: the leader's gRPC URL and a unique instance id, attached to
 //!   the leader's lease (TTL [`LEASE_TTL`] s, renewed every third of it).
+//! * `snapshot`: `"I N"`, the newest complete snapshot: the state after log
+//!   group I, in N chunks `snap/IIIIIIIIIIIIIIIIIIII/KKKKKK` (each a group
+//!   encoding of records and entries, under 1 MiB so it fits etcd's request
+//!   limit). The state is that snapshot plus the log groups after I.
+//!
+//! **Compaction.** The leader folds the log into a snapshot every
+//! [`EtcdStore::set_compact_every`] groups (default [`COMPACT_EVERY`]),
+//! from etcd alone (snapshot + log read at one revision; never the
+//! service's lock): it writes the chunks, then the `snapshot` pointer (one
+//! transaction fenced on leadership), then deletes the log groups ≤ I and
+//! older snapshot chunks, and compacts etcd's key history up to the
+//! pointer's revision. A crash at any step leaves the old pointer and its
+//! chunks or the new ones complete. Readers (start-up, a follower that
+//! fell behind or lost its watch) read the pointer and the log at one
+//! revision: a reader behind I loads the snapshot first.
 //!
 //! One leader writes: an instance becomes leader by creating `leader` when
 //! it is absent (a transaction), then catches up with the log and starts
@@ -27,7 +42,7 @@
 //! [`LEASE_TTL`] seconds plus [`CAMPAIGN_EVERY`].
 
 use crate::error::{ControlError, Result};
-use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
+use etcd_client::{Client, Compare, CompareOp, DeleteOptions, GetOptions, PutOptions, Txn, TxnOp};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -39,6 +54,22 @@ pub const CAMPAIGN_EVERY: Duration = Duration::from_millis(250);
 /// Largest group one transaction carries (etcd's default request limit is
 /// 1.5 MiB; the writer stops adding batches to a group past this).
 pub const MAX_GROUP_BYTES: usize = 1 << 20;
+/// Default number of log groups between compactions.
+pub const COMPACT_EVERY: u64 = 4096;
+/// Largest snapshot chunk (bytes of one etcd value).
+const SNAP_CHUNK_BYTES: usize = 900 << 10;
+
+/// What a reader must apply to reach the end of the log.
+#[derive(Debug)]
+pub struct Catchup {
+    /// A snapshot to load first (the reader was behind it): the state after
+    /// log group `.0`.
+    pub snapshot: Option<(u64, crate::store::State)>,
+    /// Log groups after the reader's position (or after the snapshot), in order.
+    pub log: Vec<(u64, Vec<u8>)>,
+    /// The etcd revision everything was read at (watch from the next one).
+    pub revision: i64,
+}
 
 fn etcd_err(e: etcd_client::Error) -> ControlError {
     ControlError::Etcd(e.to_string())
@@ -59,6 +90,12 @@ pub struct EtcdStore {
     rt: tokio::runtime::Handle,
     /// The leader's URL as last seen.
     leader_url: Mutex<Option<String>>,
+    /// Log index of the newest snapshot this instance knows of.
+    snap_index: AtomicU64,
+    /// Groups between compactions (0: never).
+    compact_every: AtomicU64,
+    /// Compactions this instance finished.
+    pub compactions: AtomicU64,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -85,7 +122,142 @@ impl EtcdStore {
             lease: AtomicU64::new(0),
             rt: tokio::runtime::Handle::current(),
             leader_url: Mutex::new(None),
+            snap_index: AtomicU64::new(0),
+            compact_every: AtomicU64::new(COMPACT_EVERY),
+            compactions: AtomicU64::new(0),
         })
+    }
+
+    /// Folds the log into a snapshot every `groups` log groups (0: never).
+    pub fn set_compact_every(&self, groups: u64) {
+        self.compact_every.store(groups, Ordering::Release);
+    }
+
+    fn snap_key(&self) -> String {
+        format!("{}snapshot", self.prefix)
+    }
+
+    fn chunk_key(&self, i: u64, k: usize) -> String {
+        format!("{}snap/{i:020}/{k:06}", self.prefix)
+    }
+
+    /// Everything after log index `after`: the snapshot first when the log
+    /// no longer holds `after + 1`, then the log; all read at one revision.
+    pub async fn catch_up(&self, after: u64) -> Result<Catchup> {
+        let mut kv = self.client.kv_client();
+        let r = kv.get(self.snap_key(), None).await.map_err(etcd_err)?;
+        let revision = r.header().map_or(0, |h| h.revision());
+        let pointer = match r.kvs().first() {
+            Some(kv) => {
+                let v = std::str::from_utf8(kv.value()).unwrap_or("");
+                let mut it = v.split(' ').map(|x| x.parse::<u64>());
+                match (it.next(), it.next()) {
+                    (Some(Ok(i)), Some(Ok(n))) => Some((i, n as usize)),
+                    _ => return Err(ControlError::Etcd(format!("bad snapshot pointer {v:?} in etcd"))),
+                }
+            }
+            None => None,
+        };
+        let mut snapshot = None;
+        let mut from = after;
+        if let Some((si, n)) = pointer {
+            self.snap_index.fetch_max(si, Ordering::AcqRel);
+            if after < si {
+                let opts = GetOptions::new().with_range(self.chunk_key(si, n)).with_revision(revision);
+                let r = kv.get(self.chunk_key(si, 0), Some(opts)).await.map_err(etcd_err)?;
+                if r.kvs().len() != n {
+                    return Err(ControlError::Etcd(format!(
+                        "snapshot {si} has {} of its {n} chunks in etcd",
+                        r.kvs().len()
+                    )));
+                }
+                let mut state = crate::store::State::new();
+                for kv in r.kvs() {
+                    let (ops, _) = crate::store::decode_ops(kv.value())?;
+                    crate::store::apply_ops(&mut state, ops);
+                }
+                snapshot = Some((si, state));
+                from = si;
+            }
+        }
+        let log = self.read_log_at(from, revision).await?;
+        if let Some(&(first, _)) = log.first() {
+            if first != from + 1 {
+                return Err(ControlError::Etcd(format!(
+                    "the etcd log starts at group {first}, after {from} was expected (compacted without a snapshot?)"
+                )));
+            }
+        }
+        Ok(Catchup { snapshot, log, revision })
+    }
+
+    async fn read_log_at(&self, after: u64, revision: i64) -> Result<Vec<(u64, Vec<u8>)>> {
+        let mut kv = self.client.kv_client();
+        let end = format!("{}log0", self.prefix); // '0' follows '/'
+        let r = kv
+            .get(self.log_key(after + 1), Some(GetOptions::new().with_range(end).with_revision(revision)))
+            .await
+            .map_err(etcd_err)?;
+        let mut out = Vec::new();
+        for kv in r.kvs() {
+            if let Some(i) = self.index_of(kv.key()) {
+                out.push((i, kv.value().to_vec()));
+            }
+        }
+        out.sort_by_key(|(i, _)| *i);
+        Ok(out)
+    }
+
+    /// On the leader: when [`Self::set_compact_every`] groups were
+    /// committed since the last snapshot, folds the log into a new one (see
+    /// the module docs). Returns the snapshot's index when it made one.
+    pub async fn maybe_compact(&self) -> Result<Option<u64>> {
+        let every = self.compact_every.load(Ordering::Acquire);
+        let last = self.snap_index.load(Ordering::Acquire);
+        if every == 0 || !self.is_leader() || self.index.load(Ordering::Acquire) < last + every {
+            return Ok(None);
+        }
+        // Fold from etcd alone (older snapshot + log at one revision).
+        let c = self.catch_up(0).await?;
+        let (base, mut state) = c.snapshot.unwrap_or_else(|| (0, crate::store::State::new()));
+        let mut upto = base;
+        for (i, g) in &c.log {
+            let (ops, _) = crate::store::decode_ops(g)?;
+            crate::store::apply_ops(&mut state, ops);
+            upto = *i;
+        }
+        if upto <= base {
+            return Ok(None);
+        }
+        let chunks = snapshot_chunks(&state);
+        let mut client = self.client.clone();
+        let fence = || Compare::value(self.leader_key(), CompareOp::Equal, self.id.clone());
+        for (k, chunk) in chunks.iter().enumerate() {
+            let txn = Txn::new().when([fence()]).and_then([TxnOp::put(self.chunk_key(upto, k), chunk.clone(), None)]);
+            if !client.txn(txn).await.map_err(etcd_err)?.succeeded() {
+                return Err(ControlError::Etcd("leadership lost during compaction".into()));
+            }
+        }
+        // The pointer, then the log and chunks it replaces.
+        let del = |from: String, to: String| TxnOp::delete(from, Some(DeleteOptions::new().with_range(to)));
+        let snap = format!("{}snap/", self.prefix);
+        let txn = Txn::new().when([fence()]).and_then([
+            TxnOp::put(self.snap_key(), format!("{upto} {}", chunks.len()), None),
+            del(self.log_key(0), self.log_key(upto + 1)),
+            del(snap, format!("{}snap/{upto:020}/", self.prefix)),
+            del(format!("{}snap/{:020}/", self.prefix, upto + 1), format!("{}snap0", self.prefix)),
+        ]);
+        let r = client.txn(txn).await.map_err(etcd_err)?;
+        if !r.succeeded() {
+            return Err(ControlError::Etcd("leadership lost during compaction".into()));
+        }
+        self.snap_index.fetch_max(upto, Ordering::AcqRel);
+        // Drop etcd's history of the deleted keys too.
+        if let Some(rev) = r.header().map(|h| h.revision()) {
+            client.compact(rev, None).await.map_err(etcd_err)?;
+        }
+        self.compactions.fetch_add(1, Ordering::AcqRel);
+        Ok(Some(upto))
     }
 
     fn log_key(&self, i: u64) -> String {
@@ -112,23 +284,6 @@ impl EtcdStore {
             return Some(self.url.clone());
         }
         self.leader_url.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    /// Log groups with index > `after`, in order, and the etcd revision of the read.
-    pub async fn read_log(&self, after: u64) -> Result<(Vec<(u64, Vec<u8>)>, i64)> {
-        let mut kv = self.client.kv_client();
-        let start = self.log_key(after + 1);
-        let end = format!("{}log0", self.prefix); // '0' follows '/'
-        let r = kv.get(start, Some(GetOptions::new().with_range(end))).await.map_err(etcd_err)?;
-        let rev = r.header().map_or(0, |h| h.revision());
-        let mut out = Vec::new();
-        for kv in r.kvs() {
-            if let Some(i) = self.index_of(kv.key()) {
-                out.push((i, kv.value().to_vec()));
-            }
-        }
-        out.sort_by_key(|(i, _)| *i);
-        Ok((out, rev))
     }
 
     /// Tries to become leader (creates `leader` with a fresh lease when it is
@@ -229,4 +384,33 @@ impl EtcdStore {
         let opts = etcd_client::WatchOptions::new().with_prefix().with_start_revision(revision);
         c.watch(format!("{}log/", self.prefix), Some(opts)).await.map_err(etcd_err)
     }
+}
+
+/// A state as snapshot chunks: per table its record, then its entries, in
+/// group encodings of at most about [`SNAP_CHUNK_BYTES`] each.
+fn snapshot_chunks(state: &crate::store::State) -> Vec<Vec<u8>> {
+    use crate::store::Group;
+    let mut out = Vec::new();
+    let mut names: Vec<&String> = state.keys().collect();
+    names.sort();
+    for name in names {
+        let (rec, m) = &state[name];
+        let mut g = Group::new();
+        g.record(rec);
+        out.push(g.finish());
+        let mut g = Group::new();
+        for (k, v) in m {
+            if g.is_empty() {
+                g.begin_entries(name);
+            }
+            g.entry(k, Some(*v));
+            if g.len() >= SNAP_CHUNK_BYTES {
+                out.push(std::mem::take(&mut g).finish());
+            }
+        }
+        if !g.is_empty() {
+            out.push(g.finish());
+        }
+    }
+    out
 }

@@ -1,5 +1,26 @@
 //! The gRPC service: one writer thread applies batches and group-commits
 //! them to the store; RPC handlers validate, read and stream.
+//!
+//! The write path is a two-stage pipeline (pipelined group commit): the
+//! writer thread applies group N+1 to the control forms while the commit
+//! thread makes group N durable (append + fdatasync) WITHOUT holding the
+//! state lock, then takes the lock only to publish group N (delta log,
+//! committed entries, acknowledgements). So subscribers and the next apply
+//! never wait for an fsync. What stays true:
+//!
+//! * a batch is acknowledged only after its group's commit returned;
+//! * subscribers only see published (durable) deltas, in order: a table's
+//!   durable sequence ([`Table::durable`]) can lag `rec.sequence` while a
+//!   group is in flight, and snapshots for subscribers are exported only
+//!   from a settled control form (else the writer exports one between
+//!   groups);
+//! * commits happen in apply order; when one fails, every group applied
+//!   after it (its state built on the failed one) is refused without being
+//!   committed, and the touched tables are rebuilt from their committed
+//!   entries (see `undo`);
+//! * table creation, drops, link changes and writes to network-wide tables
+//!   run as barrier groups (nothing else in flight), so only plain writes
+//!   overlap a commit.
 
 use crate::error::Result;
 use crate::etcd::EtcdStore;
@@ -43,6 +64,12 @@ pub struct Shared {
     metrics: Arc<ServiceMetrics>,
     retain: Retain,
     next_table_id: AtomicU64,
+    /// Commit failures so far (changed under the state lock by the commit
+    /// thread): a group applied under an older count is stale.
+    fail_gen: AtomicU64,
+    /// The writer's queue (weak, so the writer stops when the last
+    /// `Service` handle is dropped); subscriptions ask it for snapshots.
+    jobs: tokio::sync::mpsc::WeakSender<JobBox>,
 }
 
 impl Shared {
@@ -60,6 +87,9 @@ enum Job {
     Drop(String, Reply<()>),
     Write(pb::WriteRequest, Reply<u64>),
     SetLink(pb::SetLinkRequest, Reply<u64>),
+    /// Export table NAME's lookup form between groups (nothing in flight):
+    /// `(sequence, epoch, blob)`.
+    Snapshot(String, Reply<(u64, u64, Arc<Vec<u8>>)>),
 }
 
 /// The service handle: implements the generated `Control` trait.
@@ -115,10 +145,10 @@ impl Service {
     /// campaigning to lead); see [`crate::etcd`].
     pub async fn open_etcd(etcd: EtcdStore, metrics: Arc<ServiceMetrics>, retain: Retain) -> Result<Self> {
         let etcd = Arc::new(etcd);
-        let (log, rev) = etcd.read_log(0).await?;
-        let mut state = crate::store::State::new();
-        let mut last = 0;
-        for (i, g) in log {
+        let c = etcd.catch_up(0).await?;
+        let rev = c.revision;
+        let (mut last, mut state) = c.snapshot.unwrap_or_else(|| (0, crate::store::State::new()));
+        for (i, g) in c.log {
             let (ops, _) = crate::store::decode_ops(&g)?;
             crate::store::apply_ops(&mut state, ops);
             last = i;
@@ -145,6 +175,7 @@ impl Service {
             metrics.table_rebuilds.get_or_create(&TableLabel { table: name.clone() }).inc();
             state.tables.insert(name, t);
         }
+        let (tx, rx) = tokio::sync::mpsc::channel::<JobBox>(4096);
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
             store,
@@ -152,6 +183,8 @@ impl Service {
             metrics,
             retain,
             next_table_id: AtomicU64::new(1),
+            fail_gen: AtomicU64::new(0),
+            jobs: tx.downgrade(),
         });
         {
             let mut st = shared.lock();
@@ -160,7 +193,6 @@ impl Service {
                 publish_gauges(&shared.metrics, t);
             }
         }
-        let (tx, rx) = tokio::sync::mpsc::channel::<JobBox>(4096);
         let sh = shared.clone();
         std::thread::Builder::new().name("keyplane-writer".into()).spawn(move || writer(sh, rx))?;
         Ok(Self { shared, jobs: tx })
@@ -221,6 +253,8 @@ enum Effect {
         table: String,
         epoch: u64,
         base: u64,
+        /// The table's sequence after the batch.
+        end: u64,
         deltas: Vec<Vec<u8>>,
         net: Option<NetChange>,
         /// The entries the batch changed (committed to `Table::items` on publish).
@@ -239,29 +273,111 @@ fn phase(sh: &Shared, name: &str, since: Instant) {
     sh.metrics.writer_phase_seconds.get_or_create(&l).observe(since.elapsed().as_secs_f64());
 }
 
+/// One applied group on its way to the commit thread.
+struct Pending {
+    /// `Shared::fail_gen` when the group was applied.
+    fails: u64,
+    bytes: Vec<u8>,
+    effects: Vec<Effect>,
+    /// Each table touched by the group with its record before the group
+    /// (`None`: it did not exist), to undo the group if it is not committed.
+    before: HashMap<String, Option<TableRecord>>,
+    ngroup: usize,
+}
+
+/// True for jobs that must not overlap a commit in flight: everything but
+/// plain writes (creates, drops, link changes, snapshots, writes to
+/// network-wide tables, whose views are computed at publish).
+fn is_barrier(st: &State, job: &Job) -> bool {
+    match job {
+        Job::Write(r, _) => st.tables.get(&r.table).is_some_and(|t| t.net.is_some()),
+        _ => true,
+    }
+}
+
+/// The apply stage: takes queued jobs, applies a group to the control forms
+/// under the state lock, and hands it to the commit thread (a rendezvous:
+/// at most one group is applied ahead of the one being committed).
 fn writer(sh: Arc<Shared>, mut rx: tokio::sync::mpsc::Receiver<JobBox>) {
-    while let Some(JobBox(first)) = rx.blocking_recv() {
-        let jobs = vec![first];
+    let (to_commit, pending) = std::sync::mpsc::sync_channel::<Pending>(0);
+    let (done_tx, done) = std::sync::mpsc::channel::<()>();
+    let csh = sh.clone();
+    let committer = match std::thread::Builder::new()
+        .name("keyplane-commit".into())
+        .spawn(move || commit_stage(csh, pending, done_tx))
+    {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("keyplane serve: cannot start the commit thread: {e}; writes are refused");
+            return;
+        }
+    };
+    // Groups handed to the commit thread and not yet published.
+    let mut inflight = 0usize;
+    let drain = |inflight: &mut usize| {
+        while *inflight > 0 && done.recv().is_ok() {
+            *inflight -= 1;
+        }
+    };
+    let mut stash: Option<Job> = None;
+    loop {
+        let first = match stash.take() {
+            Some(j) => j,
+            None => match rx.blocking_recv() {
+                Some(JobBox(j)) => j,
+                None => break,
+            },
+        };
+        while inflight > 0 && done.try_recv().is_ok() {
+            inflight -= 1;
+        }
         let t_apply = Instant::now();
         let mut st = sh.lock();
+        let barrier = is_barrier(&st, &first);
+        if barrier && inflight > 0 {
+            drop(st);
+            drain(&mut inflight);
+            st = sh.lock();
+        }
+        if let Job::Snapshot(name, reply) = first {
+            // Nothing in flight and no poisoned form (rebuilt right after
+            // its group): the control form is the durable state.
+            let r = st.tables.get_mut(&name).map(|t| {
+                let (seq, blob) = t.snapshot();
+                (seq, t.epoch, blob)
+            });
+            let _ = reply.send(r.ok_or_else(|| no_table(&name)));
+            continue;
+        }
+        let fails = sh.fail_gen.load(Ordering::Acquire);
         let mut group = Group::new();
         let mut effects: Vec<Effect> = Vec::new();
-        // Each table touched by the group with its record before the group
-        // (`None`: it did not exist), to undo the group if the commit fails.
         let mut before: HashMap<String, Option<TableRecord>> = HashMap::new();
+        // Tables whose control form refused an update mid-batch.
+        let mut poisoned: Vec<String> = Vec::new();
         let cap = sh.store.max_group_bytes();
         let mut ngroup = 0;
-        let mut jobs = jobs.into_iter();
-        while let Some(job) = jobs.next().or_else(|| {
+        let mut next = Some(first);
+        while let Some(job) = next.take().or_else(|| {
             // Take more batches while the group is small enough.
-            if ngroup < MAX_GROUP && group.len() < cap { rx.try_recv().ok().map(|JobBox(j)| j) } else { None }
+            if poisoned.is_empty() && ngroup < MAX_GROUP && group.len() < cap {
+                rx.try_recv().ok().map(|JobBox(j)| j)
+            } else {
+                None
+            }
         }) {
+            if matches!(job, Job::Snapshot(..)) || (!barrier && is_barrier(&st, &job)) {
+                // Runs first in a group of its own.
+                stash = Some(job);
+                break;
+            }
             ngroup += 1;
             let name = match &job {
                 Job::Create(r, _) => r.name.clone(),
                 Job::Drop(n, _) => n.clone(),
                 Job::Write(r, _) => r.table.clone(),
                 Job::SetLink(r, _) => r.table.clone(),
+                Job::Snapshot(n, _) => n.clone(),
             };
             if !before.contains_key(&name) {
                 let rec = st.tables.get(&name).map(|t| t.rec.clone());
@@ -287,21 +403,28 @@ fn writer(sh: Arc<Shared>, mut rx: tokio::sync::mpsc::Receiver<JobBox>) {
                     let mark = group.mark();
                     let table = req.table.clone();
                     match write(&mut st, req, &mut group) {
-                        Ok((epoch, base, deltas, net, changes)) => {
-                            effects.push(Effect::Wrote { reply, table, epoch, base, deltas, net, changes })
-                        }
+                        Ok(w) => effects.push(Effect::Wrote {
+                            reply,
+                            table,
+                            epoch: w.epoch,
+                            base: w.base,
+                            end: w.end,
+                            deltas: w.deltas,
+                            net: w.net,
+                            changes: w.changes,
+                        }),
                         Err((s, poison)) => {
                             group.truncate(mark);
                             sh.metrics.write_errors.inc();
                             if poison {
-                                // The control form may be half-changed: rebuild
-                                // it from the committed entries plus the
-                                // earlier batches of this group.
-                                let pending = effects.iter().filter_map(|e| match e {
-                                    Effect::Wrote { table: n, changes, .. } if *n == table => Some(changes.as_slice()),
-                                    _ => None,
-                                });
-                                rebuild(&sh, &mut st, &table, None, pending);
+                                // The control form may be half-changed: end
+                                // the group here; once everything before is
+                                // published it is rebuilt from the committed
+                                // entries (a new epoch).
+                                if let Some(t) = st.tables.get_mut(&table) {
+                                    t.poisoned = true;
+                                }
+                                poisoned.push(table);
                             }
                             let _ = reply.send(Err(s));
                         }
@@ -313,6 +436,7 @@ fn writer(sh: Arc<Shared>, mut rx: tokio::sync::mpsc::Receiver<JobBox>) {
                         table: req.table,
                         epoch,
                         base,
+                        end: base + 1,
                         deltas: Vec::new(),
                         net: Some(NetChange { skeleton: false, keys: Vec::new(), old_nh: Some(old_nh) }),
                         changes: Vec::new(),
@@ -321,54 +445,118 @@ fn writer(sh: Arc<Shared>, mut rx: tokio::sync::mpsc::Receiver<JobBox>) {
                         let _ = reply.send(Err(s));
                     }
                 },
+                Job::Snapshot(..) => unreachable!("snapshots are stashed above"),
             }
         }
+        drop(st);
         phase(&sh, "apply", t_apply);
+        let p = Pending { fails, bytes: group.finish(), effects, before, ngroup };
+        if to_commit.send(p).is_err() {
+            break;
+        }
+        inflight += 1;
+        if barrier || !poisoned.is_empty() {
+            drain(&mut inflight);
+        }
+        if !poisoned.is_empty() {
+            let mut st = sh.lock();
+            for name in poisoned {
+                rebuild(&sh, &mut st, &name, None, std::iter::empty());
+            }
+        }
+    }
+    drop(to_commit);
+    let _ = committer.join();
+}
+
+/// The commit stage: makes each group durable without the state lock, then
+/// publishes it under the lock (or, when it is not committed, undoes it).
+fn commit_stage(sh: Arc<Shared>, pending: std::sync::mpsc::Receiver<Pending>, done: std::sync::mpsc::Sender<()>) {
+    // Tables rebuilt since the last commit failure, with their epoch then.
+    let mut restored: HashMap<String, u64> = HashMap::new();
+    while let Ok(p) = pending.recv() {
+        // Only this thread changes `fail_gen`.
+        let stale = p.fails != sh.fail_gen.load(Ordering::Acquire);
         let t0 = Instant::now();
-        let bytes = group.finish();
-        let res = sh.store.commit(&bytes);
-        sh.metrics.store_commit_seconds.observe(t0.elapsed().as_secs_f64());
-        sh.metrics.group_size.observe(ngroup as f64);
-        phase(&sh, "store", t0);
+        let res = if stale {
+            Err("an earlier group's store commit failed, so this group (applied on top of it) was not committed".into())
+        } else {
+            let r = sh.store.commit(&p.bytes).map_err(|e| e.to_string());
+            sh.metrics.store_commit_seconds.observe(t0.elapsed().as_secs_f64());
+            sh.metrics.group_size.observe(p.ngroup as f64);
+            phase(&sh, "store", t0);
+            r
+        };
         let t_pub = Instant::now();
+        let mut st = sh.lock();
         match res {
             Ok(()) => {
-                for e in effects {
+                for e in p.effects {
                     publish(&sh, &mut st, e);
                 }
             }
             Err(err) => {
-                // Nothing of this group is durable: undo it in memory (new
-                // epochs for the touched tables) and refuse every batch.
-                let mut replies: Vec<Box<dyn FnOnce(Status)>> = Vec::new();
-                for e in effects {
-                    match e {
-                        Effect::Created(r, _) => replies.push(Box::new(move |s| drop(r.send(Err(s))))),
-                        Effect::Dropped(r, t) => {
-                            st.tables.insert(t.rec.name.clone(), *t);
-                            replies.push(Box::new(move |s| drop(r.send(Err(s)))));
-                        }
-                        Effect::Wrote { reply, .. } => replies.push(Box::new(move |s| drop(reply.send(Err(s))))),
-                    }
+                if !stale {
+                    sh.fail_gen.fetch_add(1, Ordering::AcqRel);
+                    restored.clear();
                 }
-                for (name, rec) in before {
-                    match rec {
-                        None => {
-                            if st.tables.remove(&name).is_some() {
-                                forget_gauges(&sh.metrics, &name);
-                            }
-                        }
-                        Some(rec) => rebuild(&sh, &mut st, &name, Some(rec), std::iter::empty()),
-                    }
+                undo(&sh, &mut st, p.effects, p.before, &mut restored, &err);
+            }
+        }
+        drop(st);
+        phase(&sh, "publish", t_pub);
+        if done.send(()).is_err() {
+            break;
+        }
+    }
+}
+
+/// A group that was not committed: refuse its batches and rebuild the
+/// tables it touched from their committed entries (new epochs). A table
+/// already rebuilt after the same failure and untouched since (same epoch)
+/// is left alone: that rebuild also discarded this group's changes.
+fn undo(
+    sh: &Shared,
+    st: &mut State,
+    effects: Vec<Effect>,
+    before: HashMap<String, Option<TableRecord>>,
+    restored: &mut HashMap<String, u64>,
+    err: &str,
+) {
+    let mut replies: Vec<Box<dyn FnOnce(Status)>> = Vec::new();
+    for e in effects {
+        match e {
+            Effect::Created(r, _) => replies.push(Box::new(move |s| drop(r.send(Err(s))))),
+            Effect::Dropped(r, t) => {
+                st.tables.entry(t.rec.name.clone()).or_insert(*t);
+                replies.push(Box::new(move |s| drop(r.send(Err(s)))));
+            }
+            Effect::Wrote { reply, .. } => replies.push(Box::new(move |s| drop(reply.send(Err(s))))),
+        }
+    }
+    for (name, rec) in before {
+        if let Some(&ep) = restored.get(&name) {
+            if st.tables.get(&name).is_some_and(|t| t.epoch == ep) {
+                continue;
+            }
+        }
+        match rec {
+            None => {
+                if st.tables.remove(&name).is_some() {
+                    forget_gauges(&sh.metrics, &name);
                 }
-                for r in replies {
-                    let s = Status::unavailable(format!("store commit failed, batch not applied: {err}"));
-                    sh.metrics.write_errors.inc();
-                    r(s);
+            }
+            Some(rec) => {
+                rebuild(sh, st, &name, Some(rec), std::iter::empty());
+                if let Some(t) = st.tables.get(&name) {
+                    restored.insert(name, t.epoch);
                 }
             }
         }
-        phase(&sh, "publish", t_pub);
+    }
+    for r in replies {
+        sh.metrics.write_errors.inc();
+        r(Status::unavailable(format!("store commit failed, batch not applied: {err}")));
     }
 }
 
@@ -384,12 +572,12 @@ fn publish(sh: &Shared, st: &mut State, e: Effect) {
         Effect::Dropped(reply, _) => {
             let _ = reply.send(Ok(()));
         }
-        Effect::Wrote { reply, table, epoch, base, deltas, net, changes } => {
+        Effect::Wrote { reply, table, epoch, base, end, deltas, net, changes } => {
             let Some(t) = st.tables.get_mut(&table) else {
                 let _ = reply.send(Err(no_table(&table)));
                 return;
             };
-            let n = if net.is_some() { (t.rec.sequence - base) as usize } else { deltas.len() };
+            let n = (end - base) as usize;
             sh.metrics.updates.inc_by(n as u64);
             sh.metrics.batches.inc();
             sh.metrics.batch_size.observe(n as f64);
@@ -423,9 +611,9 @@ fn publish(sh: &Shared, st: &mut State, e: Effect) {
                     }
                 }
             }
-            t.tx.send_replace(t.rec.sequence);
+            t.tx.send_replace(end);
             publish_gauges(&sh.metrics, t);
-            let _ = reply.send(Ok(t.rec.sequence));
+            let _ = reply.send(Ok(end));
         }
     }
 }
@@ -515,7 +703,15 @@ fn create(sh: &Shared, st: &mut State, req: pb::CreateTableRequest, group: &mut 
     Ok(req.name)
 }
 
-type Wrote = (u64, u64, Vec<Vec<u8>>, Option<NetChange>, Vec<(Vec<u8>, Option<u64>)>);
+/// What `write` applied.
+struct Wrote {
+    epoch: u64,
+    base: u64,
+    end: u64,
+    deltas: Vec<Vec<u8>>,
+    net: Option<NetChange>,
+    changes: Vec<(Vec<u8>, Option<u64>)>,
+}
 
 /// Validates the whole batch, then applies it to the control form. The
 /// bool of an error is true when the control form may be half-changed.
@@ -614,7 +810,7 @@ fn write(st: &mut State, req: pb::WriteRequest, group: &mut Group) -> Result<Wro
     if n > 0 {
         group.record(&t.rec);
     }
-    Ok((t.epoch, base, deltas, net.then_some(nc), changes))
+    Ok(Wrote { epoch: t.epoch, base, end: t.rec.sequence, deltas, net: net.then_some(nc), changes })
 }
 
 fn set_link(st: &mut State, req: &pb::SetLinkRequest, group: &mut Group) -> Result<(u64, u64, Vec<Vec<u16>>), Status> {
@@ -655,9 +851,20 @@ async fn etcd_role(sh: Arc<Shared>, etcd: Arc<EtcdStore>, mut rev: i64) {
     loop {
         if etcd.is_leader() {
             tokio::time::sleep(crate::etcd::CAMPAIGN_EVERY).await;
+            if let Err(e) = etcd.maybe_compact().await {
+                eprintln!("keyplane serve: etcd log compaction failed: {e}; the log is kept and it is retried");
+            }
             continue;
         }
-        // Follower: watch the log after what we have, campaign meanwhile.
+        // Follower: catch up (a watch may have ended because etcd's history
+        // was compacted), then watch the log after what we have, campaign meanwhile.
+        match catch_up(&sh, &etcd).await {
+            Ok(r) => rev = r,
+            Err(e) => {
+                eprintln!("keyplane serve: cannot catch up with the etcd log: {e}; retrying");
+                tokio::time::sleep(crate::etcd::CAMPAIGN_EVERY).await;
+            }
+        }
         let mut watch = match etcd.watch_log(rev + 1).await {
             Ok(w) => Some(w),
             Err(e) => {
@@ -695,11 +902,9 @@ async fn etcd_role(sh: Arc<Shared>, etcd: Arc<EtcdStore>, mut rev: i64) {
                             rev = rev.max(kv.mod_revision());
                         }
                         if gap {
-                            if let Ok((log, r)) = etcd.read_log(etcd.index.load(Ordering::Acquire)).await {
-                                for (i, g) in log {
-                                    follow_group(&sh, &etcd, i, &g);
-                                }
-                                rev = r;
+                            match catch_up(&sh, &etcd).await {
+                                Ok(r) => rev = r,
+                                Err(e) => eprintln!("keyplane serve: cannot catch up with the etcd log: {e}; retrying"),
                             }
                         }
                     }
@@ -710,11 +915,8 @@ async fn etcd_role(sh: Arc<Shared>, etcd: Arc<EtcdStore>, mut rev: i64) {
                         Ok(true) => {
                             // Elected: nothing can be appended by anyone else
                             // now; take everything up to the end, then lead.
-                            match etcd.read_log(etcd.index.load(Ordering::Acquire)).await {
-                                Ok((log, r)) => {
-                                    for (i, g) in log {
-                                        follow_group(&sh, &etcd, i, &g);
-                                    }
+                            match catch_up(&sh, &etcd).await {
+                                Ok(r) => {
                                     rev = r;
                                     etcd.lead();
                                     eprintln!("keyplane serve: leading (etcd log index {})", etcd.index.load(Ordering::Acquire));
@@ -731,14 +933,61 @@ async fn etcd_role(sh: Arc<Shared>, etcd: Arc<EtcdStore>, mut rev: i64) {
         }
         // After leading, resume following from what the writer committed.
         if !etcd.is_leader() {
-            if let Ok((log, r)) = etcd.read_log(etcd.index.load(Ordering::Acquire)).await {
-                for (i, g) in log {
-                    follow_group(&sh, &etcd, i, &g);
-                }
+            if let Ok(r) = catch_up(&sh, &etcd).await {
                 rev = r;
             }
         }
     }
+}
+
+/// Reads what this instance lacks from etcd (a snapshot first when it fell
+/// behind the log's start) and applies it; returns the revision read at.
+async fn catch_up(sh: &Shared, etcd: &EtcdStore) -> Result<i64> {
+    let c = etcd.catch_up(etcd.index.load(Ordering::Acquire)).await?;
+    if let Some((index, state)) = c.snapshot {
+        tokio::task::block_in_place(|| load_snapshot(sh, etcd, index, state));
+    }
+    for (i, g) in c.log {
+        follow_group(sh, etcd, i, &g);
+    }
+    Ok(c.revision)
+}
+
+/// Replaces every table with the state of an etcd snapshot (a follower
+/// that fell behind the compacted log): new epochs, subscribers kept.
+fn load_snapshot(sh: &Shared, etcd: &EtcdStore, index: u64, state: crate::store::State) {
+    let mut built = Vec::new();
+    for (rec, entries) in crate::store::into_tables(state) {
+        let name = rec.name.clone();
+        match Table::build(rec, entries) {
+            Ok(t) => built.push(t),
+            Err(e) => eprintln!("keyplane serve: table {name:?} from the etcd snapshot does not build: {e}"),
+        }
+    }
+    let mut st = sh.lock();
+    let keep: std::collections::HashSet<String> = built.iter().map(|t| t.rec.name.clone()).collect();
+    let gone: Vec<String> = st.tables.keys().filter(|n| !keep.contains(*n)).cloned().collect();
+    for name in gone {
+        st.tables.remove(&name);
+        forget_gauges(&sh.metrics, &name);
+    }
+    for mut t in built {
+        let name = t.rec.name.clone();
+        match st.tables.remove(&name) {
+            Some(old) => {
+                t.id = old.id;
+                t.subscribers = old.subscribers;
+                t.rebuilds = old.rebuilds + 1;
+                t.tx = old.tx;
+            }
+            None => t.id = sh.next_table_id.fetch_add(1, Ordering::Relaxed),
+        }
+        sh.metrics.table_rebuilds.get_or_create(&TableLabel { table: name.clone() }).inc();
+        t.tx.send_replace(t.rec.sequence);
+        publish_gauges(&sh.metrics, &mut t);
+        st.tables.insert(name, t);
+    }
+    etcd.index.store(index, Ordering::Release);
 }
 
 /// Applies log group `i` (written by the leader) to this follower's tables.
@@ -941,7 +1190,7 @@ impl pb::control_server::Control for Service {
                 Some(ks) => ks.iter().filter_map(|k| t.items.get(k).map(|v| (k.clone(), *v))).collect(),
                 None => t.items.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             };
-            (t.rec.sequence, entries)
+            (t.durable(), entries)
         };
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<pb::ReadResponse, Status>>(4);
         let scan = keys.is_none();
@@ -1005,6 +1254,12 @@ impl pb::control_server::Control for Service {
     }
 }
 
+fn snapshot_msg(sh: &Shared, seq: u64, epoch: u64, blob: &[u8]) -> Arc<pb::SubscribeResponse> {
+    sh.metrics.snapshots_sent.inc();
+    let snap = pb::Snapshot { sequence: seq, epoch, blob: blob.to_vec() };
+    Arc::new(pb::SubscribeResponse { update: Some(pb::subscribe_response::Update::Snapshot(snap)) })
+}
+
 /// Decrements the subscriber count when a subscription ends.
 struct SubGuard {
     shared: Arc<Shared>,
@@ -1063,7 +1318,7 @@ async fn subscription(
             let head;
             let logged = match view {
                 None => {
-                    head = t.rec.sequence;
+                    head = t.durable();
                     (epoch == t.epoch).then(|| t.log.since(pos, head, SUB_CHUNK)).flatten()
                 }
                 Some(v) => {
@@ -1073,29 +1328,59 @@ async fn subscription(
                 }
             };
             let msgs = match logged {
-                Some(m) => m,
+                Some(m) => Some(m),
                 None => {
-                    let (seq, blob) = match view {
-                        None => t.snapshot(),
+                    let snap = match view {
+                        // Only a settled form (the durable state) is exported
+                        // here; otherwise the writer exports between groups.
+                        None => t.settled().then(|| t.snapshot()),
                         Some(v) => {
                             let vw = &t.net.as_ref().expect("views exist on network-wide tables").views[v];
-                            (vw.seq, vw.blob.clone())
+                            Some((vw.seq, vw.blob.clone()))
                         }
                     };
-                    sh.metrics.snapshots_sent.inc();
-                    let snap = pb::Snapshot { sequence: seq, epoch: t.epoch, blob: blob.as_ref().clone() };
-                    vec![Arc::new(pb::SubscribeResponse {
-                        update: Some(pb::subscribe_response::Update::Snapshot(snap)),
-                    })]
+                    snap.map(|(seq, blob)| vec![snapshot_msg(&sh, seq, t.epoch, &blob)])
                 }
             };
-            epoch = t.epoch;
+            if msgs.is_some() {
+                epoch = t.epoch;
+            }
             Some((msgs, head))
         };
         drop(stale);
         let Some((msgs, head)) = found else {
             let _ = tx.send(Err(no_table(&r.table))).await;
             return;
+        };
+        let msgs = match msgs {
+            Some(m) => m,
+            None => {
+                // A group is in flight: ask the writer for an export between groups.
+                let (rtx, rrx) = oneshot::channel();
+                let Some(jobs) = sh.jobs.upgrade() else {
+                    let _ = tx.send(Err(Status::unavailable("the service is stopping"))).await;
+                    return;
+                };
+                if jobs.send(JobBox(Job::Snapshot(r.table.clone(), rtx))).await.is_err() {
+                    let _ = tx.send(Err(Status::unavailable("the writer has stopped"))).await;
+                    return;
+                }
+                drop(jobs);
+                match rrx.await {
+                    Ok(Ok((seq, ep, blob))) => {
+                        epoch = ep;
+                        vec![snapshot_msg(&sh, seq, ep, &blob)]
+                    }
+                    Ok(Err(s)) => {
+                        let _ = tx.send(Err(s)).await;
+                        return;
+                    }
+                    Err(_) => {
+                        let _ = tx.send(Err(Status::unavailable("the writer has stopped"))).await;
+                        return;
+                    }
+                }
+            }
         };
         let more = msgs.len() == SUB_CHUNK;
         for m in msgs {

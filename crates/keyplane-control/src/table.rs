@@ -144,6 +144,9 @@ pub struct Table {
     pub rebuilds: u64,
     /// Identity of this table (kept across rebuilds, new when recreated).
     pub id: u64,
+    /// True when the library refused an update mid-batch: the control form
+    /// may be half-changed until the writer rebuilds it (a new `Table`).
+    pub poisoned: bool,
 }
 
 /// Service-level table option (`-O expected_keys=N` at create): build the
@@ -262,6 +265,7 @@ impl Table {
             subscribers: 0,
             rebuilds: 0,
             id: 0,
+            poisoned: false,
         };
         if let Some(net) = &t.net {
             let mut views = Vec::new();
@@ -295,6 +299,20 @@ impl Table {
         }
     }
 
+    /// The durable sequence: every update up to it is committed to the
+    /// store and its deltas are in the log. `rec.sequence` can be ahead of
+    /// it while the writer applies the next group during a commit.
+    pub fn durable(&self) -> u64 {
+        *self.tx.borrow()
+    }
+
+    /// True when the control form holds exactly the durable state (nothing
+    /// applied beyond the last commit, not half-changed), so an export of
+    /// it may go to subscribers.
+    pub fn settled(&self) -> bool {
+        !self.poisoned && self.rec.sequence == self.durable()
+    }
+
     /// The current lookup blob `(sequence, blob)`, cached until the next change.
     pub fn snapshot(&mut self) -> (u64, Arc<Vec<u8>>) {
         let seq = self.rec.sequence;
@@ -321,9 +339,9 @@ impl Table {
             memory_bytes: keyplane_any::AnyLookup::from_bytes(&blob)
                 .map_or(blob.len() as u64, |l| l.memory_bytes() as u64),
             control_memory_bytes: self.control.memory_bytes() as u64,
-            sequence: self.rec.sequence,
+            sequence: self.durable(),
             epoch: self.epoch,
-            log_first_sequence: self.log.first(self.rec.sequence),
+            log_first_sequence: self.log.first(self.durable()),
             log_length: self.log.len() as u64,
             subscribers: self.subscribers,
             views: self.net.as_ref().map_or_else(Vec::new, |n| n.views.iter().map(|v| v.name.clone()).collect()),

@@ -267,3 +267,160 @@ async fn etcd_leader_failover_loses_no_acknowledged_write() {
         assert_eq!(t.get(k), Some(*v));
     }
 }
+
+/// One etcd member on local ports (killed on drop).
+fn etcd_single() -> Etcd {
+    let (c, p) = (free_port(), free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let cu = format!("http://127.0.0.1:{c}");
+    let pu = format!("http://127.0.0.1:{p}");
+    let child = Command::new("etcd")
+        .args(["--name", "m0", "--data-dir", dir.path().to_str().unwrap()])
+        .args(["--listen-client-urls", &cu, "--advertise-client-urls", &cu])
+        .args(["--listen-peer-urls", &pu, "--initial-advertise-peer-urls", &pu])
+        .args(["--initial-cluster", &format!("m0={pu}"), "--log-level", "error"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("etcd starts");
+    Etcd { _members: vec![Proc(child)], _dirs: vec![dir], clients: vec![cu] }
+}
+
+async fn serve_etcd(endpoints: &[String], prefix: &str) -> keyplane_control::server::Running {
+    start(ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        store: StoreConfig::Etcd { endpoints: endpoints.to_vec(), prefix: prefix.into() },
+        metrics: None,
+        tls: None,
+        retain: Retain::default(),
+    })
+    .await
+    .expect("service starts")
+}
+
+/// Log compaction with snapshots in etcd: a leader folding the log every 8
+/// groups writes a snapshot and deletes the log groups it replaces; an
+/// instance started afterwards loads the snapshot plus the remaining log,
+/// and one that followed across the compaction stays current: both answer
+/// exactly the oracle's entries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_log_compacts_into_snapshots() {
+    use keyplane_control::pb::control_server::Control;
+    if Command::new("etcd").arg("--version").output().is_err() {
+        println!("skipping: no etcd binary (apt-get install etcd-server)");
+        return;
+    }
+    let etcd = etcd_single();
+    wait_etcd(&etcd.clients).await;
+    let prefix = format!("/kpcompact-{}/", std::process::id());
+    // The leader, in process, compacting every 8 groups.
+    let store = keyplane_control::etcd::EtcdStore::connect(&etcd.clients, &prefix, "http://127.0.0.1:9").await.unwrap();
+    store.set_compact_every(8);
+    let mut reg = prometheus_client::registry::Registry::default();
+    let m = keyplane_control::metrics::ServiceMetrics::register(&mut reg);
+    let leader = keyplane_control::service::Service::open_etcd(store, m, Retain::default()).await.unwrap();
+    let t0 = Instant::now();
+    loop {
+        let r = leader
+            .create_table(tonic::Request::new(pb::CreateTableRequest {
+                name: "t".into(),
+                structure: "othello".into(),
+                value_bits: 8,
+                ..Default::default()
+            }))
+            .await;
+        if r.is_ok() {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "the in-process instance never led: {r:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A follower that lives across the compaction.
+    let follower = serve_etcd(&etcd.clients, &prefix).await;
+    let furl = format!("http://{}", follower.addr);
+    let mut oracle: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+    let mut seq = 0;
+    let write = async |ups: Vec<pb::Update>, oracle: &mut BTreeMap<Vec<u8>, u64>| {
+        for u in &ups {
+            let Some(pb::key::Key::Raw(k)) = u.entry.as_ref().and_then(|e| e.key.clone()).and_then(|k| k.key) else {
+                unreachable!()
+            };
+            if u.r#type == pb::update::Type::Delete as i32 {
+                oracle.remove(&k);
+            } else {
+                oracle.insert(k, u.entry.as_ref().unwrap().value);
+            }
+        }
+        let r = leader.write(tonic::Request::new(pb::WriteRequest { table: "t".into(), updates: ups })).await;
+        r.unwrap().into_inner().sequence
+    };
+    // 40 groups: inserts, then modifies and deletes of earlier keys.
+    for b in 0..40u64 {
+        let mut ups: Vec<pb::Update> = (b * 50..b * 50 + 50).map(|i| insert(raw_key(key(i)), i % 251)).collect();
+        if b > 0 {
+            let old = (b - 1) * 50;
+            ups.push(client::modify(raw_key(key(old)), 7));
+            ups.push(client::delete(raw_key(key(old + 1))));
+        }
+        seq = write(ups, &mut oracle).await;
+    }
+    // The leader compacts within a few of its 250 ms ticks.
+    let mut kv = etcd_client::Client::connect(&etcd.clients, None).await.unwrap();
+    let t0 = Instant::now();
+    let snap_index = loop {
+        let r = kv.get(format!("{prefix}snapshot"), None).await.unwrap();
+        if let Some(v) = r.kvs().first() {
+            let v = String::from_utf8(v.value().to_vec()).unwrap();
+            let i: u64 = v.split(' ').next().unwrap().parse().unwrap();
+            if i >= 32 {
+                break i;
+            }
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "no snapshot of the first 32 groups in etcd");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // The log groups the snapshot replaces are gone; the ones after it stay.
+    let logs = kv
+        .get(format!("{prefix}log/"), Some(etcd_client::GetOptions::new().with_prefix().with_keys_only()))
+        .await
+        .unwrap();
+    let idx: Vec<u64> = logs
+        .kvs()
+        .iter()
+        .map(|kv| std::str::from_utf8(kv.key()).unwrap().rsplit('/').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(idx.iter().all(|&i| i > snap_index), "log groups ≤ {snap_index} remain: {idx:?}");
+    // create + 40 writes = 41 groups in all.
+    assert_eq!(idx.len() as u64, 41 - snap_index, "log groups after the snapshot: {idx:?}");
+    // More writes after the compaction.
+    for b in 40..44u64 {
+        let ups: Vec<pb::Update> = (b * 50..b * 50 + 50).map(|i| insert(raw_key(key(i)), i % 251)).collect();
+        seq = write(ups, &mut oracle).await;
+    }
+    // A fresh instance loads snapshot + log; the follower kept up.
+    let late = serve_etcd(&etcd.clients, &prefix).await;
+    let lurl = format!("http://{}", late.addr);
+    for url in [&furl, &lurl] {
+        let t0 = Instant::now();
+        loop {
+            let mut c = client::connect(url).await.unwrap();
+            let s =
+                c.describe_table(pb::DescribeTableRequest { name: "t".into() }).await.map(|r| r.into_inner().sequence);
+            if s.as_ref().is_ok_and(|s| *s == seq) {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "{url} stuck at {s:?}, leader at {seq}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(read_all(url).await, oracle, "{url} differs from the oracle");
+    }
+    // A subscriber of the late instance gets a blob that answers every key.
+    let mut f = Follower::new(Subscriber::new(&lurl, "t"));
+    f.wait_for(seq).await.unwrap();
+    let l = f.handle().current().unwrap();
+    for (k, v) in &oracle {
+        assert_eq!(l.get(k), Some(*v));
+    }
+    late.stop().await.unwrap();
+    follower.stop().await.unwrap();
+}
