@@ -293,7 +293,6 @@ impl<S: Scheme> RawLookup<S> {
         S::get_batch(&self.cur.load(), keys, out, || self.cur.load_full())
     }
 
-
     /// A per-thread reader.
     pub fn reader(&self) -> Reader<'_, S> {
         Reader(self.cur.cached())
@@ -390,7 +389,6 @@ impl<S: Scheme> Reader<'_, S> {
     pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
         self.0.with(|c| S::get_batch(c, keys, out, || self.0.latest()))
     }
-
 }
 
 /// The control-form prologue every structure runs: value width in

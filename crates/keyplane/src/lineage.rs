@@ -249,7 +249,6 @@ pub trait DeltaInfo {
     fn is_rebuild(&self) -> bool;
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
