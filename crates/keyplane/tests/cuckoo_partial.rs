@@ -101,7 +101,9 @@ fn collision_rate_falls_with_fingerprint_bits() {
     let n = 50_000u64;
     let mut prev = 1.0f64;
     for f in [2u32, 4, 6, 8, 10, 12] {
-        let ctl = Control::from_items_with((0..n).map(|i| (i.to_le_bytes(), i & 0xfffff)), 20, opts(f)).unwrap();
+        // A fixed seed: the rate of one table varies with its (random by default) seed.
+        let o = Options { seed: 7, ..opts(f) };
+        let ctl = Control::from_items_with((0..n).map(|i| (i.to_le_bytes(), i & 0xfffff)), 20, o).unwrap();
         let rate = ctl.collision_count() as f64 / n as f64;
         let bound = 8.0 * 0.5f64.powi(f as i32);
         assert!(rate <= bound.min(1.0), "f={f}: rate {rate} above 8·2^-f = {bound}");
