@@ -6,7 +6,7 @@
 //!
 //! `cargo run --release -p keyplane-lb --example lb_burst`
 //!
-//! Env: `STATES` (`1000000,65536`: tracked connections, each size measured
+//! Env: `STATES` (`1000000,262144,65536`: tracked connections, each size measured
 //! separately), `VIPS` (64), `BURST` (32), `ROUNDS` (15), `PASSES` (5, best
 //! pass of each series per round), `PACKETS` (131072 packets per pass).
 //!
@@ -63,7 +63,7 @@ fn stats(v: &[f64]) -> (f64, f64, f64) {
 
 fn main() {
     let sizes: Vec<u32> = std::env::var("STATES")
-        .unwrap_or_else(|_| "1000000,65536".into())
+        .unwrap_or_else(|_| "1000000,262144,65536".into())
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
@@ -182,6 +182,12 @@ fn main() {
             ",\"ratio_one_mixed_path_over_one_min_med_max\":{},\"host\":\"{host}\",\"loadavg_start\":\"{}\",\"what\":\"ns per packet (thread CPU time, best of {passes} passes per round, every pass times each series once in rotating order): one = lookup_batch_vip on a 1-VIP plane; mixed = lookup_batch over uniformly mixed {nvips}-VIP bursts; one_mixed_path = lookup_batch on the 1-VIP plane; single = per-packet lookup on the {nvips}-VIP plane\"}}",
             f(&code_ratios),
             load.trim()
+        );
+        // Data-plane bytes: 64 small VIPs each pay the BAS floor
+        // (2^min(l_d, 12) states) and a DIP row of 2^l_d entries.
+        row.insert_str(
+            row.len() - 1,
+            &format!(",\"one_plane_bytes\":{},\"mixed_plane_bytes\":{}", one.memory_bytes(), mix.memory_bytes()),
         );
         println!("{row}");
         rows.push(row);
