@@ -18,7 +18,9 @@
 //! `-O expected_keys=N` (default KEYS + 2 000 000; 0 = not pre-sized, so
 //! growth rebuilds run inside the measurement); `KEYPLANE_BENCH_WRITERS=1,4`
 //! measures each batch size with each number of concurrent writer tasks
-//! (default 1: one client, each batch waits for its acknowledgement).
+//! (default 1: one client, each batch waits for its acknowledgement);
+//! `KEYPLANE_BENCH_BATCHES=1000` measures only these batch sizes (default
+//! 1,100,1000).
 
 use keyplane_control::client::{self, insert};
 use keyplane_control::follow::{Follower, Subscriber};
@@ -57,6 +59,12 @@ async fn main() {
         .split(',')
         .filter_map(|s| s.parse().ok())
         .map(|w: u64| w.max(1))
+        .collect();
+    let batches: Vec<u64> = std::env::var("KEYPLANE_BENCH_BATCHES")
+        .unwrap_or_else(|_| "1,100,1000".into())
+        .split(',')
+        .filter_map(|s| s.parse().ok())
+        .map(|b: u64| b.max(1))
         .collect();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     eprintln!("load average at start: {load}");
@@ -126,7 +134,7 @@ async fn main() {
         // The table's sequence (one per update); `next` is the next fresh key.
         let mut seq = next;
         eprintln!("{structure}: preloaded {keys} keys in {:.1} s", t0.elapsed().as_secs_f64());
-        for (batch, writers) in [1u64, 100, 1000].into_iter().flat_map(|b| writer_counts.iter().map(move |&w| (b, w))) {
+        for (batch, writers) in batches.iter().flat_map(|&b| writer_counts.iter().map(move |&w| (b, w))) {
             let ph0 = phases(srv.metrics).await;
             let cpu0 = cpu_seconds();
             let t = Instant::now();

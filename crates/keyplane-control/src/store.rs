@@ -748,6 +748,17 @@ impl Store {
     }
 }
 
+impl Drop for Store {
+    /// Stops the compactor and waits out a running compaction before the
+    /// directory's LOCK is released (the lock file is a field, dropped after
+    /// this): a store reopened on the directory right away never races a
+    /// compaction of the closed one over the same files.
+    fn drop(&mut self) {
+        *lock(&self.compact_tx) = None;
+        self.wait_compaction();
+    }
+}
+
 /// Folds snapshot `base` and logs `base..upto` into snapshot `upto`, then
 /// removes what it replaces.
 fn compact(dir: &Path, base: u64, upto: u64) -> Result<()> {
