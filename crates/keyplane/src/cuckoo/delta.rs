@@ -55,8 +55,9 @@ const TAG_STEP: u8 = 2;
 const TAG_REBUILD: u8 = 3;
 
 impl Wire for Delta {
+    const KIND: Kind = super::DELTA_KIND;
     fn to_bytes(&self) -> Vec<u8> {
-        let mut w = Writer::new(Kind::CuckooDelta);
+        let mut w = Writer::new(super::DELTA_KIND);
         crate::lineage::write_prologue(&mut w, self.table, self.seq);
         w.u64(self.seed).varint(self.ops.len() as u64);
         for op in &self.ops {
@@ -82,7 +83,7 @@ impl Wire for Delta {
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::CuckooDelta)?;
+        let mut r = Frame::open(bytes, super::DELTA_KIND)?;
         let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let seed = r.u64()?;
         let n = r.varint_count(2)?;

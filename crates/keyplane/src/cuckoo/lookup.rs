@@ -165,16 +165,17 @@ impl LookupTable for Lookup {
 }
 
 impl Wire for Lookup {
+    const KIND: Kind = super::LOOKUP_KIND;
     fn to_bytes(&self) -> Vec<u8> {
         let t = self.cur.load();
-        let mut w = Writer::with_capacity(Kind::CuckooLookup, t.memory_bytes() + 64);
+        let mut w = Writer::with_capacity(super::LOOKUP_KIND, t.memory_bytes() + 64);
         crate::lineage::write_prologue(&mut w, self.table, self.seq());
         t.encode(&mut w);
         w.finish()
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::CuckooLookup)?;
+        let mut r = Frame::open(bytes, super::LOOKUP_KIND)?;
         let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         if seq == POISONED {
             return Err(Error::Corrupt("blob of a poisoned replica".into()));

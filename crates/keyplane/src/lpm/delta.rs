@@ -159,8 +159,9 @@ fn read_fam(r: &mut Reader<'_>) -> Result<Family> {
 }
 
 impl Wire for Delta {
+    const KIND: Kind = super::DELTA_KIND;
     fn to_bytes(&self) -> Vec<u8> {
-        let mut w = Writer::new(Kind::LpmDelta);
+        let mut w = Writer::new(super::DELTA_KIND);
         w.u64(self.seq).u64(self.table).varint(self.ops.len() as u64);
         for op in &self.ops {
             match op {
@@ -210,7 +211,7 @@ impl Wire for Delta {
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::LpmDelta)?;
+        let mut r = Frame::open(bytes, super::DELTA_KIND)?;
         let seq = r.u64()?;
         let table = r.u64()?;
         let n = r.varint_count(2)?;

@@ -588,11 +588,12 @@ impl LookupTable for Lookup {
 }
 
 impl Wire for Lookup {
+    const KIND: Kind = super::LOOKUP_KIND;
     fn to_bytes(&self) -> Vec<u8> {
         // The writer lock gives a consistent image.
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let t = self.cur.load_full();
-        let mut w = Writer::with_capacity(Kind::LpmLookup, t.memory_bytes() + 64);
+        let mut w = Writer::with_capacity(super::LOOKUP_KIND, t.memory_bytes() + 64);
         w.u8(self.vbits as u8).u64(self.table).u64(self.seq.load(Ordering::Acquire));
         for (i, fam) in t.fams.iter().enumerate() {
             let f = Family::from_index(i);
@@ -624,7 +625,7 @@ impl Wire for Lookup {
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::LpmLookup)?;
+        let mut r = Frame::open(bytes, super::LOOKUP_KIND)?;
         let vbits = r.u8()? as u32;
         crate::check_value_bits(vbits, 1, super::MAX_VALUE_BITS).map_err(|e| Error::Corrupt(e.to_string()))?;
         let table = r.u64()?;

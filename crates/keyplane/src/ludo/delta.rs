@@ -152,8 +152,9 @@ fn pack_order(o: &[u8; 4]) -> u16 {
 }
 
 impl Wire for Delta {
+    const KIND: Kind = super::DELTA_KIND;
     fn to_bytes(&self) -> Vec<u8> {
-        let mut w = Writer::new(Kind::LudoDelta);
+        let mut w = Writer::new(super::DELTA_KIND);
         crate::lineage::write_prologue(&mut w, self.table, self.seq);
         match &self.body {
             Body::Nop => {
@@ -195,7 +196,7 @@ impl Wire for Delta {
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::LudoDelta)?;
+        let mut r = Frame::open(bytes, super::DELTA_KIND)?;
         let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let u32_of = |v: u64| -> Result<u32> {
             u32::try_from(v).map_err(|_| Error::Corrupt(format!("bucket index {v} exceeds 32 bits")))

@@ -445,10 +445,11 @@ impl LookupTable for Lookup {
 }
 
 impl Wire for Lookup {
+    const KIND: Kind = super::LOOKUP_KIND;
     fn to_bytes(&self) -> Vec<u8> {
         let c = self.cur.load();
         let (oth, fb) = c.image();
-        let mut w = Writer::with_capacity(Kind::LudoLookup, c.t.memory_bytes() + oth.len() + 64);
+        let mut w = Writer::with_capacity(super::LOOKUP_KIND, c.t.memory_bytes() + oth.len() + 64);
         crate::lineage::write_prologue(&mut w, self.table, c.seq.load(Ordering::Acquire));
         c.t.encode(&mut w);
         w.bytes(&oth);
@@ -460,7 +461,7 @@ impl Wire for Lookup {
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::LudoLookup)?;
+        let mut r = Frame::open(bytes, super::LOOKUP_KIND)?;
         let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let img = Image::decode(&mut r)?;
         r.finish()?;

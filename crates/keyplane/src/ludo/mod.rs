@@ -255,3 +255,8 @@ mod tests {
         assert!((0..1000u64).all(|i| p.fp(mix64(i)) != 0));
     }
 }
+
+/// Frame kinds of this structure (lookup blob, delta, control snapshot).
+pub(crate) const LOOKUP_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0201, "ludo lookup");
+pub(crate) const DELTA_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0202, "ludo delta");
+pub(crate) const CONTROL_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0203, "ludo control snapshot");

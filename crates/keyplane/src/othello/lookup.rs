@@ -292,16 +292,17 @@ impl LookupTable for Lookup {
 }
 
 impl Wire for Lookup {
+    const KIND: Kind = super::LOOKUP_KIND;
     fn to_bytes(&self) -> Vec<u8> {
         let c = self.cur.load();
-        let mut w = Writer::with_capacity(Kind::OthelloLookup, c.a.memory_bytes() + c.b.memory_bytes() + 64);
+        let mut w = Writer::with_capacity(super::LOOKUP_KIND, c.a.memory_bytes() + c.b.memory_bytes() + 64);
         crate::lineage::write_prologue(&mut w, self.table, c.seq.load(Ordering::Acquire));
         Image { p: c.p, a: c.a.clone(), b: c.b.clone() }.encode(&mut w);
         w.finish()
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::OthelloLookup)?;
+        let mut r = Frame::open(bytes, super::LOOKUP_KIND)?;
         let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let img = Image::decode(&mut r)?;
         r.finish()?;

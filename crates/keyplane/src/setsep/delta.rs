@@ -160,8 +160,9 @@ const TAG_UPDATE: u8 = 1;
 const TAG_REPLACE: u8 = 2;
 
 impl Wire for Delta {
+    const KIND: Kind = super::DELTA_KIND;
     fn to_bytes(&self) -> Vec<u8> {
-        let mut w = Writer::new(Kind::SetSepDelta);
+        let mut w = Writer::new(super::DELTA_KIND);
         crate::lineage::write_prologue(&mut w, self.table, self.seq);
         match &self.body {
             Body::Update { seed, blocks, choices, groups } => {
@@ -195,7 +196,7 @@ impl Wire for Delta {
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::SetSepDelta)?;
+        let mut r = Frame::open(bytes, super::DELTA_KIND)?;
         let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let body = match r.u8()? {
             TAG_UPDATE => {

@@ -483,16 +483,17 @@ impl LookupTable for Lookup {
 }
 
 impl Wire for Lookup {
+    const KIND: Kind = super::LOOKUP_KIND;
     fn to_bytes(&self) -> Vec<u8> {
         let (img, seq) = self.image();
-        let mut w = Writer::with_capacity(Kind::SetSepLookup, img.choices.memory_bytes() + img.rec.memory_bytes() + 64);
+        let mut w = Writer::with_capacity(super::LOOKUP_KIND, img.choices.memory_bytes() + img.rec.memory_bytes() + 64);
         crate::lineage::write_prologue(&mut w, self.table, seq);
         img.encode(&mut w);
         w.finish()
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::SetSepLookup)?;
+        let mut r = Frame::open(bytes, super::LOOKUP_KIND)?;
         let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let img = Image::decode(&mut r)?;
         r.finish()?;
