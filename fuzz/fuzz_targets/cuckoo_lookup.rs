@@ -8,7 +8,7 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|raw: &[u8]| {
     // Also frame the input as a payload with a valid header and checksum, so
     // the fuzzer reaches the payload decoder, not only the frame check.
-    let mut w = keyplane::ext::wire::Writer::new(keyplane::ext::wire::Kind::CuckooLookup);
+    let mut w = keyplane::ext::wire::Writer::new(<keyplane::cuckoo::Lookup as keyplane::Wire>::KIND);
     w.raw(raw);
     let framed = w.finish();
     for data in [raw, framed.as_slice()] {

@@ -12,7 +12,7 @@
 //!   lookup form's answer for addresses taken from the input equals a naive
 //!   longest-prefix search over a map of the routes.
 use keyplane::lpm::{Control, Delta, Lookup, Prefix};
-use keyplane::ext::wire::{Kind, Writer};
+use keyplane::ext::wire::Writer;
 use keyplane::{ControlTable, LookupTable, Wire};
 use libfuzzer_sys::fuzz_target;
 use std::collections::BTreeMap;
@@ -34,7 +34,7 @@ fn oracle(m: &BTreeMap<Prefix, u64>, a: IpAddr) -> Option<u64> {
 fn decode(data: &[u8], framed: bool) {
     let owned;
     let bytes = if framed {
-        let mut w = Writer::new(Kind::LpmLookup);
+        let mut w = Writer::new(<keyplane::lpm::Lookup as keyplane::Wire>::KIND);
         w.raw(data);
         owned = w.finish();
         &owned[..]
@@ -52,7 +52,7 @@ fn decode(data: &[u8], framed: bool) {
         let b = t.to_bytes();
         assert_eq!(Lookup::from_bytes(&b).expect("re-decode").to_bytes(), b);
     }
-    let mut w = Writer::new(Kind::LpmDelta);
+    let mut w = Writer::new(<keyplane::lpm::Delta as keyplane::Wire>::KIND);
     w.raw(data);
     if let Ok(d) = Delta::from_bytes(&w.finish()) {
         let mut c = Control::with_value_bits(8).unwrap();

@@ -8,7 +8,7 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|raw: &[u8]| {
     // Raw bytes (framing errors) and the same bytes as a correctly framed,
     // checksummed payload (so the fuzzer reaches the payload decoder).
-    let mut w = keyplane::ext::wire::Writer::new(keyplane::ext::wire::Kind::LudoLookup);
+    let mut w = keyplane::ext::wire::Writer::new(<keyplane::ludo::Lookup as keyplane::Wire>::KIND);
     w.raw(raw);
     let framed = w.finish();
     for data in [raw, framed.as_slice()] {

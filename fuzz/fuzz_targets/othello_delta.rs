@@ -2,7 +2,7 @@
 //! Decoding arbitrary bytes as an Othello delta never panics, and applying a
 //! decoded delta to a small table either works or returns an error.
 //! Odd first byte: the rest is framed with a valid header and checksum.
-use keyplane::ext::wire::{Kind, Writer};
+use keyplane::ext::wire::Writer;
 use keyplane::{ControlTable, LookupTable, Wire, othello};
 use libfuzzer_sys::fuzz_target;
 
@@ -10,7 +10,7 @@ fuzz_target!(|data: &[u8]| {
     let framed;
     let bytes = match data.split_first() {
         Some((f, rest)) if f & 1 == 1 => {
-            let mut w = Writer::new(Kind::OthelloDelta);
+            let mut w = Writer::new(<keyplane::othello::Delta as keyplane::Wire>::KIND);
             w.raw(rest);
             framed = w.finish();
             &framed[..]

@@ -3,7 +3,7 @@
 //! decodes answers lookups, re-encodes, and decodes again to the same bytes.
 //! Odd first byte: the rest is framed with a valid header and checksum, so
 //! the fuzzer reaches the payload decoder instead of the checksum.
-use keyplane::ext::wire::{Kind, Writer};
+use keyplane::ext::wire::Writer;
 use keyplane::{LookupTable, Wire, othello::Lookup};
 use libfuzzer_sys::fuzz_target;
 
@@ -11,7 +11,7 @@ fuzz_target!(|data: &[u8]| {
     let framed;
     let bytes = match data.split_first() {
         Some((f, rest)) if f & 1 == 1 => {
-            let mut w = Writer::new(Kind::OthelloLookup);
+            let mut w = Writer::new(<keyplane::othello::Lookup as keyplane::Wire>::KIND);
             w.raw(rest);
             framed = w.finish();
             &framed[..]

@@ -4,12 +4,12 @@
 //! works or returns an error; the table keeps answering lookups. The input
 //! is tried both as a whole frame and as a payload inside a valid frame.
 use keyplane::setsep::{Control, Delta, Options};
-use keyplane::ext::wire::{Kind, Writer};
+use keyplane::ext::wire::Writer;
 use keyplane::{ControlTable, LookupTable, Wire};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let mut w = Writer::new(Kind::SetSepDelta);
+    let mut w = Writer::new(<keyplane::setsep::Delta as keyplane::Wire>::KIND);
     w.raw(data);
     let framed = w.finish();
     for input in [data, &framed[..]] {

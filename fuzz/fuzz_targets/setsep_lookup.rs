@@ -3,12 +3,12 @@
 //! decodes answers lookups (single and batched), re-encodes, and decodes
 //! again to the same bytes. The input is tried both as a whole frame and as
 //! a payload inside a valid frame (so mutations get past the checksum).
-use keyplane::ext::wire::{Kind, Writer};
+use keyplane::ext::wire::Writer;
 use keyplane::{LookupTable, Wire, setsep::Lookup};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let mut w = Writer::new(Kind::SetSepLookup);
+    let mut w = Writer::new(<keyplane::setsep::Lookup as keyplane::Wire>::KIND);
     w.raw(data);
     let framed = w.finish();
     for input in [data, &framed[..]] {

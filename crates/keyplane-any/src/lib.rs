@@ -35,8 +35,8 @@ mod registry;
 pub use keyplane::describe::AbsentKeys;
 pub use keyplane::key::KeyFormat;
 pub use registry::{
-    AnyControl, AnyLookup, AnyReader, Bfw, Cfw, Cuckoo, Fht, Fpt, Ludo, Othello, PartialCuckoo, STRUCTURES, SetSep,
-    StructureInfo,
+    AnyControl, AnyLookup, AnyReader, Bfw, Cfw, Cuckoo, Fht, Fpt, KINDS, Ludo, Othello, PartialCuckoo, STRUCTURES,
+    SetSep, StructureInfo, identify, label,
 };
 
 use keyplane::describe::{Configure, Describe};
@@ -130,6 +130,73 @@ mod tests {
         assert!(Opts::parse("novalue").is_err());
         assert!(o.check_known("x", &[("fingerprint_bits", "")]).is_err());
         assert_eq!(Opts::parse(&o.render()).unwrap(), o);
+    }
+
+    /// Every kind is declared by its structure, once: codes are distinct,
+    /// follow `structure << 8 | role`, and the frames each structure writes
+    /// carry its own declared kinds, which `identify` names.
+    #[test]
+    fn kinds_are_owned_by_the_structures_and_identified() {
+        let mut codes: Vec<u16> = KINDS.iter().map(|k| k.code()).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), KINDS.len(), "a kind code is declared twice");
+        assert_eq!(KINDS.len(), 3 * STRUCTURES.len() + 5);
+        for s in STRUCTURES {
+            let mut c = AnyControl::build(s.name, [(b"k1", 1u64), (b"k2", 2)], 8, &Opts::new()).unwrap();
+            let blob = c.export().to_bytes();
+            let delta = c.insert(b"k3", 3).unwrap();
+            let snap = c.snapshot();
+            for (bytes, role, what) in [(&blob, 1, "lookup"), (&delta, 2, "delta"), (&snap, 3, "control snapshot")] {
+                let kind = Frame::inspect(bytes).unwrap().kind;
+                assert_eq!(kind.code() & 0xff, role, "{} {what}", s.name);
+                assert_eq!(kind.code() >> 8, s.lookup_kind.code() >> 8, "{} {what}: one structure byte", s.name);
+                let k = identify(kind.code()).unwrap_or_else(|| panic!("{} {what} not identified", s.name));
+                assert!(k.label().ends_with(what), "{}: {:?}", s.name, k);
+                assert_eq!(label(kind), k.label());
+            }
+            assert_eq!(AnyLookup::from_bytes(&blob).unwrap().kind(), s.lookup_kind);
+            // Every delta carries its table's lineage and sequence number.
+            let head = keyplane::lineage::delta_head(&delta).unwrap().unwrap();
+            assert_eq!((head.lineage, head.seq), (Some(c.lineage()), 1), "{}", s.name);
+        }
+        assert_eq!(identify(0xffff), None);
+        assert_eq!(
+            label(
+                Frame::inspect(&keyplane::ext::wire::Writer::new(keyplane::ext::wire::Kind::new(0x7702, "x")).finish())
+                    .unwrap()
+                    .kind
+            ),
+            "delta"
+        );
+    }
+
+    /// A delta where a lookup blob is expected (and the reverse) is refused
+    /// with both objects named by their structure's labels.
+    #[test]
+    fn wrong_kind_errors_name_the_found_object() {
+        let mut c = AnyControl::build("othello", [(b"a", 1u64)], 8, &Opts::new()).unwrap();
+        let t = c.export();
+        let delta = c.insert(b"b", 2).unwrap();
+        match AnyLookup::from_bytes(&delta) {
+            Err(Error::KindMismatch { expected, found }) => {
+                assert_eq!((expected.as_str(), found.as_str()), ("a lookup blob", "othello delta"))
+            }
+            other => panic!("{other:?}"),
+        }
+        match t.apply_bytes(&t.to_bytes()) {
+            Err(Error::KindMismatch { expected, found }) => {
+                assert_eq!((expected.as_str(), found.as_str()), ("othello delta", "othello lookup"))
+            }
+            other => panic!("{other:?}"),
+        }
+        use keyplane::ControlTable;
+        let lpm =
+            keyplane::lpm::Control::from_prefixes([("10.0.0.0/8".parse::<keyplane::lpm::Prefix>().unwrap(), 1)], 8)
+                .unwrap()
+                .export()
+                .to_bytes();
+        assert!(matches!(AnyLookup::from_bytes(&lpm), Err(Error::Unsupported(m)) if m.starts_with("lpm lookup blobs")));
     }
 
     #[test]

@@ -28,8 +28,24 @@ pub struct StructureInfo {
 /// detection all come from the structure itself). The macro defines
 /// `pub struct Type` and its [`Structure`] impl.
 macro_rules! registry {
-    ($( $ty:ident = $($module:ident)::+ ; )*) => {
+    (
+        $( $ty:ident = $($module:ident)::+ ; )*
+        ; others { $( $other:expr ),* $(,)? }
+    ) => {
         $( registry!(@define $ty = $($module)::+); )*
+
+        /// Every frame kind this build knows, each declared by its own
+        /// structure: the lookup blob, delta and control snapshot of every
+        /// registered structure, then the kinds of the structures outside
+        /// the registry (LPM, the Concury core). See [`identify`].
+        pub const KINDS: &[Kind] = &[
+            $(
+                <<$ty as Structure>::Lookup as Wire>::KIND,
+                <<$ty as Structure>::Delta as Wire>::KIND,
+                <<$ty as Structure>::Control as keyplane::Snapshot>::SNAPSHOT_KIND,
+            )*
+            $( $other, )*
+        ];
 
         /// Every structure this build knows, in registry order.
         pub const STRUCTURES: &[StructureInfo] = &[
@@ -162,7 +178,8 @@ macro_rules! registry {
             /// Decodes one framed delta and applies it in place.
             pub fn apply_bytes(&self, delta: &[u8]) -> Result<()> {
                 match self {
-                    $( AnyLookup::$ty(t) => t.apply(&<<$ty as Structure>::Delta as Wire>::from_bytes(delta)?), )*
+                    $( AnyLookup::$ty(t) => t
+                        .apply(&<<$ty as Structure>::Delta as Wire>::from_bytes(delta).map_err(|e| relabel(e, delta))?), )*
                 }
             }
 
@@ -258,7 +275,7 @@ macro_rules! registry {
                         return Ok(AnyControl::$ty(keyplane::Snapshot::from_snapshot(bytes)?));
                     }
                 )*
-                Err(Error::Unsupported(format!("{} files are not supported by this build of keyplane", info.kind.label())))
+                Err(Error::Unsupported(format!("{} files are not supported by this build of keyplane", label(info.kind))))
             }
 
             /// The whole control form as a snapshot ([`keyplane::Snapshot`]).
@@ -352,10 +369,37 @@ fn unknown_structure(name: &str) -> Error {
 }
 
 fn not_a_lookup(kind: Kind) -> Error {
-    if kind.label().ends_with("delta") {
-        Error::KindMismatch { expected: "a lookup blob".into(), found: kind.label().into() }
-    } else {
-        Error::Unsupported(format!("{} blobs are not supported by this build of keyplane", kind.label()))
+    // Kind codes are `structure << 8 | role`; role 2 is a delta.
+    match identify(kind.code()) {
+        Some(k) if k.code() & 0xff == 2 => {
+            Error::KindMismatch { expected: "a lookup blob".into(), found: k.label().into() }
+        }
+        Some(k) => Error::Unsupported(format!("{} blobs are not supported by this build of keyplane", k.label())),
+        None => Error::Unsupported(format!("unknown object kind code {:#06x}", kind.code())),
+    }
+}
+
+/// Identifies a frame's kind code among [`KINDS`] (with its full label,
+/// e.g. `"othello delta"`); `None` for a code no structure of this build
+/// declares.
+pub fn identify(code: u16) -> Option<Kind> {
+    KINDS.iter().copied().find(|k| k.code() == code)
+}
+
+/// The label of a kind read from a frame header: the structure's own
+/// (`"othello delta"`) when [`identify`] knows the code, else its role.
+pub fn label(kind: Kind) -> &'static str {
+    identify(kind.code()).map_or(kind.label(), Kind::label)
+}
+
+/// Names the found object of a [`Error::KindMismatch`] by its structure's
+/// label (the core's frame check knows only the kind it expected).
+fn relabel(e: Error, bytes: &[u8]) -> Error {
+    match (e, Frame::inspect(bytes)) {
+        (Error::KindMismatch { expected, .. }, Ok(info)) => {
+            Error::KindMismatch { expected, found: label(info.kind).into() }
+        }
+        (e, _) => e,
     }
 }
 
@@ -370,4 +414,11 @@ registry! {
     Fpt           = keyplane::fpt;
     Cfw           = keyplane::cfw;
     Bfw           = keyplane::bfw;
+    ; others {
+        <keyplane::lpm::Lookup as Wire>::KIND,
+        <keyplane::lpm::Delta as Wire>::KIND,
+        <keyplane::lpm::Control as keyplane::Snapshot>::SNAPSHOT_KIND,
+        <keyplane::lb::DataPlane as Wire>::KIND,
+        <keyplane::lb::Delta as Wire>::KIND,
+    }
 }

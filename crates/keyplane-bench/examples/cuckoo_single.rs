@@ -15,22 +15,10 @@ use std::hint::black_box;
 use std::io::BufRead;
 
 fn cpu_ns() -> f64 {
-    let mut ts = libc_timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes one timespec into the valid, live `ts`.
-    unsafe {
-        clock_gettime(3 /* CLOCK_THREAD_CPUTIME_ID */, &mut ts)
-    };
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64
-}
-
-#[repr(C)]
-struct libc_timespec {
-    tv_sec: i64,
-    tv_nsec: i64,
-}
-
-unsafe extern "C" {
-    fn clock_gettime(clk: i32, ts: *mut libc_timespec) -> i32;
 }
 
 /// Median (thread CPU ns, wall ns) per query over `reps` passes.

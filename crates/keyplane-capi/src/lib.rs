@@ -581,7 +581,7 @@ fn static_cstr(name: &'static str) -> *const c_char {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kp_table_kind(table: *const kp_table) -> u16 {
     // SAFETY: the caller guarantees a live handle or NULL.
-    unsafe { table.as_ref() }.map(|t| t.inner.kind() as u16).unwrap_or(0)
+    unsafe { table.as_ref() }.map(|t| t.inner.kind().code()).unwrap_or(0)
 }
 
 /// Value width in bits, or 0 when the structure does not expose it (or NULL).

@@ -499,7 +499,7 @@ pub fn inspect(a: &InspectArgs) -> Result<u8, CliError> {
             match &st.body {
                 crate::state::Body::Snapshot(b) => {
                     let info = keyplane::snapshot::peek(b).map_err(|e| CliError::lib(path, e))?;
-                    println!("  state:            {} ({} bytes, version 3)", info.kind.label(), b.len());
+                    println!("  state:            {} ({} bytes, version 3)", keyplane_any::label(info.kind), b.len());
                     println!("  last delta:       #{}", info.seq);
                 }
                 crate::state::Body::Legacy(l) => {
@@ -521,16 +521,16 @@ pub fn inspect(a: &InspectArgs) -> Result<u8, CliError> {
             None => bytes.len(),
         };
         let first = Frame::inspect(&bytes[..first_end]).map_err(|e| CliError::lib(path, e))?;
-        if first.kind == keyplane::ext::wire::Kind::LpmLookup {
+        if first.kind == <keyplane::lpm::Lookup as keyplane::Wire>::KIND {
             crate::lpm::inspect(path, &bytes)?;
             continue;
         }
-        if first.kind.label().ends_with("delta") {
+        if keyplane_any::label(first.kind).ends_with("delta") {
             let frames = split_frames(&bytes).map_err(|e| CliError::lib(path, e))?;
             println!("  object:           delta stream of {} frame(s), {} bytes", frames.len(), bytes.len());
             for (i, f) in frames.iter().enumerate().take(20) {
                 let fi = Frame::inspect(f).map_err(|e| CliError::lib(path, e))?;
-                println!("    #{:<4} {} ({} bytes)", i + 1, fi.kind.label(), f.len());
+                println!("    #{:<4} {} ({} bytes)", i + 1, keyplane_any::label(fi.kind), f.len());
             }
             if frames.len() > 20 {
                 println!("    ... {} more", frames.len() - 20);
@@ -539,13 +539,13 @@ pub fn inspect(a: &InspectArgs) -> Result<u8, CliError> {
             continue;
         }
         let info = Frame::inspect(&bytes).map_err(|e| CliError::lib(path, e))?;
-        if info.kind == keyplane::ext::wire::Kind::LbDataPlane {
+        if info.kind == <keyplane::lb::DataPlane as keyplane::Wire>::KIND {
             inspect_lb(path, &bytes, info)?;
             continue;
         }
         let t = AnyLookup::from_bytes(&bytes).map_err(|e| CliError::lib(path, e))?;
         let mem = t.memory_bytes();
-        println!("  object:           {} (format version {})", info.kind.label(), info.version);
+        println!("  object:           {} (format version {})", keyplane_any::label(info.kind), info.version);
         println!("  structure:        {}", t.name());
         println!("  table id:         {}", t.table_id());
         println!("  key format:       {}", t.key_format().map_or("(not recorded)", |f| f.name()));
@@ -584,7 +584,7 @@ pub fn inspect(a: &InspectArgs) -> Result<u8, CliError> {
 /// `inspect` of a Concury load-balancer data plane (`keyplane::lb`).
 fn inspect_lb(path: &str, bytes: &[u8], info: keyplane::ext::wire::FrameInfo) -> Result<(), CliError> {
     let dp = <keyplane::lb::DataPlane as keyplane::Wire>::from_bytes(bytes).map_err(|e| CliError::lib(path, e))?;
-    println!("  object:           {} (format version {})", info.kind.label(), info.version);
+    println!("  object:           {} (format version {})", keyplane_any::label(info.kind), info.version);
     println!("  structure:        concury (keyplane::lb: VIP array, per-VIP Othello BAS, DIP array)");
     println!("  table id:         {}", dp.table_id());
     println!("  seq:              {}", dp.seq());

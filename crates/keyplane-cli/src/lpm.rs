@@ -188,13 +188,15 @@ fn write_file(path: &str, bytes: &[u8]) -> Result<(), CliError> {
     })
 }
 
-/// The kind of the object in a file (reads its 16-byte header only).
+/// The kind of the object in a file (reads its 16-byte header only),
+/// identified among the kinds the structures declare.
 fn kind_of(path: &str) -> Result<Option<Kind>, CliError> {
     let mut f = std::fs::File::open(path).map_err(|e| CliError::io(path, e))?;
     let mut h = [0u8; 16];
     match f.read_exact(&mut h) {
         Ok(()) => {
-            Ok(Kind::from_code(u16::from_le_bytes([h[6], h[7]])).filter(|_| h[..4] == keyplane::ext::wire::MAGIC))
+            Ok(keyplane_any::identify(u16::from_le_bytes([h[6], h[7]]))
+                .filter(|_| h[..4] == keyplane::ext::wire::MAGIC))
         }
         Err(_) => Ok(None),
     }
@@ -204,7 +206,7 @@ fn kind_of(path: &str) -> Result<Option<Kind>, CliError> {
 /// `Ok(None)`: not an LPM blob — the caller goes on (there `--lpm` means
 /// name LPM, `crate::name_lpm`, which refuses other kinds).
 pub fn query(blob: &str, keys: &str, checked: bool, values_only: bool) -> Result<Option<u8>, CliError> {
-    if kind_of(blob)? != Some(Kind::LpmLookup) {
+    if kind_of(blob)? != Some(<keyplane::lpm::Lookup as keyplane::Wire>::KIND) {
         return Ok(None);
     }
     let bytes = std::fs::read(blob).map_err(|e| CliError::io(blob, e))?;
@@ -266,7 +268,7 @@ pub fn inspect(path: &str, bytes: &[u8]) -> Result<(), CliError> {
     let info = Frame::inspect(bytes).map_err(|e| CliError::lib(path, e))?;
     let t = lpm::Lookup::from_bytes(bytes).map_err(|e| CliError::lib(path, e))?;
     let lens = |f| t.lengths(f).iter().map(|l| format!("/{l}")).collect::<Vec<_>>().join(" ");
-    println!("  object:           {} (format version {})", info.kind.label(), info.version);
+    println!("  object:           {} (format version {})", keyplane_any::label(info.kind), info.version);
     println!("  structure:        lpm (longest-prefix match, Othello-indexed verified tables per length)");
     println!("  value_bits:       {}", t.value_bits());
     println!("  seq:              {}", t.seq());

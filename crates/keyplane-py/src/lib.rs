@@ -400,7 +400,7 @@ impl Lookup {
     /// Wire kind code of the blob.
     #[getter]
     fn kind(&self) -> u16 {
-        self.inner.kind() as u16
+        self.inner.kind().code()
     }
 
     /// Value width in bits, when the structure exposes it.

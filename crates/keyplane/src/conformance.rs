@@ -737,6 +737,9 @@ pub fn corruption_sweeps<C: ControlTable>(s: &Suite) -> Result<(), String> {
     }
     let lookup_kind = crate::wire::Frame::inspect(&blob).map_err(|e| e.to_string())?.kind;
     let delta_kind = crate::wire::Frame::inspect(&deltas[0]).map_err(|e| e.to_string())?.kind;
+    if lookup_kind != <C::Lookup as Wire>::KIND || delta_kind != <C::Delta as Wire>::KIND {
+        return Err(format!("frames carry kinds {lookup_kind:?} / {delta_kind:?}, not the types' own Wire::KIND"));
+    }
     garbage_sweep::<C::Lookup>(lookup_kind, 3_000, 7);
     garbage_sweep::<C::Delta>(delta_kind, 3_000, 8);
     if !matches!(C::Delta::from_bytes(&blob), Err(crate::Error::KindMismatch { .. })) {

@@ -228,8 +228,8 @@ pub trait Configure: ControlTable<Lookup: Describe> {
     const SUMMARY: &'static str;
     /// Build options: `(name, help)`.
     const OPTIONS: &'static [(&'static str, &'static str)];
-    /// Wire kind of the lookup form.
-    const LOOKUP_KIND: Kind;
+    /// Wire kind of the lookup form (declared by the structure's module).
+    const LOOKUP_KIND: Kind = <Self::Lookup as crate::Wire>::KIND;
 
     /// Bulk construction with options. A repeated key: the last value wins.
     fn build_with<I, K>(items: I, value_bits: u32, opts: &Opts) -> Result<Self>
@@ -313,7 +313,6 @@ mod othello_impl {
             ("headroom_percent", "extra capacity reserved by bulk construction, in percent (default 1)"),
             ("seed", SEED_HELP),
         ];
-        const LOOKUP_KIND: Kind = Kind::OthelloLookup;
         configure_build!(othello, |o, opts| {
             if opts.get("filtered").is_some() {
                 let f = opts.u32("filtered", 0)?;
@@ -370,7 +369,6 @@ mod ludo_impl {
             ("avoid_overflow", "true/false: size the bucket-seed overflow table to avoid overflow"),
             ("seed", SEED_HELP),
         ];
-        const LOOKUP_KIND: Kind = Kind::LudoLookup;
         configure_build!(ludo, |o, opts| {
             o.fingerprint_bits = opts.u32("fingerprint_bits", o.fingerprint_bits)?;
             o.max_load_permille = opts.u32("max_load_permille", o.max_load_permille)?;
@@ -414,7 +412,6 @@ mod setsep_impl {
             ("group_limit", "largest group a search may take"),
             ("seed", SEED_HELP),
         ];
-        const LOOKUP_KIND: Kind = Kind::SetSepLookup;
         configure_build!(setsep, |o, opts| {
             o.index_bits = opts.u32("index_bits", o.index_bits)?;
             o.array_bits = opts.u32("array_bits", o.array_bits)?;
@@ -455,7 +452,6 @@ mod cuckoo_impl {
             "Concurrent (2,4) cuckoo hash with full keys: exact, one writer and lock-free readers (CuckooSwitch)";
         const OPTIONS: &'static [(&'static str, &'static str)] =
             &[("values", "auto, interleaved (values beside keys) or separate (a value array)"), ("seed", SEED_HELP)];
-        const LOOKUP_KIND: Kind = Kind::CuckooLookup;
         configure_build!(cuckoo, |o, opts| {
             o.values = opts.choice(
                 "values",
@@ -496,7 +492,6 @@ mod partial_impl {
             "Partial-key cuckoo: fingerprints + values, may mis-answer colliding valid keys (SILT/MemC3)";
         const OPTIONS: &'static [(&'static str, &'static str)] =
             &[("fingerprint_bits", "fingerprint bits per slot (default 16)"), ("seed", SEED_HELP)];
-        const LOOKUP_KIND: Kind = Kind::PartialCuckooLookup;
         fn build_with<I, K>(items: I, value_bits: u32, opts: &Opts) -> Result<Self>
         where
             I: IntoIterator<Item = (K, u64)>,
@@ -539,7 +534,6 @@ mod cfw_impl {
         const SUMMARY: &'static str = "Cuckoo Filtable forwarder: fingerprints + values, colliding keys in level 2, exact for valid keys (thesis §3.4.2)";
         const OPTIONS: &'static [(&'static str, &'static str)] =
             &[("fingerprint_bits", "fingerprint bits per slot"), ("seed", SEED_HELP)];
-        const LOOKUP_KIND: Kind = Kind::CfwLookup;
         configure_build!(cfw, |o, opts| {
             o.fingerprint_bits = opts.u32("fingerprint_bits", o.fingerprint_bits)?;
         });
@@ -574,7 +568,6 @@ mod bfw_impl {
             "Bloom-filter forwarder baseline: one Bloom filter per value, may mis-answer valid keys (thesis §3.4.1)";
         const OPTIONS: &'static [(&'static str, &'static str)] =
             &[("hashes", "hash functions per Bloom filter"), ("seed", SEED_HELP)];
-        const LOOKUP_KIND: Kind = Kind::BfwLookup;
         configure_build!(bfw, |o, opts| {
             o.hashes = opts.u32("hashes", o.hashes)?;
         });
@@ -619,7 +612,6 @@ mod fht_impl {
             ("order", "ct-first (collision table first, the paper's) or main-first"),
             ("seed", SEED_HELP),
         ];
-        const LOOKUP_KIND: Kind = Kind::FhtLookup;
         configure_build!(fht, |o, opts| {
             o.fingerprint_bits = opts.u32("fingerprint_bits", o.fingerprint_bits)?;
             o.subtables = opts.u32("subtables", o.subtables)?;
@@ -663,7 +655,6 @@ mod fpt_impl {
             ("check_bits", "check bits per leaf: absent names read None but for 2^-c (default 0)"),
             ("seed", SEED_HELP),
         ];
-        const LOOKUP_KIND: Kind = Kind::FptLookup;
         configure_build!(fpt, |o, opts| {
             o.fingerprint_bits = opts.u32("fingerprint_bits", o.fingerprint_bits)?;
             o.check_bits = opts.u32("check_bits", o.check_bits)?;

@@ -459,6 +459,7 @@ macro_rules! lookup_form {
         }
 
         impl $crate::Wire for Lookup {
+            const KIND: $crate::wire::Kind = <$scheme as $crate::engine::Scheme>::LOOKUP_KIND;
             fn to_bytes(&self) -> Vec<u8> {
                 self.raw.to_bytes()
             }
@@ -468,6 +469,7 @@ macro_rules! lookup_form {
         }
 
         impl $crate::Wire for Delta {
+            const KIND: $crate::wire::Kind = <$scheme as $crate::engine::Scheme>::DELTA_KIND;
             fn to_bytes(&self) -> Vec<u8> {
                 self.0.to_bytes()
             }

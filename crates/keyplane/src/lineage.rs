@@ -194,8 +194,7 @@ pub struct Head {
 /// The lineage and sequence number of a framed delta, decoded the same way
 /// the structures' own `from_bytes` do (frame checked first: magic,
 /// version, length, checksum). `Ok(None)` for a valid framed object that is
-/// not a sequenced delta (a lookup blob, or a SetSep / FHT delta, which carry
-/// no sequence number). Consumers that route or order deltas (a switch's
+/// not a delta (a lookup blob or a control snapshot). Consumers that route or order deltas (a switch's
 /// update source, a subscriber) use this instead of reading fixed offsets.
 ///
 /// ```
@@ -208,24 +207,19 @@ pub struct Head {
 /// assert_eq!(keyplane::lineage::delta_head(&c.export().to_bytes()).unwrap(), None);
 /// ```
 pub fn delta_head(bytes: &[u8]) -> Result<Option<Head>> {
-    use crate::wire::{Frame, Kind as K};
+    use crate::wire::Frame;
     let kind = Frame::inspect(bytes)?.kind;
     let mut r = Frame::open(bytes, kind)?;
-    match kind {
-        K::OthelloDelta
-        | K::LudoDelta
-        | K::CuckooDelta
-        | K::CfwDelta
-        | K::PartialCuckooDelta
-        | K::BfwDelta
-        | K::FptDelta
-        | K::LbDelta => {
-            let (lineage, seq) = read_prologue(&mut r)?;
-            Ok(Some(Head { kind, lineage: Some(lineage), seq }))
-        }
-        K::LpmDelta => Ok(Some(Head { kind, lineage: None, seq: r.u64()? })),
-        _ => Ok(None),
+    if kind.role() != 2 {
+        return Ok(None);
     }
+    // Every delta starts with the lineage prologue but LPM's, which starts
+    // with its sequence number (and carries its own 64-bit table tag).
+    if kind == crate::lpm::DELTA_KIND {
+        return Ok(Some(Head { kind, lineage: None, seq: r.u64()? }));
+    }
+    let (lineage, seq) = read_prologue(&mut r)?;
+    Ok(Some(Head { kind, lineage: Some(lineage), seq }))
 }
 
 /// What every structure's delta tells about itself (one trait instead of
@@ -271,10 +265,10 @@ mod tests {
     #[test]
     fn prologue_round_trips() {
         let t = Lineage { id: TableId::random(), key_format: Some(KeyFormat::Ipv4) };
-        let mut w = Writer::new(crate::wire::Kind::OthelloDelta);
+        let mut w = Writer::new(crate::othello::DELTA_KIND);
         write_prologue(&mut w, t, 42);
         let b = w.finish();
-        let mut r = crate::wire::Frame::open(&b, crate::wire::Kind::OthelloDelta).unwrap();
+        let mut r = crate::wire::Frame::open(&b, crate::othello::DELTA_KIND).unwrap();
         assert_eq!(read_prologue(&mut r).unwrap(), (t, 42));
     }
 }

@@ -96,8 +96,11 @@ pub(crate) fn load<T: ControlState>(bytes: &[u8]) -> Result<T> {
 /// `lineage` is always `Some` for a snapshot.
 pub fn peek(bytes: &[u8]) -> Result<crate::lineage::Head> {
     let info = Frame::inspect(bytes)?;
-    if !info.kind.label().ends_with("control snapshot") {
-        return Err(Error::KindMismatch { expected: "a control snapshot".into(), found: info.kind.label().into() });
+    if info.kind.role() != 3 {
+        return Err(Error::KindMismatch {
+            expected: "a control snapshot".into(),
+            found: format!("{} of kind {:#06x}", info.kind.label(), info.kind.code()),
+        });
     }
     let mut r = Frame::open(bytes, info.kind)?;
     let (lineage, seq) = read_prologue(&mut r)?;

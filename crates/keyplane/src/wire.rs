@@ -8,7 +8,7 @@
 //! offset  size  field
 //! 0       4     magic  b"KPLN"
 //! 4       2     format version (currently 2; 2 added the lineage prologue, see [`crate::lineage`])
-//! 6       2     kind (see [`Kind`]): which structure, blob or delta
+//! 6       2     kind code (see [`Kind`]): which structure, blob or delta
 //! 8       8     payload length in bytes
 //! 16      len   payload (structure-specific: parameters, seeds, arrays)
 //! 16+len  8     XXH3-64 checksum of bytes 0..16+len
@@ -34,105 +34,78 @@ pub const TRAILER_LEN: usize = 8;
 
 /// Anything that crosses a process boundary: lookup forms and deltas.
 pub trait Wire: Sized {
+    /// The frame kind of this type (declared by its structure's module).
+    const KIND: Kind;
     /// Encodes `self` into a framed, checksummed byte string.
     fn to_bytes(&self) -> Vec<u8>;
     /// Decodes and validates. Never panics: bad bytes give a typed error.
     fn from_bytes(bytes: &[u8]) -> Result<Self>;
 }
 
-macro_rules! kinds {
-    ($($(#[$m:meta])* $name:ident = $code:expr, $label:expr;)*) => {
-        /// What a framed byte string holds. Codes are stable across versions.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        #[repr(u16)]
-        pub enum Kind {
-            $($(#[$m])* $name = $code,)*
-        }
-        impl Kind {
-            /// Decodes a kind code.
-            pub fn from_code(code: u16) -> Option<Kind> {
-                match code {
-                    $($code => Some(Kind::$name),)*
-                    _ => None,
-                }
-            }
-            /// Human-readable name, e.g. `"othello lookup"`.
-            pub fn label(self) -> &'static str {
-                match self {
-                    $(Kind::$name => $label,)*
-                }
-            }
-        }
-    };
+/// What a framed byte string holds: a stable 16-bit code and a
+/// human-readable label (`"othello lookup"`).
+///
+/// Kinds are owned by the structures: each declares its own in its module
+/// (`LOOKUP_KIND`, `DELTA_KIND`, `CONTROL_KIND`, e.g. `othello/mod.rs`) and
+/// names them through [`Wire::KIND`] and
+/// [`Snapshot::SNAPSHOT_KIND`](crate::Snapshot::SNAPSHOT_KIND); this module
+/// keeps no list. A code is `structure << 8 | role`, role 1 for a lookup
+/// blob, 2 for a delta, 3 for a control snapshot. [`Frame::open`] checks
+/// the code the caller expects; identifying an unknown frame is the front
+/// ends' job (`keyplane_any::identify`, one registry line per structure).
+/// Two kinds are equal when their codes are.
+#[derive(Clone, Copy)]
+pub struct Kind {
+    code: u16,
+    label: &'static str,
 }
 
-kinds! {
-    /// `othello::Lookup`.
-    OthelloLookup = 0x0101, "othello lookup";
-    /// `othello::Delta`.
-    OthelloDelta = 0x0102, "othello delta";
-    /// `ludo::Lookup`.
-    LudoLookup = 0x0201, "ludo lookup";
-    /// `ludo::Delta`.
-    LudoDelta = 0x0202, "ludo delta";
-    /// `cuckoo::Lookup`.
-    CuckooLookup = 0x0301, "cuckoo lookup";
-    /// `cuckoo::Delta`.
-    CuckooDelta = 0x0302, "cuckoo delta";
-    /// `cfw::Lookup`.
-    CfwLookup = 0x0401, "cfw lookup";
-    /// `cfw::Delta`.
-    CfwDelta = 0x0402, "cfw delta";
-    /// `cuckoo::partial::Lookup`.
-    PartialCuckooLookup = 0x0501, "partial-key cuckoo lookup";
-    /// `cuckoo::partial::Delta`.
-    PartialCuckooDelta = 0x0502, "partial-key cuckoo delta";
-    /// `bfw::Lookup`.
-    BfwLookup = 0x0601, "bfw lookup";
-    /// `bfw::Delta`.
-    BfwDelta = 0x0602, "bfw delta";
-    /// `setsep::Lookup`.
-    SetSepLookup = 0x0701, "setsep lookup";
-    /// `setsep::Delta`.
-    SetSepDelta = 0x0702, "setsep delta";
-    /// `fht::Lookup`.
-    FhtLookup = 0x0801, "fht lookup";
-    /// `fht::Delta`.
-    FhtDelta = 0x0802, "fht delta";
-    /// `fpt::Lookup`.
-    FptLookup = 0x0901, "fpt lookup";
-    /// `fpt::Delta`.
-    FptDelta = 0x0902, "fpt delta";
-    /// `lb` data plane.
-    LbDataPlane = 0x0a01, "lb data plane";
-    /// `lb` delta.
-    LbDelta = 0x0a02, "lb delta";
-    /// `lpm::Lookup`.
-    LpmLookup = 0x0b01, "lpm lookup";
-    /// `lpm::Delta`.
-    LpmDelta = 0x0b02, "lpm delta";
-    /// `othello::Control` snapshot.
-    OthelloControl = 0x0103, "othello control snapshot";
-    /// `ludo::Control` snapshot.
-    LudoControl = 0x0203, "ludo control snapshot";
-    /// `cuckoo::Control` snapshot.
-    CuckooControl = 0x0303, "cuckoo control snapshot";
-    /// `cfw::Control` snapshot.
-    CfwControl = 0x0403, "cfw control snapshot";
-    /// `cuckoo::partial::Control` snapshot.
-    PartialCuckooControl = 0x0503, "partial-key cuckoo control snapshot";
-    /// `bfw::Control` snapshot.
-    BfwControl = 0x0603, "bfw control snapshot";
-    /// `setsep::Control` snapshot.
-    SetSepControl = 0x0703, "setsep control snapshot";
-    /// `fht::Control` snapshot.
-    FhtControl = 0x0803, "fht control snapshot";
-    /// `fpt::Control` snapshot.
-    FptControl = 0x0903, "fpt control snapshot";
-    /// `lb` control snapshot.
-    LbControl = 0x0a03, "lb control snapshot";
-    /// `lpm::Control` snapshot.
-    LpmControl = 0x0b03, "lpm control snapshot";
+impl Kind {
+    /// A kind with its code and label.
+    pub const fn new(code: u16, label: &'static str) -> Kind {
+        Kind { code, label }
+    }
+    /// The code written in the frame header.
+    pub const fn code(self) -> u16 {
+        self.code
+    }
+    /// Human-readable name, e.g. `"othello lookup"`; for a frame read by
+    /// [`Frame::inspect`], only its role (`"delta"`) until a front end
+    /// identifies the code.
+    pub const fn label(self) -> &'static str {
+        self.label
+    }
+    /// The role byte: 1 lookup blob, 2 delta, 3 control snapshot.
+    pub(crate) const fn role(self) -> u8 {
+        self.code as u8
+    }
+    /// A kind read from a frame header, labelled by its role only.
+    pub(crate) const fn unidentified(code: u16) -> Kind {
+        let label = match code as u8 {
+            1 => "lookup blob",
+            2 => "delta",
+            3 => "control snapshot",
+            _ => "object",
+        };
+        Kind { code, label }
+    }
+}
+
+impl PartialEq for Kind {
+    fn eq(&self, other: &Self) -> bool {
+        self.code == other.code
+    }
+}
+impl Eq for Kind {}
+impl std::hash::Hash for Kind {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.code.hash(h)
+    }
+}
+impl std::fmt::Debug for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Kind({:#06x} {:?})", self.code, self.label)
+    }
 }
 
 /// Builds a framed object: write the payload, then [`Writer::finish`].
@@ -152,7 +125,7 @@ impl Writer {
         let mut buf = Vec::with_capacity(HEADER_LEN + payload + TRAILER_LEN);
         buf.extend_from_slice(&MAGIC);
         buf.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        buf.extend_from_slice(&(kind as u16).to_le_bytes());
+        buf.extend_from_slice(&kind.code.to_le_bytes());
         buf.extend_from_slice(&0u64.to_le_bytes());
         Self { buf }
     }
@@ -236,7 +209,7 @@ pub fn checksum(bytes: &[u8]) -> u64 {
 pub struct FrameInfo {
     /// Format version.
     pub version: u16,
-    /// Object kind.
+    /// Object kind (labelled by its role; see [`Kind`]).
     pub kind: Kind,
     /// Payload length.
     pub payload_len: usize,
@@ -290,9 +263,7 @@ impl Frame {
         if stored != computed {
             return Err(Error::ChecksumMismatch { stored, computed });
         }
-        let kind =
-            Kind::from_code(code).ok_or_else(|| Error::Corrupt(format!("unknown object kind code {code:#06x}")))?;
-        Ok(FrameInfo { version, kind, payload_len: len, checksum: stored })
+        Ok(FrameInfo { version, kind: Kind::unidentified(code), payload_len: len, checksum: stored })
     }
 
     /// Validates the frame and that it holds `kind`; returns a reader over the payload.
@@ -301,7 +272,7 @@ impl Frame {
         if info.kind != kind {
             return Err(Error::KindMismatch {
                 expected: kind.label().to_string(),
-                found: info.kind.label().to_string(),
+                found: format!("{} of kind {:#06x}", info.kind.label(), info.kind.code),
             });
         }
         Ok(Reader { buf: &bytes[HEADER_LEN..HEADER_LEN + info.payload_len], pos: 0, base: HEADER_LEN })
@@ -446,8 +417,12 @@ impl<'a> Reader<'a> {
 mod tests {
     use super::*;
 
+    const LOOKUP: Kind = Kind::new(0x0101, "othello lookup");
+    const DELTA: Kind = Kind::new(0x0102, "othello delta");
+    const OTHER: Kind = Kind::new(0x0201, "ludo lookup");
+
     fn sample() -> Vec<u8> {
-        let mut w = Writer::new(Kind::OthelloLookup);
+        let mut w = Writer::new(LOOKUP);
         w.u8(1).u16(2).u32(3).u64(4).bytes(b"abc").u64s(&[5, 6]).u32s(&[7]).varint(300).varint(u64::MAX);
         w.finish()
     }
@@ -455,7 +430,7 @@ mod tests {
     #[test]
     fn round_trip() {
         let b = sample();
-        let mut r = Frame::open(&b, Kind::OthelloLookup).unwrap();
+        let mut r = Frame::open(&b, LOOKUP).unwrap();
         assert_eq!(r.u8().unwrap(), 1);
         assert_eq!(r.u16().unwrap(), 2);
         assert_eq!(r.u32().unwrap(), 3);
@@ -472,13 +447,13 @@ mod tests {
     fn every_truncation_and_flip_is_an_error() {
         let b = sample();
         for n in 0..b.len() {
-            assert!(Frame::open(&b[..n], Kind::OthelloLookup).is_err(), "truncation at {n}");
+            assert!(Frame::open(&b[..n], LOOKUP).is_err(), "truncation at {n}");
         }
         for i in 0..b.len() {
             for bit in 0..8 {
                 let mut c = b.clone();
                 c[i] ^= 1 << bit;
-                assert!(Frame::open(&c, Kind::OthelloLookup).is_err(), "flip at {i}:{bit}");
+                assert!(Frame::open(&c, LOOKUP).is_err(), "flip at {i}:{bit}");
             }
         }
     }
@@ -486,10 +461,10 @@ mod tests {
     #[test]
     fn wrong_kind_is_reported() {
         let b = sample();
-        match Frame::open(&b, Kind::LudoLookup) {
+        match Frame::open(&b, OTHER) {
             Err(Error::KindMismatch { expected, found }) => {
                 assert_eq!(expected, "ludo lookup");
-                assert_eq!(found, "othello lookup");
+                assert_eq!(found, "lookup blob of kind 0x0101");
             }
             other => panic!("unexpected {other:?}"),
         }
@@ -497,10 +472,10 @@ mod tests {
 
     #[test]
     fn huge_counts_are_refused_without_allocating() {
-        let mut w = Writer::new(Kind::OthelloDelta);
+        let mut w = Writer::new(DELTA);
         w.u64(u64::MAX / 2);
         let b = w.finish();
-        let mut r = Frame::open(&b, Kind::OthelloDelta).unwrap();
+        let mut r = Frame::open(&b, DELTA).unwrap();
         assert!(matches!(r.u64s(), Err(Error::Corrupt(_))));
     }
 }

@@ -4,7 +4,6 @@
 
 use keyplane::conformance::{self, KeyShape};
 use keyplane::cuckoo::{Control, Delta, KeyLayout, Lookup, Options, ValueLayout};
-use keyplane::ext::wire::Kind;
 use keyplane::hash::{hash64, hi, lo, reduce};
 use keyplane::lineage::DeltaInfo;
 use keyplane::{ControlTable, LookupTable, Wire};
@@ -354,7 +353,7 @@ fn garbage_deltas_never_panic_and_never_break_valid_keys_silently() {
     let mut rng = conformance::Rng::new(9);
     for _ in 0..3_000 {
         let t = ctl.export();
-        let mut w = keyplane::ext::wire::Writer::new(Kind::CuckooDelta);
+        let mut w = keyplane::ext::wire::Writer::new(<keyplane::cuckoo::Delta as keyplane::Wire>::KIND);
         let id = ctl.table_id().as_u128();
         w.u64(id as u64).u64((id >> 64) as u64).u64(1).u8(0).u64(ctl.seed()).varint(1);
         match rng.below(3) {

@@ -2,7 +2,6 @@
 //! check bits, concurrency, corruption, edge cases.
 
 use keyplane::conformance::{self, KeyShape, OracleConfig};
-use keyplane::ext::wire::Kind;
 use keyplane::fpt::{Control, Delta, Lookup, Options};
 use keyplane::{ControlTable, Error, LookupTable, Wire, name};
 use std::collections::HashMap;
@@ -158,7 +157,7 @@ fn node_array_holds_2n_minus_1_nodes_and_replicas_match_exports() {
 fn malformed_tries_and_node_writes_are_refused() {
     use keyplane::ext::wire::Writer;
     let blob = |nodes: &[u64]| {
-        let mut w = Writer::new(Kind::FptLookup);
+        let mut w = Writer::new(<keyplane::fpt::Lookup as keyplane::Wire>::KIND);
         w.u64(0).u64(0).u64(0).u8(0).u64(1).u8(4).u8(0).u8(8).u64s(nodes); // table id, seq, key format, seed, ...
         w.finish()
     };
@@ -185,7 +184,7 @@ fn malformed_tries_and_node_writes_are_refused() {
     let seed = ctl.options().seed;
     let id = ctl.table_id().as_u128();
     let delta = |writes: &[(u64, u64)]| {
-        let mut w = Writer::new(Kind::FptDelta);
+        let mut w = Writer::new(<keyplane::fpt::Delta as keyplane::Wire>::KIND);
         w.u64(id as u64).u64((id >> 64) as u64).u64(1).u8(0).u8(1).u64(seed).u32(cap).varint(writes.len() as u64);
         for &(i, x) in writes {
             w.varint(i).varint(x);
@@ -204,7 +203,7 @@ fn malformed_tries_and_node_writes_are_refused() {
     }
     t.apply(&delta(&[(0, leaf | 7)])).unwrap();
     assert_eq!(t.get(b"anything"), Some(7));
-    let mut w = Writer::new(Kind::FptDelta);
+    let mut w = Writer::new(<keyplane::fpt::Delta as keyplane::Wire>::KIND);
     w.u64(id as u64)
         .u64((id >> 64) as u64)
         .u64(2)

@@ -3,7 +3,6 @@
 //! update atomicity, wire format, edge cases.
 
 use keyplane::conformance::{self, Rng};
-use keyplane::ext::wire::Kind;
 use keyplane::lb::maglev::Maglev;
 use keyplane::lb::silkroad::SilkRoad;
 use keyplane::lb::{Backend, Control, DataPlane, Delta, Params, PoolOp, StateKey, Vip, VipId};
@@ -728,8 +727,8 @@ fn corruption_and_garbage_are_rejected_without_panics() {
     for (i, d) in ds.iter().enumerate() {
         conformance::corruption_sweep::<Delta>(&d.to_bytes(), 1000, i as u64).unwrap();
     }
-    conformance::garbage_sweep::<DataPlane>(Kind::LbDataPlane, 20_000, 5);
-    conformance::garbage_sweep::<Delta>(Kind::LbDelta, 20_000, 6);
+    conformance::garbage_sweep::<DataPlane>(<keyplane::lb::DataPlane as keyplane::Wire>::KIND, 20_000, 5);
+    conformance::garbage_sweep::<Delta>(<keyplane::lb::Delta as keyplane::Wire>::KIND, 20_000, 6);
     // Wrong kinds.
     assert!(matches!(DataPlane::from_bytes(&ds[0].to_bytes()), Err(Error::KindMismatch { .. })));
     assert!(matches!(Delta::from_bytes(&blob), Err(Error::KindMismatch { .. })));
@@ -749,7 +748,7 @@ fn structurally_invalid_payloads_with_valid_checksums_are_rejected() {
         let mut p = payload.to_vec();
         let i = rng.below(p.len() as u64) as usize;
         p[i] = rng.next_u64() as u8;
-        let mut w = keyplane::ext::wire::Writer::new(Kind::LbDataPlane);
+        let mut w = keyplane::ext::wire::Writer::new(<keyplane::lb::DataPlane as keyplane::Wire>::KIND);
         w.raw(&p);
         if let Ok(dp) = DataPlane::from_bytes(&w.finish()) {
             accepted += 1;
@@ -848,12 +847,12 @@ fn planes_of_the_untagged_whitened_layout_are_refused() {
         ctl.connection_start(v, &key(i), be((i % 4) as u32)).unwrap();
     }
     let blob = ctl.export().to_bytes();
-    let mut r = keyplane::ext::wire::Frame::open(&blob, Kind::LbDataPlane).unwrap();
+    let mut r = keyplane::ext::wire::Frame::open(&blob, <keyplane::lb::DataPlane as keyplane::Wire>::KIND).unwrap();
     let payload = r.raw(r.remaining()).unwrap().to_vec();
     // table id 16 bytes, seq u64, key format u8, dbits u8, array size u32, VIP count u32, VIP index u32, then the tag.
     assert_eq!(payload[38], 0xC2, "layout tag where the plane starts");
     let reframe = |p: &[u8]| {
-        let mut w = keyplane::ext::wire::Writer::new(Kind::LbDataPlane);
+        let mut w = keyplane::ext::wire::Writer::new(<keyplane::lb::DataPlane as keyplane::Wire>::KIND);
         w.raw(p);
         w.finish()
     };

@@ -503,7 +503,6 @@ fn memory_is_reported_and_grows_with_prefixes() {
 
 #[test]
 fn garbage_payloads_are_refused_without_panics() {
-    use keyplane::ext::wire::Kind;
-    keyplane::conformance::garbage_sweep::<lpm::Lookup>(Kind::LpmLookup, 20_000, 5);
-    keyplane::conformance::garbage_sweep::<lpm::Delta>(Kind::LpmDelta, 20_000, 6);
+    keyplane::conformance::garbage_sweep::<lpm::Lookup>(<keyplane::lpm::Lookup as keyplane::Wire>::KIND, 20_000, 5);
+    keyplane::conformance::garbage_sweep::<lpm::Delta>(<keyplane::lpm::Delta as keyplane::Wire>::KIND, 20_000, 6);
 }

@@ -338,7 +338,7 @@ crate::snapshot::persist!(Options { hashes, seed });
 crate::snapshot::persist_codec!(Params);
 crate::snapshot::persist!(Port { keys, cbf, cap });
 crate::snapshot::control_snapshot!(
-    Control, crate::wire::Kind::BfwControl, lineage: table, seq: seq,
+    Control, super::CONTROL_KIND, lineage: table, seq: seq,
     state { opts, p, store, ports, pos, filter_rebuilds },
     check: Control::check_snapshot,
 );

@@ -257,8 +257,8 @@ impl Scheme for Bfw {
     type Inner = Inner;
     type Image = Image;
     type Patch = Ops;
-    const LOOKUP_KIND: Kind = Kind::BfwLookup;
-    const DELTA_KIND: Kind = Kind::BfwDelta;
+    const LOOKUP_KIND: Kind = super::LOOKUP_KIND;
+    const DELTA_KIND: Kind = super::DELTA_KIND;
     const REPLACE_TAG: u8 = TAG_REPLACE;
 
     fn build(img: Image) -> Result<Inner> {

@@ -103,3 +103,8 @@ pub fn predicted_rates(d: usize, q: f64) -> (f64, f64, f64) {
     let cr_scan = if q <= 0.0 { 0.0 } else { 1.0 - (1.0 - (1.0 - q).powf(d_f)) / (d_f * q) };
     (fp, cr_printed, cr_scan)
 }
+
+/// Frame kinds of this structure (lookup blob, delta, control snapshot).
+pub(crate) const LOOKUP_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0601, "bfw lookup");
+pub(crate) const DELTA_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0602, "bfw delta");
+pub(crate) const CONTROL_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0603, "bfw control snapshot");

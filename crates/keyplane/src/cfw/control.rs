@@ -656,7 +656,7 @@ crate::snapshot::persist_codec!(Params);
 crate::snapshot::persist!(Stats { rebuilds, grow_rebuilds, demotions, promotions, stashed, cuckoo_moves, max_path });
 crate::snapshot::persist!(Meta { fp, loc, b, next });
 crate::snapshot::control_snapshot!(
-    Control, crate::wire::Kind::CfwControl, lineage: table, seq: seq,
+    Control, super::CONTROL_KIND, lineage: table, seq: seq,
     state { opts, p, store, meta, head, owner, l1_count, l2_count, stats },
     scratch { nodes, marks, epoch, path },
     check: Control::check_snapshot,

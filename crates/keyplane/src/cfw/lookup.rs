@@ -135,8 +135,8 @@ impl Scheme for Cfw {
     type Inner = Inner;
     type Image = Image;
     type Patch = Ops;
-    const LOOKUP_KIND: Kind = Kind::CfwLookup;
-    const DELTA_KIND: Kind = Kind::CfwDelta;
+    const LOOKUP_KIND: Kind = super::LOOKUP_KIND;
+    const DELTA_KIND: Kind = super::DELTA_KIND;
     const REPLACE_TAG: u8 = TAG_REPLACE;
 
     fn build(img: Image) -> Result<Inner> {

@@ -162,3 +162,8 @@ pub fn eq_3_8(level1_keys: usize, buckets: u64, fingerprint_bits: u32) -> f64 {
     let occupied = 2.0 * level1_keys as f64 / buckets as f64;
     1.0 - (1.0 - 0.5f64.powi(fingerprint_bits as i32)).powf(occupied)
 }
+
+/// Frame kinds of this structure (lookup blob, delta, control snapshot).
+pub(crate) const LOOKUP_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0401, "cfw lookup");
+pub(crate) const DELTA_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0402, "cfw delta");
+pub(crate) const CONTROL_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0403, "cfw control snapshot");

@@ -423,7 +423,7 @@ crate::snapshot::persist!(WriteStats { moves, bfs_nodes, stashed });
 /// no key hashed), the write counters, and the operations a failed insert
 /// left for the next delta (as a nested delta body).
 impl crate::snapshot::ControlState for Control {
-    const KIND: crate::wire::Kind = crate::wire::Kind::CuckooControl;
+    const KIND: crate::wire::Kind = super::CONTROL_KIND;
 
     fn lineage_seq(&self) -> (crate::lineage::Lineage, u64) {
         (self.table, self.seq)
@@ -455,7 +455,7 @@ impl crate::snapshot::ControlState for Control {
 }
 
 impl crate::Snapshot for Control {
-    const SNAPSHOT_KIND: crate::wire::Kind = crate::wire::Kind::CuckooControl;
+    const SNAPSHOT_KIND: crate::wire::Kind = super::CONTROL_KIND;
     fn snapshot(&self) -> Vec<u8> {
         crate::snapshot::save(self)
     }

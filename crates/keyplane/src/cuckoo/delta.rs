@@ -46,7 +46,7 @@ impl Clone for Image {
 impl PartialEq for Image {
     fn eq(&self, o: &Self) -> bool {
         let enc = |t: &Table| {
-            let mut w = Writer::new(crate::wire::Kind::CuckooLookup);
+            let mut w = Writer::new(super::LOOKUP_KIND);
             t.encode(&mut w);
             w.finish()
         };

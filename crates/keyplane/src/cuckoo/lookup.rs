@@ -50,8 +50,8 @@ impl Scheme for Cuckoo {
     type Inner = Table;
     type Image = Image;
     type Patch = Ops;
-    const LOOKUP_KIND: Kind = Kind::CuckooLookup;
-    const DELTA_KIND: Kind = Kind::CuckooDelta;
+    const LOOKUP_KIND: Kind = super::LOOKUP_KIND;
+    const DELTA_KIND: Kind = super::DELTA_KIND;
     /// The whole-table operation (deltas put it after the seed and the
     /// operation count: see `encode_change`).
     const REPLACE_TAG: u8 = TAG_TABLE;
@@ -220,7 +220,7 @@ mod tests {
             assert_eq!(replica.get(&i.to_le_bytes()), Some(i));
         }
         // A whole table among other operations is corrupt.
-        let mut w = Writer::new(Kind::CuckooDelta);
+        let mut w = Writer::new(crate::cuckoo::DELTA_KIND);
         crate::lineage::write_prologue(&mut w, ctl.lineage(), 1);
         w.u64(ctl.seed()).varint(2).u8(TAG_TABLE);
         if let Change::Replace(img) = &d.0.change {

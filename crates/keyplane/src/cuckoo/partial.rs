@@ -211,8 +211,8 @@ impl Scheme for PartialCuckoo {
     type Inner = Inner;
     type Image = (Params, PackedArray);
     type Patch = Steps;
-    const LOOKUP_KIND: Kind = Kind::PartialCuckooLookup;
-    const DELTA_KIND: Kind = Kind::PartialCuckooDelta;
+    const LOOKUP_KIND: Kind = LOOKUP_KIND;
+    const DELTA_KIND: Kind = DELTA_KIND;
     const REPLACE_TAG: u8 = TAG_REPLACE;
 
     fn build(img: (Params, PackedArray)) -> Result<Inner> {
@@ -649,7 +649,7 @@ impl ControlTable for Control {
 crate::snapshot::persist!(Options { fingerprint_bits, seed });
 crate::snapshot::persist_codec!(Params);
 crate::snapshot::control_snapshot!(
-    Control, crate::wire::Kind::PartialCuckooControl, lineage: table, seq: seq,
+    Control, CONTROL_KIND, lineage: table, seq: seq,
     state { opts, p, store, owner, pos, a, grows, moves },
     scratch { steps },
     check: Control::check_snapshot,
@@ -671,3 +671,9 @@ impl Control {
         Ok(())
     }
 }
+
+/// Frame kinds of this structure (lookup blob, delta, control snapshot).
+pub(crate) const LOOKUP_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0501, "partial-key cuckoo lookup");
+pub(crate) const DELTA_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0502, "partial-key cuckoo delta");
+pub(crate) const CONTROL_KIND: crate::wire::Kind =
+    crate::wire::Kind::new(0x0503, "partial-key cuckoo control snapshot");

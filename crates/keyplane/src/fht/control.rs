@@ -577,7 +577,7 @@ crate::snapshot::persist!(Options { subtables, bucket_entries, fingerprint_bits,
 crate::snapshot::persist_codec!(Params);
 crate::snapshot::persist!(Stats { rebuilds, collisions, overflows });
 crate::snapshot::control_snapshot!(
-    Control, crate::wire::Kind::FhtControl, lineage: tid, seq: seq,
+    Control, super::CONTROL_KIND, lineage: tid, seq: seq,
     state { opts, p, limit, store, absent, table, owner, loc, ct_ids, markers, ct, main_used, stats },
     check: Control::check_snapshot,
 );

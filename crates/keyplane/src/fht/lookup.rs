@@ -537,8 +537,8 @@ impl Scheme for Fht {
     type Inner = Inner;
     type Image = Image;
     type Patch = Ops;
-    const LOOKUP_KIND: Kind = Kind::FhtLookup;
-    const DELTA_KIND: Kind = Kind::FhtDelta;
+    const LOOKUP_KIND: Kind = super::LOOKUP_KIND;
+    const DELTA_KIND: Kind = super::DELTA_KIND;
     const REPLACE_TAG: u8 = TAG_REPLACE;
 
     fn build(img: Image) -> Result<Inner> {

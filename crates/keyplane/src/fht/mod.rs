@@ -219,3 +219,8 @@ impl Params {
 pub(crate) fn expected_alien_match_rate(main_entries: usize, buckets_per_subtable: u32, fingerprint_bits: u32) -> f64 {
     main_entries as f64 / (buckets_per_subtable as f64 * (mask(fingerprint_bits) as f64).max(1.0))
 }
+
+/// Frame kinds of this structure (lookup blob, delta, control snapshot).
+pub(crate) const LOOKUP_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0801, "fht lookup");
+pub(crate) const DELTA_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0802, "fht delta");
+pub(crate) const CONTROL_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0803, "fht control snapshot");

@@ -368,7 +368,7 @@ impl ControlTable for Control {
 crate::snapshot::persist!(Options { fingerprint_bits, check_bits, seed });
 crate::snapshot::persist_codec!(Params);
 crate::snapshot::control_snapshot!(
-    Control, crate::wire::Kind::FptControl, lineage: table, seq: seq,
+    Control, super::CONTROL_KIND, lineage: table, seq: seq,
     state { opts, p, store, nodes, parent, owner, leaf_of, free, next, rebuilds },
     check: Control::check_snapshot,
 );

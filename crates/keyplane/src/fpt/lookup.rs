@@ -129,8 +129,8 @@ impl Scheme for Fpt {
     type Inner = Inner;
     type Image = Image;
     type Patch = Writes;
-    const LOOKUP_KIND: Kind = Kind::FptLookup;
-    const DELTA_KIND: Kind = Kind::FptDelta;
+    const LOOKUP_KIND: Kind = super::LOOKUP_KIND;
+    const DELTA_KIND: Kind = super::DELTA_KIND;
     const REPLACE_TAG: u8 = TAG_REPLACE;
 
     fn build(img: Image) -> Result<Inner> {

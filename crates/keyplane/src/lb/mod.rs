@@ -1,5 +1,7 @@
 //! Concury: a stateful layer-4 load balancer built on Othello (thesis
 //! chapter 5, Appendix A.3) — the engine as a library, without packet I/O.
+//! Design notes, measurements and the test list: `docs/structures/lb.md` in
+//! the repository.
 //!
 //! ```
 //! use keyplane::Wire;
@@ -343,3 +345,8 @@ pub(crate) fn put_backend(w: &mut Writer, b: &Backend) {
 pub(crate) fn get_backend(r: &mut Reader<'_>) -> Result<Backend> {
     Ok(Backend { addr: get_ip(r)?, port: r.u16()? })
 }
+
+/// Frame kinds of the Concury core (data plane, delta; 0x0a03 is reserved
+/// for a control snapshot).
+pub(crate) const LOOKUP_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0a01, "lb data plane");
+pub(crate) const DELTA_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0a02, "lb delta");

@@ -835,9 +835,10 @@ impl DataPlane {
 }
 
 impl Wire for DataPlane {
+    const KIND: Kind = super::LOOKUP_KIND;
     fn to_bytes(&self) -> Vec<u8> {
         let g = self.cur.load();
-        let mut w = Writer::new(Kind::LbDataPlane);
+        let mut w = Writer::new(super::LOOKUP_KIND);
         crate::lineage::write_prologue(&mut w, g.table, g.seq);
         w.u8(g.dbits as u8).u32(g.vips.len() as u32);
         let used: Vec<(usize, &Arc<VipPlane>)> =
@@ -851,7 +852,7 @@ impl Wire for DataPlane {
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::LbDataPlane)?;
+        let mut r = Frame::open(bytes, super::LOOKUP_KIND)?;
         let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let dbits = r.u8()? as u32;
         crate::check_value_bits(dbits, MIN_DCODE_BITS, MAX_DCODE_BITS).map_err(|e| Error::Corrupt(e.to_string()))?;
@@ -917,8 +918,9 @@ const TAG_SET: u8 = 1;
 const TAG_REMOVE: u8 = 2;
 
 impl Wire for Delta {
+    const KIND: Kind = super::DELTA_KIND;
     fn to_bytes(&self) -> Vec<u8> {
-        let mut w = Writer::new(Kind::LbDelta);
+        let mut w = Writer::new(super::DELTA_KIND);
         crate::lineage::write_prologue(&mut w, self.table, self.seq);
         w.u8(self.dbits as u8).u32(self.ops.len() as u32);
         for op in &self.ops {
@@ -936,7 +938,7 @@ impl Wire for Delta {
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut r = Frame::open(bytes, Kind::LbDelta)?;
+        let mut r = Frame::open(bytes, super::DELTA_KIND)?;
         let (table, seq) = crate::lineage::read_prologue(&mut r)?;
         let dbits = r.u8()? as u32;
         crate::check_value_bits(dbits, MIN_DCODE_BITS, MAX_DCODE_BITS).map_err(|e| Error::Corrupt(e.to_string()))?;

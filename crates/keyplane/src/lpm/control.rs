@@ -539,7 +539,7 @@ crate::snapshot::persist!(CtlFam { f, top, short, levels, counts });
 /// direct tables, the short-prefix map, and per length its Othello index
 /// with its slot table and free list) and the prefix count.
 impl crate::snapshot::ControlState for Control {
-    const KIND: crate::wire::Kind = crate::wire::Kind::LpmControl;
+    const KIND: crate::wire::Kind = super::CONTROL_KIND;
 
     fn lineage_seq(&self) -> (crate::lineage::Lineage, u64) {
         (ControlTable::lineage(self), self.seq)
@@ -577,7 +577,7 @@ impl crate::snapshot::ControlState for Control {
 }
 
 impl crate::Snapshot for Control {
-    const SNAPSHOT_KIND: crate::wire::Kind = crate::wire::Kind::LpmControl;
+    const SNAPSHOT_KIND: crate::wire::Kind = super::CONTROL_KIND;
     fn snapshot(&self) -> Vec<u8> {
         crate::snapshot::save(self)
     }

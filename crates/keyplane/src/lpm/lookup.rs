@@ -343,8 +343,8 @@ impl Scheme for Lpm {
     type Image = Image;
     type Patch = Steps;
 
-    const LOOKUP_KIND: Kind = Kind::LpmLookup;
-    const DELTA_KIND: Kind = Kind::LpmDelta;
+    const LOOKUP_KIND: Kind = super::LOOKUP_KIND;
+    const DELTA_KIND: Kind = super::DELTA_KIND;
     /// Never written: LPM deltas are always step lists.
     const REPLACE_TAG: u8 = 0;
 

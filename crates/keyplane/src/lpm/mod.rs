@@ -108,3 +108,8 @@ pub(crate) fn level_key(f: Family, k: u128) -> ([u8; 16], usize) {
         Family::V6 => (k.to_be_bytes(), 16),
     }
 }
+
+/// Frame kinds of this structure (lookup blob, delta, control snapshot).
+pub(crate) const LOOKUP_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0b01, "lpm lookup");
+pub(crate) const DELTA_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0b02, "lpm delta");
+pub(crate) const CONTROL_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0b03, "lpm control snapshot");

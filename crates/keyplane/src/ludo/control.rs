@@ -936,7 +936,7 @@ crate::snapshot::persist!(Stats {
 });
 crate::snapshot::persist!(Cell { h, id });
 crate::snapshot::control_snapshot!(
-    Control, crate::wire::Kind::LudoControl, lineage: table, seq: seq,
+    Control, super::CONTROL_KIND, lineage: table, seq: seq,
     state { opts, p, seeds, keys, cells, bseed, img, loc, fallback, cap, stats, poisoned, visit, epoch },
     scratch { queue, path },
     check: Control::check_snapshot,

@@ -5,7 +5,7 @@ use super::{MAX_SEED, Params};
 use crate::engine::{Change, ImageCodec, PatchCodec, RawDelta};
 use crate::error::{Error, Result};
 use crate::othello;
-use crate::wire::{Kind, Reader, Wire, Writer};
+use crate::wire::{Reader, Wire, Writer};
 
 /// An update message for [`super::Lookup`].
 ///
@@ -73,7 +73,7 @@ impl Clone for Image {
 impl PartialEq for Image {
     fn eq(&self, o: &Self) -> bool {
         let bytes = |img: &Image| {
-            let mut w = Writer::new(Kind::LudoLookup);
+            let mut w = Writer::new(super::LOOKUP_KIND);
             img.encode(&mut w);
             w.finish()
         };

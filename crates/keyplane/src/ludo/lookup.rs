@@ -293,8 +293,8 @@ impl Scheme for Ludo {
     type Inner = Inner;
     type Image = Image;
     type Patch = Body;
-    const LOOKUP_KIND: Kind = Kind::LudoLookup;
-    const DELTA_KIND: Kind = Kind::LudoDelta;
+    const LOOKUP_KIND: Kind = super::LOOKUP_KIND;
+    const DELTA_KIND: Kind = super::DELTA_KIND;
     const REPLACE_TAG: u8 = TAG_REPLACE;
 
     fn build(img: Image) -> Result<Inner> {

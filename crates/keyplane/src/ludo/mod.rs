@@ -214,6 +214,11 @@ pub fn expected_false_positive_rate(fingerprint_bits: u32, load: f64) -> f64 {
     if fingerprint_bits == 0 { 1.0 } else { load / (mask(fingerprint_bits) as f64) }
 }
 
+/// Frame kinds of this structure (lookup blob, delta, control snapshot).
+pub(crate) const LOOKUP_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0201, "ludo lookup");
+pub(crate) const DELTA_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0202, "ludo delta");
+pub(crate) const CONTROL_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0203, "ludo control snapshot");
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -640,7 +640,7 @@ crate::snapshot::persist_codec!(Params);
 crate::snapshot::persist!(Stats { rebuilds, cycle_rebuilds, grow_rebuilds, failed_seeds, recoloured_slots });
 crate::snapshot::persist!(Edge { a, b, na, nb });
 crate::snapshot::control_snapshot!(
-    Control, crate::wire::Kind::OthelloControl, lineage: table, seq: seq,
+    Control, super::CONTROL_KIND, lineage: table, seq: seq,
     state { opts, p, cap, seeds, store, a, b, edges, head_a, head_b, stats },
     scratch { q },
     check: Control::check_snapshot,

@@ -203,8 +203,8 @@ impl Scheme for Othello {
     type Image = Image;
     type Patch = Slots;
 
-    const LOOKUP_KIND: Kind = Kind::OthelloLookup;
-    const DELTA_KIND: Kind = Kind::OthelloDelta;
+    const LOOKUP_KIND: Kind = super::LOOKUP_KIND;
+    const DELTA_KIND: Kind = super::DELTA_KIND;
     const REPLACE_TAG: u8 = 2;
 
     fn build(img: Image) -> Result<Inner> {

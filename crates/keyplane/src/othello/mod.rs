@@ -202,3 +202,8 @@ pub fn expected_false_positive_rate(n: usize, ma: u32, mb: u32, fingerprint_bits
     let eb = (1.0 - 1.0 / mb as f64).powf(n as f64);
     f * (1.0 - ea) * (1.0 - eb)
 }
+
+/// Frame kinds of this structure (lookup blob, delta, control snapshot).
+pub(crate) const LOOKUP_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0101, "othello lookup");
+pub(crate) const DELTA_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0102, "othello delta");
+pub(crate) const CONTROL_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0103, "othello control snapshot");

@@ -689,7 +689,7 @@ crate::snapshot::persist!(Stats {
     fallback_events
 });
 crate::snapshot::control_snapshot!(
-    Control, crate::wire::Kind::SetSepControl, lineage: table, seq: seq,
+    Control, super::CONTROL_KIND, lineage: table, seq: seq,
     state { opts, p, store, hs, choices, groups, rec, fallback, stats, ctr, elems },
     scratch { keys },
     check: Control::check_snapshot,

@@ -241,8 +241,8 @@ impl Scheme for SetSep {
     type Inner = Inner;
     type Image = Image;
     type Patch = Update;
-    const LOOKUP_KIND: Kind = Kind::SetSepLookup;
-    const DELTA_KIND: Kind = Kind::SetSepDelta;
+    const LOOKUP_KIND: Kind = super::LOOKUP_KIND;
+    const DELTA_KIND: Kind = super::DELTA_KIND;
     const REPLACE_TAG: u8 = TAG_REPLACE;
 
     fn build(img: Image) -> Result<Inner> {

@@ -494,6 +494,11 @@ pub(crate) fn balance(sizes: &[u32; BUCKETS_PER_BLOCK], runs: u32, seed: u64) ->
     }
 }
 
+/// Frame kinds of this structure (lookup blob, delta, control snapshot).
+pub(crate) const LOOKUP_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0701, "setsep lookup");
+pub(crate) const DELTA_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0702, "setsep delta");
+pub(crate) const CONTROL_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0703, "setsep control snapshot");
+
 #[cfg(test)]
 mod tests {
     use super::*;
