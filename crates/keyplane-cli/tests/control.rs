@@ -315,6 +315,11 @@ fn python_client_from_the_proto() {
         .output()
         .unwrap();
     ok(&o);
+    // Regular packages, not namespace ones: an installed `keyplane` Python
+    // package (keyplane-py) would otherwise shadow the generated `keyplane.v1`.
+    for pkg in ["keyplane", "keyplane/v1"] {
+        std::fs::write(stubs.join(pkg).join("__init__.py"), "").unwrap();
+    }
     let srv = Serve::start(&dir.path().join("store"), 0);
     let o = Command::new(&py)
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/control_client.py"))
