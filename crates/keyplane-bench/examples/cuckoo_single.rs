@@ -10,7 +10,7 @@
 //! path and exit, for callgrind instruction counts).
 use keyplane::cuckoo::{Control, KeyLayout, Options};
 use keyplane::hash::{mix64, reduce64};
-use keyplane::{ControlTable, LookupTable};
+use keyplane::{ControlTable, LookupTable, ReadHandle};
 use std::hint::black_box;
 use std::io::BufRead;
 

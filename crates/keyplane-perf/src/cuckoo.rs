@@ -13,7 +13,7 @@
 
 use crate::common::*;
 use keyplane::cuckoo::{self, Control, Options, ValueLayout};
-use keyplane::{ControlTable, LookupTable};
+use keyplane::{ControlTable, LookupTable, ReadHandle};
 use std::hint::black_box;
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

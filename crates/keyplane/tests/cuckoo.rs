@@ -6,7 +6,7 @@ use keyplane::conformance::{self, KeyShape};
 use keyplane::cuckoo::{Control, Delta, KeyLayout, Lookup, Options, ValueLayout};
 use keyplane::hash::{hash64, hi, lo, reduce};
 use keyplane::lineage::DeltaInfo;
-use keyplane::{ControlTable, LookupTable, Wire};
+use keyplane::{ControlTable, LookupTable, ReadHandle, Wire};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

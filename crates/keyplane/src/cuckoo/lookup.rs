@@ -143,23 +143,6 @@ pub struct Reader<'a>(crate::engine::Reader<'a, Cuckoo>);
 
 crate::engine::lookup_form!(Cuckoo);
 
-impl Reader<'_> {
-    /// Exact lookup: `None` for a key that is not in the table.
-    #[inline]
-    pub fn get(&self, key: &[u8]) -> Option<u64> {
-        self.0.get(key)
-    }
-    /// Exact lookup of the 8-byte key `key.to_le_bytes()` (see [`super::Reader::get_u64`]).
-    #[inline]
-    pub fn get_u64(&self, key: u64) -> Option<u64> {
-        self.0.get_u64(key)
-    }
-    /// Looks up `keys` (any number) into `out` (same length; extras ignored).
-    pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
-        self.0.get_batch(keys, out)
-    }
-}
-
 impl Lookup {
     pub(crate) fn from_table(t: Table, table: crate::lineage::Lineage, seq: u64) -> Self {
         Self::from_raw(RawLookup::new(t, table, seq))

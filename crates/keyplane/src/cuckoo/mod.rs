@@ -35,7 +35,7 @@ mod table;
 
 pub use control::{Control, Stats};
 pub use delta::Delta;
-pub use lookup::{Lookup, Reader as LookupReader};
+pub use lookup::Lookup;
 
 mod fasthash;
 
