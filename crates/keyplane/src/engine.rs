@@ -19,7 +19,7 @@
 //!   scheme's own kind codes, the lineage prologue, and a delta's tag byte
 //!   (the scheme's `REPLACE_TAG` for a whole image, its own tags otherwise;
 //!   a scheme whose delta bytes predate the engine overrides
-//!   `encode_change` / `decode_change`);
+//!   `write_delta` / `read_delta`);
 //! * a patch that fails half-way (`apply_patch_torn`) poisons the lookup
 //!   form (no later delta applies; reload a blob).
 //!
@@ -125,24 +125,13 @@ pub(crate) trait Scheme: Sized + Debug + Clone + PartialEq + Send + Sync + 'stat
         let (table, seq) = lineage::read_prologue(r)?;
         Ok((table, seq, Self::Image::decode(r)?))
     }
-    /// Writes a delta's payload: the lineage prologue, then
-    /// [`Scheme::encode_change`]. Override as [`Scheme::write_blob`] (LPM).
+    /// Writes a delta's payload: the lineage prologue, then a patch (its
+    /// own tag byte first) or [`Scheme::REPLACE_TAG`] and an image. Override
+    /// only to keep a delta layout that predates the engine (LPM's `seq | id`
+    /// prologue; the full cuckoo map's untagged operation list).
     fn write_delta(w: &mut Writer, d: &RawDelta<Self>) {
         lineage::write_prologue(w, d.table, d.seq);
-        Self::encode_change(&d.change, w);
-    }
-    /// Reads what [`Scheme::write_delta`] wrote.
-    fn read_delta(r: &mut WireReader<'_>) -> Result<RawDelta<Self>> {
-        let (table, seq) = lineage::read_prologue(r)?;
-        let change = Self::decode_change(r)?;
-        Ok(RawDelta { table, seq, change })
-    }
-    /// Writes a delta's change after the lineage prologue. The default: a
-    /// tag byte, [`Scheme::REPLACE_TAG`] then the image, or the patch's own
-    /// tag and body. Override only to keep a delta format that predates the
-    /// engine (the full cuckoo map's, which has no tag byte).
-    fn encode_change(change: &Change<Self>, w: &mut Writer) {
-        match change {
+        match &d.change {
             Change::Patch(p) => p.encode(w),
             Change::Replace(img) => {
                 w.u8(Self::REPLACE_TAG);
@@ -150,12 +139,14 @@ pub(crate) trait Scheme: Sized + Debug + Clone + PartialEq + Send + Sync + 'stat
             }
         }
     }
-    /// Reads what [`Scheme::encode_change`] wrote.
-    fn decode_change(r: &mut WireReader<'_>) -> Result<Change<Self>> {
-        Ok(match r.u8()? {
+    /// Reads what [`Scheme::write_delta`] wrote.
+    fn read_delta(r: &mut WireReader<'_>) -> Result<RawDelta<Self>> {
+        let (table, seq) = lineage::read_prologue(r)?;
+        let change = match r.u8()? {
             t if t == Self::REPLACE_TAG => Change::Replace(Box::new(Self::Image::decode(r)?)),
             t => Change::Patch(Self::Patch::decode(t, r)?),
-        })
+        };
+        Ok(RawDelta { table, seq, change })
     }
 }
 

@@ -96,7 +96,7 @@ impl ImageCodec for Image {
 }
 
 /// The delta body has no tag byte: the seed, the number of operations, the
-/// operations (see [`Cuckoo`]'s `encode_change`).
+/// operations (see [`Cuckoo`]'s `write_delta`).
 impl PatchCodec for Ops {
     fn encode(&self, w: &mut Writer) {
         w.u64(self.seed).varint(self.ops.len() as u64);

@@ -4,7 +4,7 @@
 use super::STASH;
 use super::delta::{Delta, Image, Ops, TAG_TABLE, read_change, write_change};
 use super::table::{Op, Resize, Table};
-use crate::engine::{Change, RawLookup, Scheme};
+use crate::engine::{RawDelta, RawLookup, Scheme};
 use crate::error::{Error, Result};
 use crate::sync::Published;
 use crate::wire::{Kind, Reader as WireReader, Writer};
@@ -53,7 +53,7 @@ impl Scheme for Cuckoo {
     const LOOKUP_KIND: Kind = super::LOOKUP_KIND;
     const DELTA_KIND: Kind = super::DELTA_KIND;
     /// The whole-table operation (deltas put it after the seed and the
-    /// operation count: see `encode_change`).
+    /// operation count: see `write_delta`).
     const REPLACE_TAG: u8 = TAG_TABLE;
 
     fn build(img: Image) -> Result<Table> {
@@ -95,11 +95,14 @@ impl Scheme for Cuckoo {
     fn patch_rebuilds(p: &Ops) -> bool {
         p.ops.iter().any(|o| matches!(o, Op::Rebuild { .. }))
     }
-    fn encode_change(change: &Change<Self>, w: &mut Writer) {
-        write_change(change, w);
+    fn write_delta(w: &mut Writer, d: &RawDelta<Self>) {
+        crate::lineage::write_prologue(w, d.table, d.seq);
+        write_change(&d.change, w);
     }
-    fn decode_change(r: &mut WireReader<'_>) -> Result<Change<Self>> {
-        read_change(r.u8()?, r)
+    fn read_delta(r: &mut WireReader<'_>) -> Result<RawDelta<Self>> {
+        let (table, seq) = crate::lineage::read_prologue(r)?;
+        let change = read_change(r.u8()?, r)?;
+        Ok(RawDelta { table, seq, change })
     }
     fn memory_bytes(c: &Table) -> usize {
         c.memory_bytes().saturating_sub(std::mem::size_of::<Table>())
@@ -183,6 +186,7 @@ impl Lookup {
 mod tests {
     use super::*;
     use crate::cuckoo::Control;
+    use crate::engine::Change;
     use crate::engine::RawDelta;
     use crate::{ControlTable, LookupTable, Wire};
 
