@@ -3,6 +3,7 @@
 use super::delta::{
     CHOICE_BYTES, Delta, Fallback, FallbackList, GroupBody, GroupUpdate, Image, TAG_REPLACE, Update, encode_image,
 };
+use super::records::Records;
 use super::{BUCKETS_PER_BLOCK, GROUPS_PER_BLOCK, Params};
 use crate::bits::PackedArray;
 use crate::engine::{RawLookup, Scheme};
@@ -12,7 +13,7 @@ use crate::mem::prefetch;
 use crate::sync::{Published, StripeSet, StripedSeqLock};
 use crate::wire::{Kind, Writer};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Seqlock stripes (one per block, blocks folded onto at most this many).
 const MAX_STRIPES: usize = 1024;
@@ -29,8 +30,10 @@ const SPECULATE_FROM_BITS: usize = 4;
 #[derive(Debug)]
 pub(crate) struct Inner {
     p: Params,
+    /// 2-bit choice per bucket: exactly `p.buckets()` elements of 2 bits
+    /// (the unchecked reads of [`Inner::choice`] rely on it).
     choices: PackedArray,
-    rec: PackedArray,
+    rec: Records,
     fallback: Published<Fallback>,
     lock: StripedSeqLock,
     smask: usize,
@@ -83,10 +86,20 @@ impl Inner {
     fn new(img: Image) -> Self {
         let lock = StripedSeqLock::new((img.p.blocks as usize).min(MAX_STRIPES));
         let smask = lock.stripes() - 1;
+        let p = img.p;
+        // Decoded images always have these shapes; anything else is copied
+        // into one that has, so the lookup's unchecked reads stay in bounds.
+        let choices = if img.choices.len() == p.buckets() && img.choices.bits() == 2 {
+            img.choices
+        } else {
+            let c = PackedArray::new(p.buckets(), 2);
+            (0..p.buckets().min(img.choices.len())).for_each(|i| c.set(i, img.choices.get(i)));
+            c
+        };
         Self {
-            p: img.p,
-            choices: img.choices,
-            rec: img.rec,
+            p,
+            choices,
+            rec: Records::from_packed(&p, img.rec),
             fallback: Published::new(img.fallback),
             lock,
             smask,
@@ -100,18 +113,94 @@ impl Inner {
         (bucket / BUCKETS_PER_BLOCK) & self.smask
     }
 
-    /// Evaluates group `g`'s record for a key (§4.1: `array[H_i(x)]` per bit).
+    /// Bucket `bucket`'s 2-bit choice. `bucket < p.buckets()`.
+    #[inline(always)]
+    fn choice(&self, bucket: usize) -> u64 {
+        debug_assert!(bucket < self.p.buckets());
+        let words = self.choices.raw_words();
+        // SAFETY: `bucket < p.buckets()` (every caller's bucket comes from
+        // `Params::key_hash`, `reduce(_, buckets)`), and `choices` holds
+        // exactly `p.buckets()` elements of 2 bits (established in
+        // `Inner::new`), i.e. at least `ceil(2 · buckets / 64)` words, so
+        // word `bucket / 32` exists.
+        let w = unsafe { words.get_unchecked(bucket >> 5) }.load(Ordering::Relaxed);
+        (w >> ((bucket & 31) * 2)) & 3
+    }
+
+    /// Evaluates group `g`'s record for a key (§4.1: `array[H_i(x)]` per
+    /// bit). `g < p.groups()`. The common shape (word-aligned records,
+    /// l = 8, y = 8) is inlined; every other shape is one call away, so
+    /// its code does not weigh on the hot path's registers.
+    #[inline(always)]
+    fn eval(&self, g: usize, g1: u32, g2: u32) -> Eval {
+        debug_assert!(g < self.p.groups());
+        match &self.rec {
+            Records::Words { words, k: 1 } if self.dec.shift == 29 => self.eval_words(words, 1, 29, g, g1, g2),
+            _ => self.eval_other(g, g1, g2),
+        }
+    }
+
+    /// [`Self::eval`] for the shapes other than l = 8, y = 8 aligned.
+    #[inline(never)]
+    fn eval_other(&self, g: usize, g1: u32, g2: u32) -> Eval {
+        match &self.rec {
+            Records::Words { words, k } => self.eval_words(words, *k, self.dec.shift, g, g1, g2),
+            Records::Packed(rec) => self.eval_packed(rec, g, g1, g2),
+        }
+    }
+
+    /// [`Self::eval`] over the word-aligned records (`k = l / 8` words of
+    /// arrays; `shift` is `dec.shift`). Inlined with the constants `k = 1`
+    /// and `shift = 29` for l = 8, y = 8, so the 8 bits unroll into
+    /// register arithmetic on three loaded words.
+    ///
+    /// Per chunk of 8 value bits: each bit's array position `pos_b` (one
+    /// multiply-add and a shift of its 16-bit index) selects bit `8b + pos_b`
+    /// of the chunk's array word; the 8 selected bits are gathered at once
+    /// (`a & m` has at most one bit per byte, each byte at most `0x80`, so
+    /// adding `0x7f` per byte carries into the byte's top bit exactly when
+    /// the byte is non-zero, never across bytes; a multiply collects the 8
+    /// top bits into one byte).
+    #[inline(always)]
+    fn eval_words(&self, words: &[AtomicU64], k: usize, shift: u32, g: usize, g1: u32, g2: u32) -> Eval {
+        let base = g * 3 * k;
+        let word = |j: usize| -> u64 {
+            debug_assert!(base + j < words.len());
+            // SAFETY: `g < p.groups()` (every caller's group comes from
+            // `Params::group` of an in-range bucket: block `< blocks` times
+            // 64 plus a candidate `< 64`) and `j < 3k`, and `Records::Words`
+            // holds exactly `p.groups() · 3k` words, so `base + j` is in
+            // bounds.
+            unsafe { words.get_unchecked(base + j) }.load(Ordering::Relaxed)
+        };
+        let mut v = 0u64;
+        for c in 0..k {
+            let (i0, i1, a) = (word(2 * c), word(2 * c + 1), word(2 * k + c));
+            if c == 0 && i0 & 0xffff == self.dec.marker {
+                return Eval::Fallback(g);
+            }
+            let mut m = 0u64;
+            for b in 0..8u32 {
+                let i = ((if b < 4 { i0 } else { i1 } >> (16 * (b % 4))) & 0xffff) as u32;
+                let pos = g1.wrapping_add(i.wrapping_mul(g2)) >> shift;
+                m |= 1u64 << (8 * b + pos);
+            }
+            let top = ((a & m).wrapping_add(0x7f7f_7f7f_7f7f_7f7f) & 0x8080_8080_8080_8080) >> 7;
+            v |= (top.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * c);
+        }
+        Eval::Value(v)
+    }
+
+    /// [`Self::eval`] over the packed records (any `x`, `y`, `l`).
     ///
     /// The record's `l` elements are contiguous: they are decoded straight
     /// from the raw words with the layout constants precomputed in `dec`
     /// (bit `b` is bit `Params::pos(index, G1, G2)` of the array part of
-    /// element `rec.get(g * l + b)`, whose index part is its low `x` bits), so a
-    /// value bit costs a handful of instructions instead of a full
-    /// `PackedArray::get` and the mask/shift derivations.
+    /// element `g * l + b`, whose index part is its low `x` bits).
     #[inline(always)]
-    fn eval(&self, g: usize, g1: u32, g2: u32) -> Eval {
+    fn eval_packed(&self, rec: &PackedArray, g: usize, g1: u32, g2: u32) -> Eval {
         let d = &self.dec;
-        let words = self.rec.raw_words();
+        let words = rec.raw_words();
         let elem = |bit: usize| -> u64 {
             let (w, off) = (bit >> 6, (bit & 63) as u32);
             let lo = words[w].load(Ordering::Relaxed) >> off;
@@ -152,7 +241,7 @@ impl Inner {
         let s = self.stripe(kh.bucket);
         let st = self.lock.view();
         let ver = st.peek(s);
-        let g = self.p.group(kh.bucket, self.choices.get(kh.bucket));
+        let g = self.p.group(kh.bucket, self.choice(kh.bucket));
         match self.eval(g, kh.g1, kh.g2) {
             Eval::Value(v) if st.still(s, ver) => Some(v),
             _ => self.read_retry(key, h),
@@ -172,7 +261,7 @@ impl Inner {
         let s = self.stripe(kh.bucket);
         loop {
             let ver = self.lock.read_begin(s);
-            let g = self.p.group(kh.bucket, self.choices.get(kh.bucket));
+            let g = self.p.group(kh.bucket, self.choice(kh.bucket));
             let r = match self.eval(g, kh.g1, kh.g2) {
                 Eval::Value(v) => Some(v),
                 Eval::Fallback(g) => self.fallback_get(g, key),
@@ -249,10 +338,10 @@ impl Scheme for SetSep {
         Ok(Inner::new(img))
     }
     fn image(c: &Inner) -> Image {
-        Image { p: c.p, choices: c.choices.clone(), rec: c.rec.clone(), fallback: (**c.fallback.load()).clone() }
+        Image { p: c.p, choices: c.choices.clone(), rec: c.rec.to_packed(&c.p), fallback: (**c.fallback.load()).clone() }
     }
     fn encode_inner(c: &Inner, w: &mut Writer) {
-        encode_image(w, &c.p, &c.choices, &c.rec, &c.fallback.load());
+        encode_image(w, &c.p, &c.choices, &c.rec.to_packed(&c.p), &c.fallback.load());
     }
     fn payload_hint(c: &Inner) -> usize {
         c.choices.memory_bytes() + c.rec.memory_bytes() + 64
@@ -412,13 +501,13 @@ impl Inner {
             match &u.body {
                 GroupBody::Record(e) => {
                     for (b, &x) in e.iter().enumerate() {
-                        c.rec.set(base + b, x);
+                        c.rec.set(p, base + b, x);
                     }
                 }
                 GroupBody::Fallback(_) => {
-                    c.rec.set(base, p.marker());
+                    c.rec.set(p, base, p.marker());
                     for b in 1..l {
-                        c.rec.set(base + b, 0);
+                        c.rec.set(p, base + b, 0);
                     }
                 }
             }
@@ -467,18 +556,19 @@ impl Inner {
                     // alone: fetching them now overlaps the second stage's
                     // memory round trip with the first.
                     for ch in 0..4 {
-                        prefetch(c.rec.word_ptr(p.group(kh[i].bucket, ch) * l));
+                        prefetch(c.rec.group_ptrs(p.group(kh[i].bucket, ch), l).0);
                     }
                 }
             }
             for i in 0..n {
                 let s = c.stripe(kh[i].bucket);
                 let ver = c.lock.read_begin(s);
-                let g = p.group(kh[i].bucket, c.choices.get(kh[i].bucket));
+                let g = p.group(kh[i].bucket, c.choice(kh[i].bucket));
                 gs[i] = (g, ver);
-                prefetch(c.rec.word_ptr(g * l));
+                let (first, last) = c.rec.group_ptrs(g, l);
+                prefetch(first);
                 if l > 1 {
-                    prefetch(c.rec.word_ptr(g * l + l - 1));
+                    prefetch(last);
                 }
             }
             for i in 0..n {

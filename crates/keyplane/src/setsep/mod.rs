@@ -8,6 +8,7 @@
 mod control;
 mod delta;
 mod lookup;
+mod records;
 
 pub use control::{Control, Stats};
 pub use delta::Delta;
