@@ -99,6 +99,9 @@ pub struct Control {
     epoch: u32,
     queue: Vec<crate::cuckoo::path::Node>,
     path: Vec<(u32, u8)>,
+    /// The seeds of `path`'s buckets after its moves, when
+    /// [`Control::path_inline_ok`] found them (else empty).
+    path_seeds: Vec<u32>,
 }
 
 /// The cells as the shared cuckoo-path search sees them: `inc` is the hash
@@ -168,6 +171,12 @@ impl Cell {
     /// key of hash `inc` added, have a slot-locator seed ≤ 30 (inline).
     #[inline]
     fn inline_ok(&self, out: Option<usize>, inc: Option<u64>) -> bool {
+        self.inline_seed(out, inc).is_some()
+    }
+
+    /// The seed of [`Cell::inline_ok`]'s key set, if it is ≤ 30.
+    #[inline]
+    fn inline_seed(&self, out: Option<usize>, inc: Option<u64>) -> Option<u32> {
         let mut hs = [0u64; 4];
         let mut n = 0;
         for t in 0..4 {
@@ -178,12 +187,12 @@ impl Cell {
         }
         if let Some(h) = inc {
             if n == 4 {
-                return false;
+                return None;
             }
             hs[n] = h;
             n += 1;
         }
-        find_seed(&hs[..n], INLINE_MAX).is_some()
+        find_seed(&hs[..n], INLINE_MAX)
     }
 }
 
@@ -243,6 +252,7 @@ impl Control {
             epoch: 0,
             queue: Vec::new(),
             path: Vec::new(),
+            path_seeds: Vec::new(),
         };
         c.rebuild(nb, default_ov_cap(nb as u32, opts.avoid_overflow), false)?;
         Ok(c)
@@ -358,10 +368,14 @@ impl Control {
     }
 
     /// True if every bucket of `self.path` (an insert of hash `h`) keeps a
-    /// seed ≤ 30 after the moves.
-    fn path_inline_ok(&self, h: u64) -> bool {
+    /// seed ≤ 30 after the moves; those seeds are then in `self.path_seeds`
+    /// (the path's buckets are distinct, so each bucket's new key set is
+    /// the one [`Control::run_path`] settles, and the smallest seed ≤ 30 is
+    /// the smallest seed).
+    fn path_inline_ok(&mut self, h: u64) -> bool {
+        self.path_seeds.clear();
         let m = self.path.len() - 1;
-        (0..=m).all(|j| {
+        for j in 0..=m {
             let (bj, tj) = self.path[j];
             let inc = if j == 0 {
                 h
@@ -369,8 +383,15 @@ impl Control {
                 let (bp, tp) = self.path[j - 1];
                 self.cells[bp as usize].h[tp as usize]
             };
-            self.cells[bj as usize].inline_ok((j < m).then_some(tj as usize), Some(inc))
-        })
+            match self.cells[bj as usize].inline_seed((j < m).then_some(tj as usize), Some(inc)) {
+                Some(s) => self.path_seeds.push(s),
+                None => {
+                    self.path_seeds.clear();
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     /// Gives bucket `b` the smallest seed ≤ `max` for its current keys and
@@ -664,6 +685,7 @@ impl Control {
         let (b0, b1) = self.p.buckets(h);
         for b in [b0, b1] {
             crate::mem::prefetch(&self.cells[b as usize] as *const Cell);
+            crate::mem::prefetch(&self.bseed[b as usize] as *const u8);
             self.img.prefetch_bucket(b);
         }
         self.loc.prefetch(h);
@@ -676,6 +698,7 @@ impl Control {
         // The shortest path first; if one of its buckets would need an
         // overflow seed, search for a path on which none does.
         let (b0, b1) = self.p.buckets(h);
+        self.path_seeds.clear();
         let any = self.find_any_path(h);
         let found = if !self.opts.avoid_overflow || (any && self.path_inline_ok(h)) {
             any
@@ -686,6 +709,10 @@ impl Control {
             self.stats.overflow_paths += any as u64;
             any
         };
+        // Seeds from `path_inline_ok` belong to the path only if it was kept.
+        if self.path_seeds.len() != self.path.len() {
+            self.path_seeds.clear();
+        }
         if !found {
             if self.fallback.len() < self.fb_limit() {
                 self.fallback.insert(key.into(), id);
@@ -745,7 +772,8 @@ impl Control {
             ks[n] = inc;
             hs[n] = inc_h;
             n += 1;
-            let Some(seed) = find_seed(&hs[..n], self.opts.max_seed) else { return Ok(Err(1)) };
+            let known = self.path_seeds.get(j).copied();
+            let Some(seed) = known.or_else(|| find_seed(&hs[..n], self.opts.max_seed)) else { return Ok(Err(1)) };
             if seed >= OVERFLOW_SEED && (self.bseed[bj as usize] as u32) < OVERFLOW_SEED && !self.img.ov_has_room() {
                 return Ok(Err(2));
             }
@@ -938,7 +966,7 @@ crate::snapshot::persist!(Cell { h, id });
 crate::snapshot::control_snapshot!(
     Control, super::CONTROL_KIND, lineage: table, seq: seq,
     state { opts, p, seeds, keys, cells, bseed, img, loc, fallback, cap, stats, poisoned, visit, epoch },
-    scratch { queue, path },
+    scratch { queue, path, path_seeds },
     check: Control::check_snapshot,
 );
 

@@ -193,18 +193,23 @@ pub(crate) fn slot_of(h: u64, s: u32) -> usize {
 /// Brute-force seed search (Ludo §4.4.5, Algorithm 6): the smallest seed
 /// `s ≤ max` mapping the hashes to distinct slots, or `None`.
 pub(crate) fn find_seed(hs: &[u64], max: u32) -> Option<u32> {
-    'seed: for s in 0..=max {
-        let mut used = 0u8;
-        for &h in hs {
-            let bit = 1u8 << slot_of(h, s);
-            if used & bit != 0 {
-                continue 'seed;
-            }
-            used |= bit;
-        }
-        return Some(s);
+    // Every seed's slots of all keys at once (independent multiplies, one
+    // unpredictable branch per seed instead of one per key).
+    fn first<const N: usize>(hs: &[u64], max: u32) -> Option<u32> {
+        let k: [u64; N] = std::array::from_fn(|i| hs[i]);
+        (0..=max).find(|&s| {
+            let used = k.iter().fold(0u32, |u, &h| u | 1 << slot_of(h, s));
+            used.count_ones() as usize == N
+        })
     }
-    None
+    match hs.len() {
+        0 | 1 => Some(0),
+        2 => first::<2>(hs, max),
+        3 => first::<3>(hs, max),
+        4 => first::<4>(hs, max),
+        // Five keys never fit four slots.
+        _ => None,
+    }
 }
 
 /// Expected alien false-positive rate with `f` fingerprint bits (a full
@@ -247,7 +252,30 @@ mod tests {
         }
         // Identical hashes have no valid seed.
         assert_eq!(find_seed(&[5, 5], 255), None);
+        assert_eq!(find_seed(&[1, 2, 3, 4, 5], 255), None);
         assert_eq!(find_seed(&[], 0), Some(0));
+    }
+
+    /// The first seed whose slots are distinct, one key at a time (the
+    /// definition `find_seed` must keep: lookup forms store its answer).
+    fn naive_seed(hs: &[u64], max: u32) -> Option<u32> {
+        (0..=max).find(|&s| {
+            let mut slots: Vec<usize> = hs.iter().map(|&h| slot_of(h, s)).collect();
+            slots.sort();
+            slots.dedup();
+            slots.len() == hs.len()
+        })
+    }
+
+    #[test]
+    fn seed_search_equals_the_naive_search() {
+        for i in 0..4000u64 {
+            let n = (i % 6) as usize;
+            let hs: Vec<u64> = (0..n as u64).map(|j| mix64(i * 8 + j)).collect();
+            for max in [0, 7, 30, 255] {
+                assert_eq!(find_seed(&hs, max), naive_seed(&hs, max), "{hs:?} max {max}");
+            }
+        }
     }
 
     #[test]

@@ -1,17 +1,14 @@
 //! The Othello control form: keys, bipartite graph, arrays, deltas.
 
-use super::delta::{Delta, Image, SlotRef, Slots};
+use super::delta::{Delta, Image, Slots};
 use super::{Lookup, Options, Params, SIDE_B, Sizing};
 use crate::ControlTable;
 use crate::bits::PackedArray;
-use crate::error::{Error, Result, check_value, check_value_bits, mask};
+use crate::error::{Error, Result, check_value, check_value_bits};
 use crate::hash::SeedSeq;
 use crate::store::{Inserted, KeyStore};
 
-use super::graph::{self, Edge, NO_EDGE, NONE, Walk};
-/// Consecutive failed seeds before construction gives up (each attempt
-/// succeeds with probability ≈ 0.5 at full compact load).
-const MAX_ATTEMPTS: u32 = 64;
+use super::graph::{Edge, Forest, MAX_ATTEMPTS, NONE, NewSlots};
 /// Salt (XORed with the table seed) of the random values in free slots.
 const FREE_SALT: u64 = 0x0f4e_e5a1_7000_d1ce;
 
@@ -56,22 +53,12 @@ pub struct Stats {
 #[derive(Debug, Clone)]
 pub struct Control {
     opts: Options,
-    p: Params,
-    cap: usize,
-    seeds: SeedSeq,
     store: KeyStore,
-    a: PackedArray,
-    b: PackedArray,
-    // Graph: per edge (= key id) its endpoints and the next edge at each
-    // endpoint, in one 16-byte record so a walk step costs one cache miss.
-    edges: Vec<Edge>,
-    head_a: Vec<u32>,
-    head_b: Vec<u32>,
+    /// Parameters, arrays, graph and the algorithms keeping them (shared
+    /// with Ludo's bucket locator).
+    f: Forest,
     table: crate::lineage::Lineage,
     seq: u64,
-    stats: Stats,
-    // Traversal scratch.
-    q: [Vec<(u32, u32)>; 2],
 }
 
 impl Control {
@@ -110,22 +97,7 @@ impl Control {
         let seed = seeds.next();
         let p = Params { seed, ma: 1, mb: 1, vbits: value_bits, fbits: opts.fingerprint_bits, empt: opts.emptiness };
         p.validate()?;
-        let mut c = Control {
-            opts,
-            p,
-            cap: 0,
-            seeds,
-            store,
-            a: PackedArray::new(1, p.width()),
-            b: PackedArray::new(1, p.width()),
-            edges: Vec::new(),
-            head_a: Vec::new(),
-            head_b: Vec::new(),
-            table: crate::lineage::Lineage::random(),
-            seq: 0,
-            stats: Stats::default(),
-            q: [Vec::new(), Vec::new()],
-        };
+        let mut c = Control { opts, store, f: Forest::new(p, seeds), table: crate::lineage::Lineage::random(), seq: 0 };
         let n = c.store.len();
         c.rebuild(c.with_headroom(n).max(min_cap), false)?;
         Ok(c)
@@ -137,19 +109,19 @@ impl Control {
     }
     /// Capacity before the next growth.
     pub fn capacity(&self) -> usize {
-        self.cap
+        self.f.cap
     }
     /// Array sizes `(m_a, m_b)`.
     pub fn sizes(&self) -> (u32, u32) {
-        (self.p.ma, self.p.mb)
+        (self.f.p.ma, self.f.p.mb)
     }
     /// Current seed.
     pub fn seed(&self) -> u64 {
-        self.p.seed
+        self.f.p.seed
     }
     /// History counters.
     pub fn stats(&self) -> Stats {
-        self.stats
+        self.f.stats
     }
     /// Sequence number of the last delta emitted.
     pub fn seq(&self) -> u64 {
@@ -182,33 +154,33 @@ impl Control {
         let mut vals = vec![0u64; self.store.id_bound()];
         for (id, k, _) in self.store.iter() {
             let v = value(k);
-            check_value(v, self.p.vbits)?;
+            check_value(v, self.f.p.vbits)?;
             vals[id as usize] = v;
         }
         // Start from the current arrays: free slots (isolated ones and tree
         // roots) keep their random values; every other slot is recoloured.
-        let a = self.a.clone();
-        let b = self.b.clone();
+        let a = self.f.a.clone();
+        let b = self.f.b.clone();
         // Colour every tree from an arbitrary root with BFS over the adjacency lists.
-        let mut seen_a = vec![false; self.p.ma as usize];
-        let mut seen_b = vec![false; self.p.mb as usize];
+        let mut seen_a = vec![false; self.f.p.ma as usize];
+        let mut seen_b = vec![false; self.f.p.mb as usize];
         let mut queue: Vec<u32> = Vec::new();
-        let eb = self.p.ebit();
-        for root in 0..self.p.ma {
-            if seen_a[root as usize] || self.head_a[root as usize] == NONE {
+        let eb = self.f.p.ebit();
+        for root in 0..self.f.p.ma {
+            if seen_a[root as usize] || self.f.head_a[root as usize] == NONE {
                 continue;
             }
             seen_a[root as usize] = true;
-            a.set(root as usize, (a.get(root as usize) & self.p.xmask()) | eb);
+            a.set(root as usize, (a.get(root as usize) & self.f.p.xmask()) | eb);
             queue.clear();
             queue.push(root);
             while let Some(v) = queue.pop() {
                 let (side_b, i) = (v & SIDE_B != 0, (v & !SIDE_B) as usize);
-                let mut e = if side_b { self.head_b[i] } else { self.head_a[i] };
-                let mine = if side_b { b.get(i) } else { a.get(i) } & self.p.xmask();
+                let mut e = if side_b { self.f.head_b[i] } else { self.f.head_a[i] };
+                let mine = if side_b { b.get(i) } else { a.get(i) } & self.f.p.xmask();
                 while e != NONE {
-                    let t = self.p.target(self.hash_of(e), vals[e as usize]);
-                    let ed = self.edges[e as usize];
+                    let t = self.f.p.target(self.hash_of(e), vals[e as usize]);
+                    let ed = self.f.edges[e as usize];
                     if side_b {
                         let o = ed.a as usize;
                         if !seen_a[o] {
@@ -229,82 +201,42 @@ impl Control {
                 }
             }
         }
-        Ok(Lookup::from_image(Image { p: self.p, a, b }, self.table, self.seq))
+        Ok(Lookup::from_image(Image { p: self.f.p, a, b }, self.table, self.seq))
     }
 
     #[inline]
     fn hash_of(&self, id: u32) -> u64 {
-        crate::hash::hash64(self.store.key(id), self.p.seed)
+        crate::hash::hash64(self.store.key(id), self.f.p.seed)
     }
 
     /// Rebuilds the graph and arrays for capacity `cap` with fresh seeds.
     fn rebuild(&mut self, cap: usize, new_seed: bool) -> Result<()> {
-        let (ma, mb) = Params::sizes(self.opts.sizing, cap)?;
-        let cap = match self.opts.sizing {
-            Sizing::Compact => cap.max(4),
-            // The arrays' real capacity: the most keys these power-of-two
-            // sizes are chosen for (m_b ≥ c, m_a ≥ 4c/3). A bulk build of
-            // 16.0M keys gets m_b = 2^24 and room for 16.7M keys, so its
-            // first inserts do not force a growth rebuild.
-            Sizing::PowerOfTwo => cap.max(4).max((mb as usize).min(ma as usize * 3 / 4)),
-        };
-        let bound = self.store.id_bound();
-        if bound >= NONE as usize {
-            return Err(Error::CapacityExceeded("more than 2^32-1 keys".into()));
-        }
-        let mut p = Params { ma, mb, ..self.p };
-        if new_seed {
-            p.seed = self.seeds.next();
-        }
         let ids: Vec<u32> = self.store.ids().collect();
-        let mut hs = vec![0u64; bound];
-        let mut ends = vec![(NONE, NONE); bound];
-        let mut attempts = 0;
-        let (a, b) = loop {
-            for &id in &ids {
-                let (h, ia, ib) = p.locate(self.store.key(id));
-                hs[id as usize] = h;
-                ends[id as usize] = (ia as u32, ib as u32);
-            }
-            let target = |id: u32| p.target(hs[id as usize], self.store.value(id));
-            if let Some(arrays) = peel_and_assign(&p, &ids, &ends, target, Some(p.seed ^ FREE_SALT)) {
-                break arrays;
-            }
-            self.stats.failed_seeds += 1;
-            attempts += 1;
-            if attempts >= MAX_ATTEMPTS {
-                return Err(Error::BuildFailed(format!(
-                    "{MAX_ATTEMPTS} seeds in a row gave cyclic graphs for {} keys in {ma}+{mb} slots; this \
-                     only happens with duplicate keys under a broken hash — please report it",
-                    ids.len()
-                )));
-            }
-            p.seed = self.seeds.next();
-        };
-        drop(hs);
-        let (head_a, head_b, edges) = graph::link_all(&ids, &ends, ma as usize, mb as usize, bound);
-        drop(ends);
-        self.p = p;
-        self.cap = cap;
-        self.a = a;
-        self.b = b;
-        self.edges = edges;
-        self.head_a = head_a;
-        self.head_b = head_b;
-        self.stats.rebuilds += 1;
-        Ok(())
+        let store = &self.store;
+        self.f.rebuild(
+            self.opts.sizing,
+            cap,
+            new_seed,
+            &ids,
+            store.id_bound(),
+            |_| 0,
+            Some(FREE_SALT),
+            |p, id| {
+                let (h, ia, ib) = p.locate(store.key(id));
+                (ia as u32, ib as u32, p.target(h, store.value(id)))
+            },
+            |n| {
+                format!(
+                    "{MAX_ATTEMPTS} seeds in a row gave cyclic graphs for {n} keys; this only happens with \
+                     duplicate keys under a broken hash — please report it"
+                )
+            },
+        )
     }
 
     fn replace_delta(&mut self) -> Delta {
         crate::lineage::bump(&mut self.seq);
-        Delta::replace(self.table, self.seq, Image { p: self.p, a: self.a.clone(), b: self.b.clone() })
-    }
-
-    fn grow_cap(&self) -> usize {
-        match self.opts.sizing {
-            Sizing::Compact => self.cap + self.cap / 2,
-            Sizing::PowerOfTwo => self.cap * 2,
-        }
+        Delta::replace(self.table, self.seq, self.f.image())
     }
 
     fn with_headroom(&self, n: usize) -> usize {
@@ -316,125 +248,36 @@ impl Control {
         }
     }
 
-    /// See [`graph::walk`].
-    fn walk(&mut self, s0: u32, s1: u32, skip: u32) -> Walk {
-        graph::walk(&self.edges, &self.head_a, &self.head_b, &mut self.q, s0, s1, skip)
-    }
-
-    #[inline]
-    fn slot(&self, v: u32) -> u64 {
-        if v & SIDE_B != 0 { self.b.get((v & !SIDE_B) as usize) } else { self.a.get(v as usize) }
-    }
-
-    fn set_slot(&self, v: u32, x: u64) {
-        if v & SIDE_B != 0 { self.b.set((v & !SIDE_B) as usize, x) } else { self.a.set(v as usize, x) }
-    }
-
-    fn slot_ref(v: u32) -> SlotRef {
-        if v & SIDE_B != 0 { ((v & !SIDE_B) as u64) << 1 | 1 } else { (v as u64) << 1 }
-    }
-
-    /// XORs `d` into every vertex of tree `q[side]`; returns the slot refs.
-    fn recolour(&mut self, side: usize, d: u64) -> Vec<SlotRef> {
-        let verts = std::mem::take(&mut self.q[side]);
-        let mut refs = Vec::with_capacity(verts.len());
-        for &(v, _) in &verts {
-            let x = self.slot(v);
-            self.set_slot(v, x ^ d);
-            refs.push(Self::slot_ref(v));
-        }
-        self.stats.recoloured_slots += verts.len() as u64;
-        self.q[side] = verts;
-        refs
-    }
-
-    fn slots_delta(&mut self, xor: u64, xors: Vec<SlotRef>, sets: Vec<(SlotRef, u64)>) -> Delta {
+    fn slots_delta(&mut self, s: Slots) -> Delta {
         crate::lineage::bump(&mut self.seq);
-        Delta::slots(self.table, self.seq, Slots { seed: self.p.seed, xor, xors, sets })
+        Delta::slots(self.table, self.seq, s)
     }
 
-    fn ensure_edge_arrays(&mut self) {
-        let bound = self.store.id_bound();
-        if self.edges.len() < bound {
-            self.edges.resize(bound, NO_EDGE);
-        }
-    }
-
-    fn insert_new(&mut self, id: u32, value: u64) -> Result<Delta> {
-        if self.store.len() > self.cap {
-            let cap = self.grow_cap();
+    fn insert_new(&mut self, id: u32, h: u64, ia: usize, ib: usize, value: u64) -> Result<Delta> {
+        if self.store.len() > self.f.cap {
+            let cap = self.f.grow_cap(self.opts.sizing);
             self.rebuild(cap, true)?;
-            self.stats.grow_rebuilds += 1;
+            self.f.stats.grow_rebuilds += 1;
             return Ok(self.replace_delta());
         }
-        self.ensure_edge_arrays();
-        let (h, ia, ib) = self.p.locate(self.store.key(id));
-        let (u, v) = (ia as u32, ib as u32 | SIDE_B);
-        match self.walk(u, v, NONE) {
-            Walk::Connected => {
+        self.f.reserve(self.store.id_bound());
+        let t = self.f.p.target(h, value);
+        match self.f.insert(id, ia, ib, t, NewSlots::Marked) {
+            Some(s) => Ok(self.slots_delta(s)),
+            None => {
                 // Closing a cycle: re-seed the whole table.
-                self.rebuild(self.cap, true)?;
-                self.stats.cycle_rebuilds += 1;
+                self.rebuild(self.f.cap, true)?;
+                self.f.stats.cycle_rebuilds += 1;
                 Ok(self.replace_delta())
-            }
-            Walk::Separate(side) => {
-                let t = self.p.target(h, value);
-                let xm = self.p.xmask();
-                let d = (self.slot(u) ^ self.slot(v) ^ t) & xm;
-                let eb = self.p.ebit();
-                let (u_empty, v_empty) = (self.head_a[ia] == NONE, self.head_b[ib] == NONE);
-                let mut sets = Vec::new();
-                let mut xors = Vec::new();
-                // An isolated start vertex is recoloured with an absolute write (it
-                // also gains its emptiness bit); a real tree with an XOR list.
-                let lone = if side == 0 { u_empty } else { v_empty };
-                if d != 0 {
-                    if lone {
-                        let w = if side == 0 { u } else { v };
-                        let x = self.slot(w) ^ d;
-                        self.set_slot(w, x);
-                        self.stats.recoloured_slots += 1;
-                    } else {
-                        xors = self.recolour(side, d);
-                    }
-                }
-                for (w, empty) in [(u, u_empty), (v, v_empty)] {
-                    if empty {
-                        let x = self.slot(w) | eb;
-                        self.set_slot(w, x);
-                        sets.push((Self::slot_ref(w), x));
-                    }
-                }
-                // Link the edge.
-                self.edges[id as usize] = Edge { a: ia as u32, b: ib as u32, na: self.head_a[ia], nb: self.head_b[ib] };
-                self.head_a[ia] = id;
-                self.head_b[ib] = id;
-                Ok(self.slots_delta(if xors.is_empty() { 0 } else { d }, xors, sets))
             }
         }
     }
 
     fn change_value(&mut self, id: u32, value: u64) -> Delta {
-        let ed = self.edges[id as usize];
-        let (u, v) = (ed.a, ed.b | SIDE_B);
         // The fingerprint part of the target needs the key's hash; plain Othello does not.
-        let fp = if self.p.fbits == 0 { 0 } else { self.p.fp(self.hash_of(id)) };
-        let d = (self.slot(u) ^ self.slot(v) ^ value ^ fp) & self.p.xmask();
-        if d == 0 {
-            return self.slots_delta(0, Vec::new(), Vec::new());
-        }
-        match self.walk(u, v, id) {
-            Walk::Separate(side) => {
-                let xors = self.recolour(side, d);
-                self.slots_delta(d, xors, Vec::new())
-            }
-            Walk::Connected => unreachable!("the graph is a forest: removing an edge disconnects its ends"),
-        }
-    }
-
-    /// See [`graph::unlink`].
-    fn unlink(&mut self, side_b: bool, at: usize, id: u32) {
-        graph::unlink(&mut self.edges, &mut self.head_a, &mut self.head_b, side_b, at, id)
+        let fp = if self.f.p.fbits == 0 { 0 } else { self.f.p.fp(self.hash_of(id)) };
+        let s = self.f.change(id, value | fp);
+        self.slots_delta(s)
     }
 }
 
@@ -562,19 +405,24 @@ impl ControlTable for Control {
     }
 
     fn insert(&mut self, key: &[u8], value: u64) -> Result<Delta> {
-        check_value(value, self.p.vbits)?;
+        check_value(value, self.f.p.vbits)?;
         if key.len() >= u32::MAX as usize {
             return Err(Error::InvalidParameter("key longer than 4 GiB".into()));
         }
+        // Hash for the slots first and start their cache misses, so they
+        // overlap the key store's own.
+        let (h, ia, ib) = self.f.p.locate(key);
+        self.f.prefetch(ia, ib);
         match self.store.insert(key, value) {
             Inserted::Existing(id, old) => {
                 if old == value {
-                    Ok(self.slots_delta(0, Vec::new(), Vec::new()))
+                    let s = self.f.nop();
+                    Ok(self.slots_delta(s))
                 } else {
                     Ok(self.change_value(id, value))
                 }
             }
-            Inserted::New(id) => match self.insert_new(id, value) {
+            Inserted::New(id) => match self.insert_new(id, h, ia, ib, value) {
                 Ok(d) => Ok(d),
                 Err(e) => {
                     // Nothing may be lost or half-done: undo the store insert.
@@ -587,26 +435,8 @@ impl ControlTable for Control {
 
     fn remove(&mut self, key: &[u8]) -> Result<Option<Delta>> {
         let Some((id, _)) = self.store.remove(key) else { return Ok(None) };
-        let ed = self.edges[id as usize];
-        let (ia, ib) = (ed.a as usize, ed.b as usize);
-        self.unlink(false, ia, id);
-        self.unlink(true, ib, id);
-        self.edges[id as usize] = NO_EDGE;
-        let mut sets = Vec::new();
-        if self.p.empt {
-            let keep = mask(self.p.vbits + self.p.fbits);
-            if self.head_a[ia] == NONE {
-                let x = self.a.get(ia) & keep;
-                self.a.set(ia, x);
-                sets.push(((ia as u64) << 1, x));
-            }
-            if self.head_b[ib] == NONE {
-                let x = self.b.get(ib) & keep;
-                self.b.set(ib, x);
-                sets.push(((ib as u64) << 1 | 1, x));
-            }
-        }
-        Ok(Some(self.slots_delta(0, Vec::new(), sets)))
+        let s = self.f.remove(id);
+        Ok(Some(self.slots_delta(s)))
     }
 
     fn get(&self, key: &[u8]) -> Option<u64> {
@@ -618,19 +448,15 @@ impl ControlTable for Control {
     }
 
     fn value_bits(&self) -> u32 {
-        self.p.vbits
+        self.f.p.vbits
     }
 
     fn export(&self) -> Lookup {
-        Lookup::from_image(Image { p: self.p, a: self.a.clone(), b: self.b.clone() }, self.table, self.seq)
+        Lookup::from_image(self.f.image(), self.table, self.seq)
     }
 
     fn memory_bytes(&self) -> usize {
-        self.store.memory_bytes()
-            + self.a.memory_bytes()
-            + self.b.memory_bytes()
-            + std::mem::size_of::<Edge>() * self.edges.capacity()
-            + 4 * (self.head_a.capacity() + self.head_b.capacity())
+        self.store.memory_bytes() + self.f.memory_bytes()
     }
 }
 
@@ -639,30 +465,51 @@ crate::snapshot::persist!(Options { sizing, fingerprint_bits, emptiness, seed, h
 crate::snapshot::persist_codec!(Params);
 crate::snapshot::persist!(Stats { rebuilds, cycle_rebuilds, grow_rebuilds, failed_seeds, recoloured_slots });
 crate::snapshot::persist!(Edge { a, b, na, nb });
-crate::snapshot::control_snapshot!(
-    Control, super::CONTROL_KIND, lineage: table, seq: seq,
-    state { opts, p, cap, seeds, store, a, b, edges, head_a, head_b, stats },
-    scratch { q },
-    check: Control::check_snapshot,
-);
+// Snapshot layout (unchanged by the move to the shared core): opts, p,
+// cap, seeds, store, a, b, edges, head_a, head_b, stats.
+impl crate::snapshot::ControlState for Control {
+    const KIND: crate::wire::Kind = super::CONTROL_KIND;
+    fn lineage_seq(&self) -> (crate::lineage::Lineage, u64) {
+        (self.table, self.seq)
+    }
+    fn save_state(&self, w: &mut crate::wire::Writer) {
+        use crate::snapshot::Persist;
+        self.opts.put(w);
+        self.f.put_head(w);
+        self.store.put(w);
+        self.f.put_graph(w);
+        self.f.stats.put(w);
+    }
+    fn load_state(r: &mut crate::wire::Reader<'_>, table: crate::lineage::Lineage, seq: u64) -> Result<Self> {
+        use crate::snapshot::Persist;
+        let opts = Options::take(r)?;
+        let head = Forest::take_head(r)?;
+        let store = KeyStore::take(r)?;
+        let mut f = Forest::take_graph(r, head)?;
+        f.stats = Stats::take(r)?;
+        let c = Control { opts, store, f, table, seq };
+        c.check_snapshot()?;
+        Ok(c)
+    }
+}
+impl crate::snapshot::Snapshot for Control {
+    const SNAPSHOT_KIND: crate::wire::Kind = super::CONTROL_KIND;
+    fn snapshot(&self) -> Vec<u8> {
+        crate::snapshot::save(self)
+    }
+    fn from_snapshot(bytes: &[u8]) -> Result<Self> {
+        crate::snapshot::load(bytes)
+    }
+}
 
 impl Control {
     /// Invariants of a loaded snapshot that later operations index by.
     fn check_snapshot(&self) -> Result<()> {
         use crate::snapshot::ensure;
-        let p = &self.p;
-        ensure(self.a.len() == p.ma as usize && self.b.len() == p.mb as usize, || {
-            "othello arrays do not match their sizes".into()
-        })?;
-        ensure(self.a.bits() == p.width() && self.b.bits() == p.width(), || "othello slot width".into())?;
-        ensure(self.head_a.len() == p.ma as usize && self.head_b.len() == p.mb as usize, || {
-            "othello edge lists do not match the arrays".into()
-        })?;
         let bound = self.store.id_bound();
-        ensure(self.edges.len() <= bound && self.edges.len() + 1 >= bound, || {
-            "othello edge records do not match the key ids".into()
-        })?;
+        let n = self.f.edges.len();
+        ensure(n <= bound && n + 1 >= bound, || "othello edge records do not match the key ids".into())?;
         let live: Vec<u32> = self.store.live_ids().collect();
-        graph::check_forest(&self.edges, &self.head_a, &self.head_b, &live)
+        self.f.check(&live, "othello")
     }
 }

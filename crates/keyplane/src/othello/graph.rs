@@ -1,9 +1,23 @@
-//! The Othello bipartite graph as per-slot singly linked edge lists, shared
-//! by Othello's control form and Ludo's bucket locator (a 1-bit Othello over
-//! Ludo's own key ids). Vertices are slot indices, `SIDE_B`-tagged for
-//! array B; edge `id` joins the two slots of key `id`.
+//! The Othello core shared by Othello's control form and Ludo's bucket
+//! locator (a 1-bit Othello over Ludo's own key ids): the bipartite graph as
+//! per-slot singly linked edge lists, the two slot arrays, and the
+//! algorithms that keep them ([`Forest`]: rebuild with re-seeding and
+//! growth, insert joining two trees, value change, remove). Vertices are
+//! slot indices, `SIDE_B`-tagged for array B; edge `id` joins the two slots
+//! of key `id`.
+//!
+//! The two users differ only in how a key id maps to its two slots and its
+//! XOR target (Othello hashes the key with the table seed; the locator
+//! re-mixes Ludo's key hash), in the values of free slots (random for
+//! Othello, zero for the locator) and in which slots an insert writes
+//! absolutely ([`NewSlots`]); those are parameters here, so both keep
+//! their blob and delta bytes.
 
-use super::SIDE_B;
+use super::delta::{Image, SlotRef, Slots};
+use super::{Params, SIDE_B, Sizing, Stats, peel_and_assign};
+use crate::bits::PackedArray;
+use crate::error::{Error, Result, mask};
+use crate::hash::SeedSeq;
 
 /// End of an edge list / no edge.
 pub(crate) const NONE: u32 = u32::MAX;
@@ -31,6 +45,14 @@ pub(crate) enum Walk {
 #[inline]
 fn head(head_a: &[u32], head_b: &[u32], v: u32) -> u32 {
     if v & SIDE_B != 0 { head_b[(v & !SIDE_B) as usize] } else { head_a[v as usize] }
+}
+
+#[inline(always)]
+fn prefetch_head(head_a: &[u32], head_b: &[u32], v: u32) {
+    let (h, i) = if v & SIDE_B != 0 { (head_b, (v & !SIDE_B) as usize) } else { (head_a, v as usize) };
+    if let Some(x) = h.get(i) {
+        crate::mem::prefetch(x as *const u32);
+    }
 }
 
 /// Walks the trees of `s0` and `s1` in lock step (never crossing edge
@@ -71,6 +93,10 @@ pub(crate) fn walk(
                     if w == starts[1 - s] {
                         return Walk::Connected;
                     }
+                    // Start the vertex's cache miss now: it is expanded
+                    // after the vertices queued before it, so the misses of
+                    // a tree's frontier overlap instead of queueing up.
+                    prefetch_head(head_a, head_b, w);
                     q[s].push((w, e));
                 }
                 e = next;
@@ -179,4 +205,366 @@ pub(crate) fn check_forest(edges: &[Edge], head_a: &[u32], head_b: &[u32], live:
         parent[x as usize] = y;
     }
     Ok(())
+}
+
+/// Consecutive failed seeds before a rebuild gives up (each attempt
+/// succeeds with probability ≈ 0.5 at full compact load).
+pub(crate) const MAX_ATTEMPTS: u32 = 64;
+
+/// Which slots an insert writes with absolute values in its delta (the
+/// rest of the delta XORs one tree).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NewSlots {
+    /// Every endpoint that gains its first edge, with its emptiness bit
+    /// (Othello's control form).
+    Marked,
+    /// Only an isolated endpoint whose value changes (Ludo's locator).
+    Recoloured,
+}
+
+/// The Othello core: parameters, capacity and seeds, the two slot arrays,
+/// the forest over them and its history counters. See the [module docs](self).
+#[derive(Debug, Clone)]
+pub(crate) struct Forest {
+    pub p: Params,
+    /// Keys the arrays hold before the next growth.
+    pub cap: usize,
+    pub seeds: SeedSeq,
+    pub a: PackedArray,
+    pub b: PackedArray,
+    // Per edge (= key id) its endpoints and the next edge at each endpoint,
+    // in one 16-byte record so a walk step costs one cache miss.
+    pub edges: Vec<Edge>,
+    pub head_a: Vec<u32>,
+    pub head_b: Vec<u32>,
+    pub stats: Stats,
+    // Traversal scratch.
+    q: [Vec<(u32, u32)>; 2],
+}
+
+/// The slot reference of vertex `v` in a delta.
+#[inline]
+fn slot_ref(v: u32) -> SlotRef {
+    if v & SIDE_B != 0 { ((v & !SIDE_B) as u64) << 1 | 1 } else { (v as u64) << 1 }
+}
+
+impl Forest {
+    /// An empty core with 1-slot arrays and no graph (rebuild it before use).
+    pub fn new(p: Params, seeds: SeedSeq) -> Self {
+        Forest {
+            p,
+            cap: 0,
+            seeds,
+            a: PackedArray::new(1, p.width()),
+            b: PackedArray::new(1, p.width()),
+            edges: Vec::new(),
+            head_a: Vec::new(),
+            head_b: Vec::new(),
+            stats: Stats::default(),
+            q: [Vec::new(), Vec::new()],
+        }
+    }
+
+    /// Capacity after one growth step.
+    pub fn grow_cap(&self, sizing: Sizing) -> usize {
+        match sizing {
+            Sizing::Compact => self.cap + self.cap / 2,
+            Sizing::PowerOfTwo => self.cap * 2,
+        }
+    }
+
+    /// Rebuilds arrays and graph for capacity `cap` (array sizes by
+    /// `sizing`). Draws a fresh seed first when `new_seed`, and again after
+    /// every attempt whose graph has a cycle. `locate(&params, id)` gives
+    /// key `id`'s slots and XOR target under the attempt's seed; free slots
+    /// get pseudo-random values from `seed ^ salt` with `free_salt`, else
+    /// zero. Edge records are allocated for `edge_len` ids (≥ every id in
+    /// `ids`, all below `bound`). After [`MAX_ATTEMPTS`] cyclic graphs it
+    /// fails with [`Error::BuildFailed`] carrying `fail(ids.len())`, and
+    /// nothing has changed.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rebuild(
+        &mut self,
+        sizing: Sizing,
+        cap: usize,
+        new_seed: bool,
+        ids: &[u32],
+        bound: usize,
+        edge_len: impl FnOnce(usize) -> usize,
+        free_salt: Option<u64>,
+        mut locate: impl FnMut(&Params, u32) -> (u32, u32, u64),
+        fail: impl FnOnce(usize) -> String,
+    ) -> Result<()> {
+        let (ma, mb) = Params::sizes(sizing, cap)?;
+        let cap = match sizing {
+            Sizing::Compact => cap.max(4),
+            // The arrays' real capacity: the most keys these power-of-two
+            // sizes are chosen for (m_b ≥ c, m_a ≥ 4c/3). A bulk build of
+            // 16.0M keys gets m_b = 2^24 and room for 16.7M keys, so its
+            // first inserts do not force a growth rebuild.
+            Sizing::PowerOfTwo => cap.max(4).max((mb as usize).min(ma as usize * 3 / 4)),
+        };
+        if bound >= NONE as usize {
+            return Err(Error::CapacityExceeded("more than 2^32-1 keys".into()));
+        }
+        let mut p = Params { ma, mb, ..self.p };
+        if new_seed {
+            p.seed = self.seeds.next();
+        }
+        // Per id: slots and target, filled in increasing id order so every
+        // attempt walks them sequentially.
+        let mut ends = crate::mem::advised_vec(bound, (NONE, NONE));
+        let mut targets = crate::mem::advised_vec(bound, 0u64);
+        let mut attempts = 0;
+        let (a, b) = loop {
+            for &id in ids {
+                let (ia, ib, t) = locate(&p, id);
+                ends[id as usize] = (ia, ib);
+                targets[id as usize] = t;
+            }
+            let free = free_salt.map(|s| p.seed ^ s);
+            if let Some(ab) = peel_and_assign(&p, ids, &ends, |id| targets[id as usize], free) {
+                break ab;
+            }
+            self.stats.failed_seeds += 1;
+            attempts += 1;
+            if attempts >= MAX_ATTEMPTS {
+                return Err(Error::BuildFailed(fail(ids.len())));
+            }
+            p.seed = self.seeds.next();
+        };
+        drop(targets);
+        // Free the old graph first (peak memory), then link the new one.
+        self.edges = Vec::new();
+        self.head_a = Vec::new();
+        self.head_b = Vec::new();
+        let (head_a, head_b, edges) = link_all(ids, &ends, ma as usize, mb as usize, edge_len(cap).max(bound));
+        drop(ends);
+        self.p = p;
+        self.cap = cap;
+        self.a = a;
+        self.b = b;
+        self.edges = edges;
+        self.head_a = head_a;
+        self.head_b = head_b;
+        self.stats.rebuilds += 1;
+        Ok(())
+    }
+
+    /// The lookup-form image of the current arrays.
+    pub fn image(&self) -> Image {
+        Image { p: self.p, a: self.a.clone(), b: self.b.clone() }
+    }
+
+    /// A delta body that changes nothing.
+    pub fn nop(&self) -> Slots {
+        Slots { seed: self.p.seed, xor: 0, xors: Vec::new(), sets: Vec::new() }
+    }
+
+    /// Room for edge records of ids below `bound`.
+    pub fn reserve(&mut self, bound: usize) {
+        if self.edges.len() < bound {
+            self.edges.resize(bound, NO_EDGE);
+        }
+    }
+
+    /// Starts the cache misses of an insert at slots `(ia, ib)`: both
+    /// adjacency-list heads and both slots.
+    #[inline]
+    pub fn prefetch(&self, ia: usize, ib: usize) {
+        if ia < self.head_a.len() && ib < self.head_b.len() {
+            crate::mem::prefetch(&self.head_a[ia] as *const u32);
+            crate::mem::prefetch(&self.head_b[ib] as *const u32);
+            crate::mem::prefetch(self.a.word_ptr(ia));
+            crate::mem::prefetch(self.b.word_ptr(ib));
+        }
+    }
+
+    /// Heap bytes of arrays and graph.
+    pub fn memory_bytes(&self) -> usize {
+        self.a.memory_bytes()
+            + self.b.memory_bytes()
+            + std::mem::size_of::<Edge>() * self.edges.capacity()
+            + 4 * (self.head_a.capacity() + self.head_b.capacity())
+    }
+
+    /// Current value of an edge's slots, `(slot(a), slot(b))`.
+    #[inline]
+    fn slot(&self, v: u32) -> u64 {
+        if v & SIDE_B != 0 { self.b.get((v & !SIDE_B) as usize) } else { self.a.get(v as usize) }
+    }
+
+    #[inline]
+    fn set_slot(&self, v: u32, x: u64) {
+        if v & SIDE_B != 0 { self.b.set((v & !SIDE_B) as usize, x) } else { self.a.set(v as usize, x) }
+    }
+
+    /// See [`walk`].
+    fn walk(&mut self, s0: u32, s1: u32, skip: u32) -> Walk {
+        walk(&self.edges, &self.head_a, &self.head_b, &mut self.q, s0, s1, skip)
+    }
+
+    /// XORs `d` into every vertex of tree `q[side]`; returns the slot refs.
+    fn recolour(&mut self, side: usize, d: u64) -> Vec<SlotRef> {
+        let verts = std::mem::take(&mut self.q[side]);
+        let mut refs = Vec::with_capacity(verts.len());
+        for &(v, _) in &verts {
+            let x = self.slot(v);
+            self.set_slot(v, x ^ d);
+            refs.push(slot_ref(v));
+        }
+        self.stats.recoloured_slots += verts.len() as u64;
+        self.q[side] = verts;
+        refs
+    }
+
+    /// Links key `id` (an id below the last [`Forest::reserve`] bound, not
+    /// linked yet) at slots `(ia, ib)` with XOR target `t`: joins two trees
+    /// and recolours the smaller one. `None` (nothing changed) when the
+    /// slots are already connected: the edge would close a cycle, and the
+    /// caller rebuilds with a new seed.
+    pub fn insert(&mut self, id: u32, ia: usize, ib: usize, t: u64, new: NewSlots) -> Option<Slots> {
+        let (u, v) = (ia as u32, ib as u32 | SIDE_B);
+        let side = match self.walk(u, v, NONE) {
+            Walk::Connected => return None,
+            Walk::Separate(side) => side,
+        };
+        let d = (self.slot(u) ^ self.slot(v) ^ t) & self.p.xmask();
+        let eb = self.p.ebit();
+        let (u_empty, v_empty) = (self.head_a[ia] == NONE, self.head_b[ib] == NONE);
+        let mut sets = Vec::new();
+        let mut xors = Vec::new();
+        // An isolated start vertex is recoloured with an absolute write; a
+        // real tree with an XOR list.
+        let lone = if side == 0 { u_empty } else { v_empty };
+        if d != 0 {
+            if lone {
+                let w = if side == 0 { u } else { v };
+                let x = self.slot(w) ^ d;
+                self.set_slot(w, x);
+                self.stats.recoloured_slots += 1;
+                if new == NewSlots::Recoloured {
+                    sets.push((slot_ref(w), x));
+                }
+            } else {
+                xors = self.recolour(side, d);
+            }
+        }
+        if new == NewSlots::Marked {
+            // Every endpoint gaining its first edge also gains its emptiness bit.
+            for (w, empty) in [(u, u_empty), (v, v_empty)] {
+                if empty {
+                    let x = self.slot(w) | eb;
+                    self.set_slot(w, x);
+                    sets.push((slot_ref(w), x));
+                }
+            }
+        }
+        self.edges[id as usize] = Edge { a: ia as u32, b: ib as u32, na: self.head_a[ia], nb: self.head_b[ib] };
+        self.head_a[ia] = id;
+        self.head_b[ib] = id;
+        Some(Slots { seed: self.p.seed, xor: if xors.is_empty() { 0 } else { d }, xors, sets })
+    }
+
+    /// Gives linked key `id` the XOR target `t`: recolours the smaller side
+    /// of its edge.
+    pub fn change(&mut self, id: u32, t: u64) -> Slots {
+        let ed = self.edges[id as usize];
+        let (u, v) = (ed.a, ed.b | SIDE_B);
+        let d = (self.slot(u) ^ self.slot(v) ^ t) & self.p.xmask();
+        if d == 0 {
+            return self.nop();
+        }
+        match self.walk(u, v, id) {
+            Walk::Separate(side) => {
+                let xors = self.recolour(side, d);
+                Slots { seed: self.p.seed, xor: d, xors, sets: Vec::new() }
+            }
+            // Removing an edge of a forest disconnects its ends (snapshots
+            // are checked to be forests when loaded).
+            Walk::Connected => unreachable!("the graph is a forest: removing an edge disconnects its ends"),
+        }
+    }
+
+    /// Unlinks key `id`'s edge; endpoints left isolated lose their
+    /// emptiness bit (absolute writes in the delta).
+    pub fn remove(&mut self, id: u32) -> Slots {
+        let ed = self.edges[id as usize];
+        let (ia, ib) = (ed.a as usize, ed.b as usize);
+        unlink(&mut self.edges, &mut self.head_a, &mut self.head_b, false, ia, id);
+        unlink(&mut self.edges, &mut self.head_a, &mut self.head_b, true, ib, id);
+        self.edges[id as usize] = NO_EDGE;
+        let mut sets = Vec::new();
+        if self.p.empt {
+            let keep = mask(self.p.vbits + self.p.fbits);
+            if self.head_a[ia] == NONE {
+                let x = self.a.get(ia) & keep;
+                self.a.set(ia, x);
+                sets.push(((ia as u64) << 1, x));
+            }
+            if self.head_b[ib] == NONE {
+                let x = self.b.get(ib) & keep;
+                self.b.set(ib, x);
+                sets.push(((ib as u64) << 1 | 1, x));
+            }
+        }
+        Slots { seed: self.p.seed, xor: 0, xors: Vec::new(), sets }
+    }
+
+    /// Checks a loaded core (control-form snapshots): array sizes and
+    /// widths, edge lists, and that the graph is a forest over `live`.
+    pub fn check(&self, live: &[u32], what: &str) -> Result<()> {
+        use crate::snapshot::ensure;
+        let p = &self.p;
+        ensure(self.a.len() == p.ma as usize && self.b.len() == p.mb as usize, || {
+            format!("{what} arrays do not match their sizes")
+        })?;
+        ensure(self.a.bits() == p.width() && self.b.bits() == p.width(), || format!("{what} slot width"))?;
+        ensure(self.head_a.len() == p.ma as usize && self.head_b.len() == p.mb as usize, || {
+            format!("{what} edge lists do not match the arrays")
+        })?;
+        check_forest(&self.edges, &self.head_a, &self.head_b, live)
+    }
+
+    /// Writes `(p, cap, seeds)` (the first part of both users' snapshots).
+    pub fn put_head(&self, w: &mut crate::wire::Writer) {
+        use crate::snapshot::Persist;
+        self.p.put(w);
+        self.cap.put(w);
+        self.seeds.put(w);
+    }
+
+    /// Writes `(a, b, edges, head_a, head_b)`.
+    pub fn put_graph(&self, w: &mut crate::wire::Writer) {
+        use crate::snapshot::Persist;
+        self.a.put(w);
+        self.b.put(w);
+        self.edges.put(w);
+        self.head_a.put(w);
+        self.head_b.put(w);
+    }
+
+    /// Reads what [`Forest::put_head`] wrote.
+    pub fn take_head(r: &mut crate::wire::Reader<'_>) -> Result<(Params, usize, SeedSeq)> {
+        use crate::snapshot::Persist;
+        Ok((Params::take(r)?, usize::take(r)?, SeedSeq::take(r)?))
+    }
+
+    /// Reads what [`Forest::put_graph`] wrote; with the head and the
+    /// stats, the whole core (checked by [`Forest::check`] afterwards).
+    pub fn take_graph(r: &mut crate::wire::Reader<'_>, (p, cap, seeds): (Params, usize, SeedSeq)) -> Result<Self> {
+        use crate::snapshot::Persist;
+        Ok(Forest {
+            p,
+            cap,
+            seeds,
+            a: PackedArray::take(r)?,
+            b: PackedArray::take(r)?,
+            edges: Vec::take(r)?,
+            head_a: Vec::take(r)?,
+            head_b: Vec::take(r)?,
+            stats: Stats::default(),
+            q: [Vec::new(), Vec::new()],
+        })
+    }
 }
