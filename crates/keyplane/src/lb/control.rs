@@ -107,14 +107,14 @@ pub struct Reaped {
     pub pending: usize,
 }
 
-/// Smallest capacity of a VIP's Othello: arrays of at least `2^min(l_d, 12)`
-/// slots a side. An unknown key's Dcode is the XOR of two random free
-/// slots, so the Dcode distribution of new connections is made of `ma · mb`
-/// equally likely pairs; at `2^l_d` slots a side every Dcode gets about
-/// `2^l_d` of them (±1.6% at `l_d` = 12), whatever the VIP's state count.
-fn min_bas_capacity(dcode_bits: u32) -> usize {
-    1 << dcode_bits.min(12)
-}
+/// Smallest capacity of a VIP's Othello, in states. A VIP's BAS is sized
+/// for the states it tracks and grows with them (by half, `Sizing::Compact`):
+/// an unknown key's Dcode is whitened ([`super::whitening`]), so it is
+/// uniform however few slot pairs a small BAS has, and a small VIP needs no
+/// larger arrays than its states do. (Before the whitening every BAS had a
+/// floor of `2^min(l_d, 12)` states for that reason: 64 VIPs of 1,024
+/// states took 4.6× the memory of one VIP of 65,536.)
+pub(crate) const MIN_BAS_STATES: usize = 16;
 
 /// The Dcode among `dcodes` a state uses: spread by a fixed-seed hash.
 fn pick(dcodes: &[u16], key: &[u8]) -> u16 {
@@ -207,7 +207,7 @@ impl OthelloMap {
     pub fn new(seed: u64, dcode_bits: u32) -> Result<Self> {
         crate::check_value_bits(dcode_bits, super::MIN_DCODE_BITS, super::MAX_DCODE_BITS)?;
         let opts = othello::Options { seed, ..othello::Options::default() };
-        let o = othello::Control::with_min_capacity(INDEX_BITS + dcode_bits, opts, min_bas_capacity(dcode_bits))?;
+        let o = othello::Control::with_min_capacity(INDEX_BITS + dcode_bits, opts, MIN_BAS_STATES)?;
         let s = o.export().snapshot_arc();
         let bas = NarrowBas::of(&s.p, &s.a, &s.b, dcode_bits);
         Ok(Self {
@@ -223,9 +223,13 @@ impl OthelloMap {
         })
     }
 
+    /// `O`'s value for the state `key` at index `idx` of `C` with Dcode
+    /// `dcode`: the index above the low `l_d` bits, which hold the Dcode
+    /// whitened for that key (what the BAS slice stores; a lookup XORs the
+    /// whitening back).
     #[inline]
-    fn value(&self, idx: u32, dcode: u16) -> u64 {
-        (idx as u64) << self.dbits | (dcode as u64 & mask(self.dbits))
+    fn value(&self, idx: u32, dcode: u16, key: &[u8]) -> u64 {
+        (idx as u64) << self.dbits | ((dcode as u32 ^ super::whitening(key)) as u64 & mask(self.dbits))
     }
 
     #[inline]
@@ -308,7 +312,7 @@ impl OthelloMap {
             if self.live(&e) {
                 if e.backend != backend {
                     let d = pick(dcodes, state);
-                    self.o_insert(state, self.value(i, d))?;
+                    self.o_insert(state, self.value(i, d, state))?;
                     self.pin_sub(e.backend, e.dcode);
                     self.pin_add(backend, d);
                     self.c[i as usize].dcode = d;
@@ -321,7 +325,7 @@ impl OthelloMap {
             // A state of a dropped backend, not reaped yet: it starts afresh
             // on its entry.
             let d = pick(dcodes, state);
-            self.o_insert(state, self.value(i, d))?;
+            self.o_insert(state, self.value(i, d, state))?;
             self.dead_states -= 1;
             self.c[i as usize] = Entry { backend, dcode: d, conns: 1 };
             self.pin_add(backend, d);
@@ -338,7 +342,7 @@ impl OthelloMap {
             }
         };
         let d = pick(dcodes, state);
-        if let Err(e) = self.o_insert(state, self.value(i, d)) {
+        if let Err(e) = self.o_insert(state, self.value(i, d, state)) {
             self.free.push(i);
             return Err(e);
         }
@@ -542,7 +546,7 @@ impl OthelloMap {
         for (k, i) in &stale {
             let e = self.c[*i as usize];
             let d = pin.get(e.backend as usize).copied().unwrap_or(NO_BACKEND);
-            let v = self.value(*i, d);
+            let v = self.value(*i, d, k);
             self.o_insert(k, v)?;
             self.pin_sub(e.backend, e.dcode);
             self.pin_add(e.backend, d);
@@ -997,9 +1001,11 @@ impl Control {
 
     /// The VIP's BAS recoloured from scratch (§5.4.5, the `export_with`
     /// route): an Othello over the OthelloMap's graph whose values are the
-    /// tracked states' Dcodes. The data plane's BAS, patched delta by delta,
-    /// gives every tracked state the same Dcode; this is the reference (and
-    /// the cost) of rebuilding it instead.
+    /// tracked states' Dcodes, whitened (`get` answers `Dcode ^`
+    /// [`super::whitening`]`(key)` in the low `l_d` bits, what the BAS
+    /// stores). The data plane's BAS, patched delta by delta, gives every
+    /// tracked state the same Dcode; this is the reference (and the cost)
+    /// of rebuilding it instead.
     pub fn recoloured_bas(&self, id: VipId) -> Result<othello::Lookup> {
         self.ctl(id)?.map.recoloured_bas()
     }
