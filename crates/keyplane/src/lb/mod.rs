@@ -307,28 +307,28 @@ const WHITE_SEED: u64 = 0x5717_e0dc_0de5_eed5;
 /// It must not depend on the BAS seed (the control plane's Othello
 /// re-seeds when an insert closes a cycle, and the states' values must
 /// survive that), so it is a hash of its own: for 9- to 16-byte keys (IPv4
-/// 4-tuples) the key's first and last 8 bytes folded and multiplied once
-/// (the words the BAS hash reads anyway), for 17 to 32 bytes (IPv6) the
-/// four words covering the key, otherwise `hash64` with its own seed. The
-/// top 16 bits of the 128-bit product's fold; callers mask to `l_d`.
+/// 4-tuples) the key's first and last 8 bytes (the words the BAS hash reads
+/// anyway) XORed and multiplied once, for 17 to 32 bytes (IPv6) the four
+/// words covering the key folded the same way, otherwise `hash64` with its
+/// own seed; 16 bits, which callers mask to `l_d`.
 #[inline(always)]
 pub fn whitening(key: &[u8]) -> u32 {
     let n = key.len();
     if n.wrapping_sub(9) < 8 {
         let w = |i: usize| u64::from_le_bytes(key.get(i..i + 8).and_then(|s| s.try_into().ok()).unwrap_or_default());
-        white_words(w(0), w(n - 8), n)
+        white_words(w(0), w(n - 8))
     } else {
         white_cold(key)
     }
 }
 
 /// [`whitening`] of a 9- to 16-byte key from its first and last 8 bytes
-/// (little endian) and its length.
+/// (little endian): one multiply, the product's top 16 bits (a
+/// multiplicative hash of the folded words; the two words overlap unless the
+/// key has 16 bytes, and their XOR keeps all but 8 of the key's bits).
 #[inline(always)]
-pub(crate) fn white_words(first: u64, last: u64, n: usize) -> u32 {
-    let x = first ^ last.rotate_left(32) ^ n as u64;
-    let m = x as u128 * WHITE_MUL as u128;
-    (((m >> 64) as u64 ^ m as u64) >> 48) as u32
+pub(crate) fn white_words(first: u64, last: u64) -> u32 {
+    ((first ^ last).wrapping_mul(WHITE_MUL) >> 48) as u32
 }
 
 /// [`whitening`] of keys outside 9..=16 bytes (out of the packet loops).
@@ -339,8 +339,8 @@ pub(crate) fn white_cold(key: &[u8]) -> u32 {
     if (17..=32).contains(&n) {
         let w = |i: usize| u64::from_le_bytes(key.get(i..i + 8).and_then(|s| s.try_into().ok()).unwrap_or_default());
         let first = w(0) ^ w(8).rotate_left(16);
-        let last = w(n - 16).rotate_left(48) ^ w(n - 8);
-        white_words(first, last, n)
+        let last = w(n - 16).rotate_left(48) ^ w(n - 8).rotate_left(32);
+        white_words(first, last)
     } else {
         (crate::hash::hash64(key, WHITE_SEED) >> 48) as u32
     }

@@ -457,19 +457,9 @@ impl Hdr {
     /// whitening ([`super::whitening`]).
     #[inline(always)]
     fn locate(&self, key: &[u8]) -> (usize, usize, u32) {
-        let n = key.len();
-        let (h, w) = if n.wrapping_sub(9) < 8 {
-            let word =
-                |i: usize| u64::from_le_bytes(key.get(i..i + 8).and_then(|s| s.try_into().ok()).unwrap_or_default());
-            let (first, last) = (word(0), word(n - 8));
-            (hash_9_16(first, last, n, self.flo, self.fhi), super::white_words(first, last, n))
-        } else {
-            (hash_cold(key, self.flo.wrapping_sub(XXH3_LO)), super::white_cold(key))
-        };
-        debug_assert_eq!(w, super::whitening(key));
-        let (ia, ib) = (crate::hash::reduce(h as u32, self.ma), crate::hash::reduce((h >> 32) as u32, self.mb));
+        let (ia, ib, w) = locate_key(key, self.flo, self.fhi, self.ma, self.mb);
         debug_assert_eq!(
-            (ia as usize, ib as usize),
+            (ia, ib),
             {
                 let seed = self.flo.wrapping_sub(XXH3_LO);
                 let p =
@@ -479,8 +469,28 @@ impl Hdr {
             },
             "mixed-burst slot indices differ from the BAS's"
         );
-        (ia as usize, ib as usize, w)
+        (ia, ib, w)
     }
+}
+
+/// A key's BAS slot indices in arrays of `ma` and `mb` slots
+/// (`othello::Params::locate` for the seed whose XXH3 flips are `flo`,
+/// `fhi`) and its whitening ([`super::whitening`]): both burst loops' step
+/// 2. A 9- to 16-byte key (IPv4 states) is hashed inline from two words that
+/// also give its whitening; other lengths go out of line.
+#[inline(always)]
+fn locate_key(key: &[u8], flo: u64, fhi: u64, ma: u32, mb: u32) -> (usize, usize, u32) {
+    let n = key.len();
+    let (h, w) = if n.wrapping_sub(9) < 8 {
+        let word = |i: usize| u64::from_le_bytes(key.get(i..i + 8).and_then(|s| s.try_into().ok()).unwrap_or_default());
+        let (first, last) = (word(0), word(n - 8));
+        (hash_9_16(first, last, n, flo, fhi), super::white_words(first, last))
+    } else {
+        (hash_cold(key, flo.wrapping_sub(XXH3_LO)), super::white_cold(key))
+    };
+    debug_assert_eq!(w, super::whitening(key));
+    let (ia, ib) = (crate::hash::reduce(h as u32, ma), crate::hash::reduce((h >> 32) as u32, mb));
+    (ia as usize, ib as usize, w)
 }
 
 impl PlaneSet {
@@ -703,10 +713,14 @@ fn put(o: &mut Option<Backend>, a: &Option<Backend>) {
 #[inline(never)]
 fn batch_row<const WIDE: bool>(p: &VipPlane, keys: &[&[u8]], out: &mut [Option<Backend>]) {
     let row = &p.da.bytes[..];
+    let (flo, fhi) = (XXH3_LO.wrapping_add(p.p.seed), XXH3_HI.wrapping_sub(p.p.seed));
+    let (ma, mb, dbits) = (p.p.ma, p.p.mb, p.dbits as usize);
     let mut loc = [(0usize, 0usize, 0u32); BATCH];
     for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
         for (k, l) in ks.iter().zip(loc.iter_mut()) {
-            let s = p.slots(k);
+            let (ia, ib, w) = locate_key(k, flo, fhi, ma, mb);
+            let s = (ia * dbits, ib * dbits, w);
+            debug_assert_eq!(s, p.slots(k));
             p.prefetch_slots(s);
             *l = s;
         }
