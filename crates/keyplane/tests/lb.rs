@@ -829,17 +829,19 @@ fn incremental_bas_equals_recoloured_bas_for_every_state() {
     let rec = ctl.recoloured_bas(v).unwrap();
     let mut n = 0;
     for k in ctl.tracked(v) {
-        assert_eq!(dp.dcode(v, k).unwrap() as u64, rec.get_unchecked(k));
+        let white = keyplane::lb::whitening(k) as u64 & 0xfff;
+        assert_eq!(dp.dcode(v, k).unwrap() as u64, rec.get_unchecked(k) ^ white);
         assert_eq!(dp.lookup(v, k), ctl.backend_of(v, k));
         n += 1;
     }
     assert!(n > 20_000);
 }
 
-/// Planes of the earlier layout (no layout tag; BAS values XORed with a
-/// whitening hash) must be refused, not decoded into wrong Dcodes.
+/// Planes of the earlier layouts (no layout tag, BAS values XORed with
+/// another whitening hash; tag 0xC2, BAS values plain Dcodes) must be
+/// refused, not decoded into wrong Dcodes.
 #[test]
-fn planes_of_the_untagged_whitened_layout_are_refused() {
+fn planes_of_earlier_layouts_are_refused() {
     let mut ctl = Control::new(small()).unwrap();
     let pool: Vec<(Backend, u32)> = (0..4).map(|i| (be(i), 1)).collect();
     let (v, _) = ctl.add_vip(vip(0), &pool).unwrap();
@@ -850,7 +852,7 @@ fn planes_of_the_untagged_whitened_layout_are_refused() {
     let mut r = keyplane::ext::wire::Frame::open(&blob, <keyplane::lb::DataPlane as keyplane::Wire>::KIND).unwrap();
     let payload = r.raw(r.remaining()).unwrap().to_vec();
     // table id 16 bytes, seq u64, key format u8, dbits u8, array size u32, VIP count u32, VIP index u32, then the tag.
-    assert_eq!(payload[38], 0xC2, "layout tag where the plane starts");
+    assert_eq!(payload[38], 0xC3, "layout tag where the plane starts");
     let reframe = |p: &[u8]| {
         let mut w = keyplane::ext::wire::Writer::new(<keyplane::lb::DataPlane as keyplane::Wire>::KIND);
         w.raw(p);
@@ -861,10 +863,19 @@ fn planes_of_the_untagged_whitened_layout_are_refused() {
     untagged.remove(38);
     let mut other = payload.clone();
     other[38] = 0;
-    for bad in [untagged, other] {
+    let mut plain = payload.clone();
+    plain[38] = 0xC2;
+    for bad in [untagged, other, plain] {
         match DataPlane::from_bytes(&reframe(&bad)) {
-            Err(Error::Corrupt(m)) => assert!(m.contains("layout"), "{m}"),
+            Err(Error::Corrupt(m)) => assert!(m.contains("layout") && m.contains("re-export"), "{m}"),
             x => panic!("expected a layout error, got {:?}", x.map(|_| ())),
         }
+    }
+    // The plain-Dcode layout (0xC2) is named as such.
+    let mut plain = payload.clone();
+    plain[38] = 0xC2;
+    match DataPlane::from_bytes(&reframe(&plain)) {
+        Err(Error::Corrupt(m)) => assert!(m.contains("plain Dcodes"), "{m}"),
+        x => panic!("expected a layout error, got {:?}", x.map(|_| ())),
     }
 }

@@ -290,6 +290,62 @@ impl std::fmt::Debug for StateKey {
     }
 }
 
+/// Multiplier of the Dcode whitening ([`whitening`]): 2^64 / φ, odd.
+const WHITE_MUL: u64 = 0x9e37_79b9_7f4a_7c15;
+/// Seed of the whitening of keys outside 9..=32 bytes.
+const WHITE_SEED: u64 = 0x5717_e0dc_0de5_eed5;
+
+/// The whitening of a state's Dcode: a tracked state's BAS holds `Dcode ^
+/// whitening(key)` (low `l_d` bits) and every lookup XORs it back, so an
+/// **unknown** key's Dcode is uniform whatever the size of the VIP's BAS
+/// arrays. Without it an unknown key's Dcode is the XOR of two random
+/// free slots, which has only `ma · mb` equally likely values: a small VIP's
+/// BAS then needs arrays of `2^l_d` slots a side (a floor of 4,096 states
+/// at `l_d` = 12) for its new connections to be spread evenly, and 64 VIPs
+/// of 1,024 states each take 4.6× the memory of one VIP of 65,536.
+///
+/// It must not depend on the BAS seed (the control plane's Othello
+/// re-seeds when an insert closes a cycle, and the states' values must
+/// survive that), so it is a hash of its own: for 9- to 16-byte keys (IPv4
+/// 4-tuples) the key's first and last 8 bytes (the words the BAS hash reads
+/// anyway) XORed and multiplied once, for 17 to 32 bytes (IPv6) the four
+/// words covering the key folded the same way, otherwise `hash64` with its
+/// own seed; 16 bits, which callers mask to `l_d`.
+#[inline(always)]
+pub fn whitening(key: &[u8]) -> u32 {
+    let n = key.len();
+    if n.wrapping_sub(9) < 8 {
+        let w = |i: usize| u64::from_le_bytes(key.get(i..i + 8).and_then(|s| s.try_into().ok()).unwrap_or_default());
+        white_words(w(0), w(n - 8))
+    } else {
+        white_cold(key)
+    }
+}
+
+/// [`whitening`] of a 9- to 16-byte key from its first and last 8 bytes
+/// (little endian): one multiply, the product's top 16 bits (a
+/// multiplicative hash of the folded words; the two words overlap unless the
+/// key has 16 bytes, and their XOR keeps all but 8 of the key's bits).
+#[inline(always)]
+pub(crate) fn white_words(first: u64, last: u64) -> u32 {
+    ((first ^ last).wrapping_mul(WHITE_MUL) >> 48) as u32
+}
+
+/// [`whitening`] of keys outside 9..=16 bytes (out of the packet loops).
+#[cold]
+#[inline(never)]
+pub(crate) fn white_cold(key: &[u8]) -> u32 {
+    let n = key.len();
+    if (17..=32).contains(&n) {
+        let w = |i: usize| u64::from_le_bytes(key.get(i..i + 8).and_then(|s| s.try_into().ok()).unwrap_or_default());
+        let first = w(0) ^ w(8).rotate_left(16);
+        let last = w(n - 16).rotate_left(48) ^ w(n - 8).rotate_left(32);
+        white_words(first, last)
+    } else {
+        (crate::hash::hash64(key, WHITE_SEED) >> 48) as u32
+    }
+}
+
 /// Seed of the control plane's spreading hash, which picks among a
 /// backend's Dcodes the one a new state is pinned to (it never runs on the
 /// data plane).

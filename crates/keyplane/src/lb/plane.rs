@@ -12,10 +12,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 const BATCH: usize = 16;
-/// Layout tag of an encoded VIP plane. 0xC2: BAS values are plain Dcodes
-/// (free slots random); the untagged layout before it XORed a whitening
-/// hash of the key into every Dcode, so its planes are refused.
-const PLANE_LAYOUT: u8 = 0xC2;
+/// Layout tag of an encoded VIP plane. 0xC3: a tracked state's BAS value is
+/// its Dcode XOR [`super::whitening`] of its key (seed-independent), so
+/// BASes are sized to their states (no floor). Refused: 0xC2 (BAS values
+/// were plain Dcodes; free slots random) and the untagged layout before it
+/// (a different whitening hash).
+const PLANE_LAYOUT: u8 = 0xC3;
+/// The layout before [`PLANE_LAYOUT`] (named in the refusal).
+const PLANE_LAYOUT_PLAIN: u8 = 0xC2;
 /// "No backend" marker in control-side DIP rows.
 pub(crate) const NO_BACKEND: u16 = u16::MAX;
 
@@ -160,34 +164,36 @@ impl VipPlane {
         self.outs.iter().flatten()
     }
 
-    /// Dcode of a key (Algorithm 7, step 2): one hash, two slots.
+    /// Dcode of a key (Algorithm 7, step 2): one hash, two slots, the
+    /// key's whitening XORed back.
     #[inline(always)]
     pub fn dcode(&self, key: &[u8]) -> usize {
         self.dcode_at(self.slots(key))
     }
 
-    /// Bit positions of a key's two BAS slots: computed once in a batch for
-    /// the prefetch ([`Self::prefetch_slots`]) and the read ([`Self::dcode_at`]).
+    /// Bit positions of a key's two BAS slots and its whitening: computed
+    /// once in a batch for the prefetch ([`Self::prefetch_slots`]) and the
+    /// read ([`Self::dcode_at`]).
     #[inline(always)]
-    fn slots(&self, key: &[u8]) -> (usize, usize) {
+    fn slots(&self, key: &[u8]) -> (usize, usize, u32) {
         let (_, ia, ib) = self.p.locate(key);
-        (ia * self.dbits as usize, ib * self.dbits as usize)
+        (ia * self.dbits as usize, ib * self.dbits as usize, super::whitening(key))
     }
 
     #[inline(always)]
-    fn prefetch_slots(&self, s: (usize, usize)) {
+    fn prefetch_slots(&self, s: (usize, usize, u32)) {
         prefetch(self.a.as_ptr().wrapping_add(s.0 >> 3));
         prefetch(self.b.as_ptr().wrapping_add(s.1 >> 3));
     }
 
-    /// The Dcode at two slot positions from [`Self::slots`].
+    /// The Dcode at two slot positions and a whitening from [`Self::slots`].
     #[inline(always)]
-    fn dcode_at(&self, s: (usize, usize)) -> usize {
+    fn dcode_at(&self, s: (usize, usize, u32)) -> usize {
         // SAFETY: `slots` derives each position from an index below the
         // array's slot count, and `new` checked that the image holds the
         // 4-byte load of every such position.
         let (x, y) = unsafe { (slot(&self.a, s.0), slot(&self.b, s.1)) };
-        ((x ^ y) & self.dmask) as usize
+        ((x ^ y ^ s.2) & self.dmask) as usize
     }
 
     /// Step 3: DIP array and backend list, for a Dcode from [`Self::dcode_at`].
@@ -272,10 +278,18 @@ impl VipPlane {
     pub fn decode(r: &mut Reader<'_>) -> Result<Self> {
         let layout = r.u8()?;
         Reader::ensure(layout == PLANE_LAYOUT, || {
-            format!(
-                "VIP plane layout {layout:#x}, expected {PLANE_LAYOUT:#x} (planes from keyplane before the \
-                 random-free-slot BAS XOR a whitening hash in; re-export them)"
-            )
+            if layout == PLANE_LAYOUT_PLAIN {
+                format!(
+                    "VIP plane layout {layout:#x}, expected {PLANE_LAYOUT:#x}: this plane's BAS holds plain \
+                     Dcodes (keyplane before whitened, state-sized BASes) and would give wrong Dcodes; \
+                     re-export the data plane from its control plane with this keyplane"
+                )
+            } else {
+                format!(
+                    "VIP plane layout {layout:#x}, expected {PLANE_LAYOUT:#x} (planes from an older keyplane \
+                     use another Dcode encoding; re-export them)"
+                )
+            }
         })?;
         let vip = get_vip(r)?;
         let generation = r.u64()?;
@@ -352,9 +366,10 @@ struct PlaneSet {
     /// packet's plane without a test of its own; `hdrs`' last entry.
     none: Arc<VipPlane>,
     by_addr: HashMap<Vip, VipId>,
-    /// Mixed-VIP bursts: `slot[vip]` indexes `hdrs` (unused indices the
-    /// last header, the empty plane's), and `hdrs` holds one cache line per
-    /// VIP in use with everything a lookup reads of its plane.
+    /// Mixed-VIP bursts: `slot[vip]` indexes `hdrs` (unused indices and the
+    /// one extra entry past the VIP array the last header, the empty
+    /// plane's), and `hdrs` holds one cache line per VIP in use with
+    /// everything a lookup reads of its plane.
     slot: Box<[u32]>,
     hdrs: Box<[Hdr]>,
     /// Every row's entries are one byte (no pool has more than 256 backends).
@@ -402,12 +417,10 @@ fn hash_cold(key: &[u8], seed: u64) -> u64 {
 /// `len_9to16` path), with the seed's flips `XXH3_LO + seed` and
 /// `XXH3_HI - seed` computed once per VIP instead of once per packet.
 #[inline(always)]
-fn hash_9_16(key: &[u8], flo: u64, fhi: u64) -> u64 {
-    let n = key.len();
+fn hash_9_16(first: u64, last: u64, n: usize, flo: u64, fhi: u64) -> u64 {
     debug_assert!((9..=16).contains(&n));
-    let w = |i: usize| u64::from_le_bytes(key.get(i..i + 8).and_then(|s| s.try_into().ok()).unwrap_or_default());
-    let lo = w(0) ^ flo;
-    let hi = w(n - 8) ^ fhi;
+    let lo = first ^ flo;
+    let hi = last ^ fhi;
     let m = lo as u128 * hi as u128;
     let acc = (n as u64).wrapping_add(lo.swap_bytes()).wrapping_add(hi).wrapping_add(m as u64 ^ (m >> 64) as u64);
     let v = (acc ^ (acc >> 37)).wrapping_mul(0x1656_6791_9E37_79F9);
@@ -440,17 +453,13 @@ impl Hdr {
         }
     }
 
-    /// Step 2's slot indices of a key (`othello::Params::locate`).
+    /// Step 2's slot indices of a key (`othello::Params::locate`) and its
+    /// whitening ([`super::whitening`]).
     #[inline(always)]
-    fn locate(&self, key: &[u8]) -> (usize, usize) {
-        let h = if key.len().wrapping_sub(9) < 8 {
-            hash_9_16(key, self.flo, self.fhi)
-        } else {
-            hash_cold(key, self.flo.wrapping_sub(XXH3_LO))
-        };
-        let (ia, ib) = (crate::hash::reduce(h as u32, self.ma), crate::hash::reduce((h >> 32) as u32, self.mb));
+    fn locate(&self, key: &[u8]) -> (usize, usize, u32) {
+        let (ia, ib, w) = locate_key(key, self.flo, self.fhi, self.ma, self.mb);
         debug_assert_eq!(
-            (ia as usize, ib as usize),
+            (ia, ib),
             {
                 let seed = self.flo.wrapping_sub(XXH3_LO);
                 let p =
@@ -460,8 +469,28 @@ impl Hdr {
             },
             "mixed-burst slot indices differ from the BAS's"
         );
-        (ia as usize, ib as usize)
+        (ia, ib, w)
     }
+}
+
+/// A key's BAS slot indices in arrays of `ma` and `mb` slots
+/// (`othello::Params::locate` for the seed whose XXH3 flips are `flo`,
+/// `fhi`) and its whitening ([`super::whitening`]): both burst loops' step
+/// 2. A 9- to 16-byte key (IPv4 states) is hashed inline from two words that
+/// also give its whitening; other lengths go out of line.
+#[inline(always)]
+fn locate_key(key: &[u8], flo: u64, fhi: u64, ma: u32, mb: u32) -> (usize, usize, u32) {
+    let n = key.len();
+    let (h, w) = if n.wrapping_sub(9) < 8 {
+        let word = |i: usize| u64::from_le_bytes(key.get(i..i + 8).and_then(|s| s.try_into().ok()).unwrap_or_default());
+        let (first, last) = (word(0), word(n - 8));
+        (hash_9_16(first, last, n, flo, fhi), super::white_words(first, last))
+    } else {
+        (hash_cold(key, flo.wrapping_sub(XXH3_LO)), super::white_cold(key))
+    };
+    debug_assert_eq!(w, super::whitening(key));
+    let (ia, ib) = (crate::hash::reduce(h as u32, ma), crate::hash::reduce((h >> 32) as u32, mb));
+    (ia as usize, ib as usize, w)
 }
 
 impl PlaneSet {
@@ -497,7 +526,9 @@ impl PlaneSet {
             .collect::<Vec<u32>>();
         hdrs.push(Hdr::of(&none));
         let none_ix = hdrs.len() as u32 - 1;
-        let slot = slot.into_iter().map(|i| if i == u32::MAX { none_ix } else { i }).collect();
+        // One entry past the VIP array: the mixed burst clamps indices to it.
+        let slot =
+            slot.into_iter().map(|i| if i == u32::MAX { none_ix } else { i }).chain(std::iter::once(none_ix)).collect();
         let narrow = hdrs.iter().all(|h| h.rshift == 0);
         Ok(Self { table, seq, dbits, vips: vips.into(), none, by_addr, slot, hdrs: hdrs.into(), narrow })
     }
@@ -571,8 +602,10 @@ struct Loc {
     pa: *const u8,
     pb: *const u8,
     h: *const Hdr,
-    sa: u32,
-    sb: u32,
+    /// The key's whitening ([`super::whitening`], 16 bits).
+    w: u16,
+    sa: u8,
+    sb: u8,
 }
 
 /// A burst of packets to any VIPs. Two stages over chunks of 16 packets, as
@@ -604,25 +637,29 @@ fn mixed_run<const D: u32, const NARROW: bool>(
 ) {
     let n = vips.len().min(keys.len()).min(out.len());
     let (vips, keys, out) = (&vips[..n], &keys[..n], &mut out[..n]);
-    let none = g.hdrs.len() as u32 - 1;
     let base = g.hdrs.as_ptr();
-    let mut loc = [Loc { pa: std::ptr::null(), pb: std::ptr::null(), h: base, sa: 0, sb: 0 }; BATCH];
+    let slots = g.slot.as_ptr();
+    // `slot` has one entry past the VIP array (the empty plane's header):
+    // every index above it is clamped onto it, without a branch.
+    let last = g.slot.len() - 1;
+    let mut loc = [Loc { pa: std::ptr::null(), pb: std::ptr::null(), h: base, w: 0, sa: 0, sb: 0 }; BATCH];
     for ((vs, ks), os) in vips.chunks(BATCH).zip(keys.chunks(BATCH)).zip(out.chunks_mut(BATCH)) {
         for ((v, k), l) in vs.iter().zip(ks).zip(loc.iter_mut()) {
-            // An index outside the VIP array reads the empty plane's header.
-            let i = g.slot.get(*v as usize).copied().unwrap_or(none) as usize;
-            debug_assert!(i < g.hdrs.len());
-            // SAFETY: `PlaneSet::new` fills `slot` with indices into `hdrs`,
-            // and `none` is its last index.
-            let h = unsafe { &*base.add(i) };
+            // SAFETY: the index is clamped to `slot`'s last entry, and
+            // `PlaneSet::new` fills `slot` with indices into `hdrs`.
+            let h = unsafe {
+                let i = *slots.add((*v as usize).min(last)) as usize;
+                debug_assert!(i < g.hdrs.len());
+                &*base.add(i)
+            };
             debug_assert!(D == 0 || h.dbits as u32 == D);
             let dbits = if D == 0 { h.dbits as usize } else { D as usize };
-            let (ia, ib) = h.locate(k);
+            let (ia, ib, w) = h.locate(k);
             let (sa, sb) = (ia * dbits, ib * dbits);
             let (pa, pb) = (h.a.wrapping_add(sa >> 3), h.b.wrapping_add(sb >> 3));
             prefetch(pa);
             prefetch(pb);
-            *l = Loc { pa, pb, h, sa: (sa & 7) as u32, sb: (sb & 7) as u32 };
+            *l = Loc { pa, pb, h, w: w as u16, sa: (sa & 7) as u8, sb: (sb & 7) as u8 };
         }
         for (o, l) in os.iter_mut().zip(loc.iter()) {
             // SAFETY: `l` was filled above for this packet: `h` points into
@@ -638,7 +675,7 @@ fn mixed_run<const D: u32, const NARROW: bool>(
                 let x = u32::from_le(l.pa.cast::<u32>().read_unaligned()) >> l.sa;
                 let y = u32::from_le(l.pb.cast::<u32>().read_unaligned()) >> l.sb;
                 let dmask = if D == 0 { h.dmask as u32 } else { (1u32 << D) - 1 };
-                let d = ((x ^ y) & dmask) as usize;
+                let d = ((x ^ y ^ l.w as u32) & dmask) as usize;
                 let e = if NARROW {
                     debug_assert!(h.rshift == 0);
                     *h.row.add(d) as usize
@@ -676,10 +713,14 @@ fn put(o: &mut Option<Backend>, a: &Option<Backend>) {
 #[inline(never)]
 fn batch_row<const WIDE: bool>(p: &VipPlane, keys: &[&[u8]], out: &mut [Option<Backend>]) {
     let row = &p.da.bytes[..];
-    let mut loc = [(0usize, 0usize); BATCH];
+    let (flo, fhi) = (XXH3_LO.wrapping_add(p.p.seed), XXH3_HI.wrapping_sub(p.p.seed));
+    let (ma, mb, dbits) = (p.p.ma, p.p.mb, p.dbits as usize);
+    let mut loc = [(0usize, 0usize, 0u32); BATCH];
     for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
         for (k, l) in ks.iter().zip(loc.iter_mut()) {
-            let s = p.slots(k);
+            let (ia, ib, w) = locate_key(k, flo, fhi, ma, mb);
+            let s = (ia * dbits, ib * dbits, w);
+            debug_assert_eq!(s, p.slots(k));
             p.prefetch_slots(s);
             *l = s;
         }
