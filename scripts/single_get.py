@@ -6,6 +6,11 @@ line to each process in turn and collects its JSON lines.
 
 usage: single_get.py N ROUNDS OUT.jsonl KEYPLANE_BIN HARNESS_DIR [--queries Q] [--reps R]
        [--structures othello,othello_pow2,setsep] [--refs sdyy_othello,ludo_othello,ludo_setsep]
+       [--base KEYPLANE_BIN2]
+
+--base adds a second keyplane binary (e.g. the build before a change) to the
+same interleaved rounds; every JSON line records the process it came from
+("proc": keyplane, keyplane_base or the reference's name).
 """
 import json, subprocess, sys, time
 
@@ -22,9 +27,12 @@ def main():
         "ludo_othello": [f"{hdir}/othello_ludo", nn, q, reps],
         "ludo_setsep": [f"{hdir}/setsep_ludo", nn, q, reps],
     }
+    if "--base" in opts:
+        cmds["keyplane_base"] = [opts["--base"]] + cmds["keyplane"][1:]
     refs = opts.get("--refs", "sdyy_othello,ludo_othello,ludo_setsep").split(",")
-    cmds = {k: c for k, c in cmds.items() if k == "keyplane" or k in refs}
-    expect = {"keyplane": len(opts.get("--structures", "othello,othello_pow2,setsep").split(","))}
+    cmds = {k: c for k, c in cmds.items() if k.startswith("keyplane") or k in refs}
+    nkp = len(opts.get("--structures", "othello,othello_pow2,setsep").split(","))
+    expect = {"keyplane": nkp, "keyplane_base": nkp}
     procs = {k: subprocess.Popen(c, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                  text=True, bufsize=1) for k, c in cmds.items()}
     with open(out, "a") as f:
@@ -42,6 +50,7 @@ def main():
                     if line.startswith('{"impl"'):
                         d = json.loads(line)
                         d["round"] = r
+                        d["proc"] = k
                         d["load_average_driver"] = float(open("/proc/loadavg").read().split()[0])
                         d["time"] = time.strftime("%H:%M:%S")
                         f.write(json.dumps(d) + "\n")

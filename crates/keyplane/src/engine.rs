@@ -349,7 +349,15 @@ impl<S: Scheme> Clone for Reader<'_, S> {
     }
 }
 
-impl<S: Scheme> Reader<'_, S> {
+impl<'a, S: Scheme> Reader<'a, S> {
+    /// The publisher this reader follows (for a scheme whose public reader
+    /// keeps its own cache of the snapshot, built from this one through
+    /// `From`: see [`lookup_form!`]).
+    #[allow(dead_code)]
+    pub(crate) fn publisher(&self) -> &'a Published<S::Inner> {
+        self.0.source()
+    }
+
     /// Runs `f` on the reader's current snapshot (a scheme's own typed
     /// lookups, e.g. LPM's `get_v4`).
     #[inline(always)]
@@ -426,8 +434,12 @@ macro_rules! lookup_form {
             type Delta = Delta;
             type Reader<'a> = Reader<'a>;
 
+            // `into`: a structure's reader may wrap its own handle made
+            // from the engine's reader (Othello's flat view); for the
+            // others it is the identity.
+            #[allow(clippy::useless_conversion)]
             fn reader(&self) -> Reader<'_> {
-                Reader(self.raw.reader())
+                Reader(self.raw.reader().into())
             }
             #[inline]
             fn get(&self, key: &[u8]) -> Option<u64> {

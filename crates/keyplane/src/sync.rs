@@ -15,7 +15,7 @@
 //!   replacement answers from the complete old structure.
 
 use arc_swap::{ArcSwap, Guard};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ops::Deref;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
@@ -142,6 +142,13 @@ impl StripedSeqLock {
     pub fn memory_bytes(&self) -> usize {
         self.v.len() * 8
     }
+
+    /// The counters (a power-of-two count), for readers that cache their
+    /// base address in a flat view of a snapshot.
+    #[inline(always)]
+    pub(crate) fn counters(&self) -> &[AtomicU64] {
+        &self.v
+    }
 }
 
 /// A deduplicating set of stripe indices, reusable across writes.
@@ -265,6 +272,83 @@ impl<P: Deref<Target = Published<T>>, T> Cached<P, T> {
     /// that found its snapshot stale).
     pub fn latest(&self) -> Arc<T> {
         self.src.cur.load_full()
+    }
+
+    /// The publisher this handle reads from.
+    pub(crate) fn source(&self) -> &P {
+        &self.src
+    }
+}
+
+/// A per-thread read handle like [`Cached`] that also keeps a `Copy` view
+/// of its snapshot by value (for example array base addresses and layout
+/// constants), so that a lookup reads its constants from the handle
+/// instead of loading them through the `Arc` and no `RefCell` borrow is
+/// taken per call. The view is made by `make` from the snapshot the handle
+/// holds and replaced only together with it, in [`CachedView::with`]
+/// before `f` runs: a view passed to `f` describes a snapshot this handle
+/// keeps alive at least until its next `with` call. `f` must not call
+/// `with` on the same handle if it uses the view afterwards.
+pub(crate) struct CachedView<'a, T, V: Copy> {
+    src: &'a Published<T>,
+    generation: Cell<u64>,
+    view: Cell<V>,
+    keep: Cell<Arc<T>>,
+    make: fn(&T) -> V,
+}
+
+impl<'a, T, V: Copy> CachedView<'a, T, V> {
+    /// A handle on `src` whose view of each snapshot is `make(snapshot)`.
+    pub fn new(src: &'a Published<T>, make: fn(&T) -> V) -> Self {
+        // Generation first, as in `Cached::new`.
+        let g = src.generation.load(Ordering::Acquire);
+        let t = src.cur.load_full();
+        let view = Cell::new(make(&t));
+        CachedView { src, generation: Cell::new(g), view, keep: Cell::new(t), make }
+    }
+
+    /// Runs `f` on the view of the current snapshot: one acquire load of
+    /// the publisher's generation and one compare per call; the view is
+    /// passed by reference (not copied), valid for the whole call.
+    ///
+    /// # Safety
+    ///
+    /// `f` must not call `with` on this same handle (a refresh there would
+    /// overwrite the view `f` holds a reference to and drop its snapshot).
+    #[inline(always)]
+    pub unsafe fn with<R>(&self, f: impl FnOnce(&V) -> R) -> R {
+        let g = self.src.generation.load(Ordering::Acquire);
+        if g != self.generation.get() {
+            self.refresh(g);
+        }
+        // SAFETY: the view is written only by `refresh`, above and before
+        // `f` runs, and the caller guarantees that `f` does not call `with`
+        // (the only caller of `refresh`) on this handle; the handle is not
+        // `Sync`, so no other thread writes it either. So nothing writes the
+        // view while `f` holds this shared reference.
+        f(unsafe { &*self.view.as_ptr() })
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refresh(&self, g: u64) {
+        let t = self.src.cur.load_full();
+        self.view.set((self.make)(&t));
+        self.generation.set(g);
+        // The old snapshot goes last, after nothing refers to it any more.
+        drop(self.keep.replace(t));
+    }
+}
+
+impl<T, V: Copy> Clone for CachedView<'_, T, V> {
+    fn clone(&self) -> Self {
+        CachedView::new(self.src, self.make)
+    }
+}
+
+impl<T, V: Copy> std::fmt::Debug for CachedView<'_, T, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedView").field("generation", &self.generation.get()).finish_non_exhaustive()
     }
 }
 

@@ -8,13 +8,18 @@ use crate::error::{Error, Result};
 use crate::hash::{hi, lo, reduce};
 use crate::lineage::Lineage;
 use crate::mem::prefetch;
-use crate::sync::{Published, StripedSeqLock};
+use crate::sync::{CachedView, Published, StripedSeqLock};
 use crate::wire::Kind;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering, fence};
 
-/// At most this many seqlock stripes; smaller tables get one per 4096 slots
-/// (at least 64), so the lock costs well under 0.1 bit per key.
-const MAX_STRIPES: usize = 4096;
+/// One seqlock version counter for the whole snapshot. A single lookup
+/// then peeks and validates one counter (not one per array), which is what
+/// keeps the reader's hot path short; a writer holds it only while it
+/// writes a patch's few slots. (Striping bought no fewer coherence misses:
+/// readers touch every stripe's line at random, so each write invalidated a
+/// line that readers soon missed on anyway.)
+const STRIPES: usize = 1;
 const BATCH: usize = 16;
 /// Slot patches touching at most this many slots sort their stripes on the
 /// stack (no allocation per update).
@@ -37,11 +42,22 @@ pub(crate) struct Inner {
 
 impl Inner {
     pub fn new(img: Image) -> Self {
-        let slots = img.p.ma as usize + img.p.mb as usize;
-        let lock = StripedSeqLock::new((slots / 4096).clamp(64, MAX_STRIPES));
+        let lock = StripedSeqLock::new(STRIPES);
         let smask = lock.stripes() - 1;
         let flip8 = crate::hash::short_flip(img.p.seed);
         let (plain, vmask) = (img.p.fbits == 0 && !img.p.empt, crate::mask(img.p.vbits));
+        // The unchecked reads of `View` rely on these (every image is made
+        // so: `Image::decode` checks the word counts against `p`, and
+        // `Params::validate` keeps both sizes at least 1).
+        assert!(
+            img.a.len() == img.p.ma as usize
+                && img.b.len() == img.p.mb as usize
+                && img.p.ma >= 1
+                && img.p.mb >= 1
+                && img.a.bits() == img.p.width()
+                && img.b.bits() == img.p.width(),
+            "othello image arrays do not match their parameters"
+        );
         Self { p: img.p, a: img.a, b: img.b, lock, smask, flip8, plain, vmask }
     }
 
@@ -56,7 +72,29 @@ impl Inner {
     }
     #[inline(always)]
     fn stripe_b(&self, i: usize) -> usize {
-        (i.wrapping_mul(0x9e37_79b9) >> 7) & self.smask
+        i & self.smask
+    }
+
+    /// The flat view of this snapshot (see [`View`]).
+    #[inline(always)]
+    fn view(&self) -> View {
+        let bits = self.a.bits();
+        View {
+            inner: self,
+            a: self.a.words_ptr(),
+            b: self.b.words_ptr(),
+            seq: &self.lock.counters()[0],
+            flip8: self.flip8,
+            vmask: self.vmask,
+            emask: crate::mask(bits),
+            ma: self.p.ma,
+            mb: self.p.mb,
+            bits,
+            lg: if bits.is_power_of_two() { bits.trailing_zeros() } else { NOT_POW2 },
+            plain: self.plain,
+            plain_bits: if self.plain && matches!(bits, 8 | 16 | 32) { bits } else { 0 },
+            plain8: self.plain && bits == 8,
+        }
     }
 
     /// Crate-internal hook: prefetches both slots of a key.
@@ -80,24 +118,6 @@ impl Inner {
         self.p.answer(h, x, y)
     }
 
-    /// A single lookup's read: both stripe versions, both slots, one
-    /// validation, no loop. The retry loop ([`Self::read`]) is out of line,
-    /// so the inlined path is straight-line code whose only branch (the
-    /// validation) is predicted taken, and consecutive lookups overlap
-    /// their cache misses.
-    #[inline(always)]
-    fn read_once(&self, h: u64, ia: usize, ib: usize) -> Option<u64> {
-        let st = self.lock.view();
-        let (sa, sb) = (self.stripe_a(ia), self.stripe_b(ib));
-        let (va, vb) = (st.peek(sa), st.peek(sb));
-        let (x, y) = (self.a.get(ia), self.b.get(ib));
-        if !(st.still(sa, va) & st.still(sb, vb)) {
-            return self.read_retry(h, ia, ib);
-        }
-        // Same answer as `p.answer` (no fingerprint or emptiness bit to check).
-        if self.plain { Some((x ^ y) & self.vmask) } else { self.p.answer(h, x, y) }
-    }
-
     #[cold]
     #[inline(never)]
     fn read_retry(&self, h: u64, ia: usize, ib: usize) -> Option<u64> {
@@ -106,17 +126,14 @@ impl Inner {
 
     #[inline(always)]
     fn get(&self, key: &[u8]) -> Option<u64> {
-        let (h, ia, ib) = self.p.locate(key);
-        self.read_once(h, ia, ib)
+        self.view().get(key)
     }
 
     /// `get(&u64_key(key))`: the same hash bit for bit
     /// ([`crate::hash::hash_u64`]), with the seed's constant precomputed.
     #[inline(always)]
     fn get_u64(&self, key: u64) -> Option<u64> {
-        let h = crate::hash::hash_word_flipped(key.rotate_left(32), 8, self.flip8);
-        let (ia, ib) = (reduce(lo(h), self.p.ma) as usize, reduce(hi(h), self.p.mb) as usize);
-        self.read_once(h, ia, ib)
+        self.view().get_u64(key)
     }
 
     fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
@@ -193,6 +210,216 @@ impl Inner {
     }
 }
 
+/// `View::lg` of a slot width that is not a power of two.
+const NOT_POW2: u32 = u32::MAX;
+
+/// A flat copy of what a single lookup needs from one snapshot ([`Inner`]):
+/// the arrays' and stripe counters' base addresses, the sizes and the
+/// layout constants. A reader keeps it by value ([`FlatReader`]), so the
+/// hot path loads no field through `Arc<Inner>` → `PackedArray` → `Box`,
+/// and its reads are unchecked because every index is in range by
+/// construction (`reduce(x, m) < m`, see [`View::slot`]).
+///
+/// Validity: a `View` is made only by [`Inner::view`] and used only while
+/// that `Inner` is alive: either inside a borrow of it (`Inner::get`,
+/// `Inner::get_u64`) or inside [`CachedView::with`] of a [`FlatReader`],
+/// whose handle holds the `Arc<Inner>` the view was made from (and no
+/// lookup calls `with` re-entrantly). The type and its fields are private
+/// to this module, so no other code can make or keep one.
+#[derive(Clone, Copy, Debug)]
+struct View {
+    inner: *const Inner,
+    a: *const AtomicU64,
+    b: *const AtomicU64,
+    /// The snapshot's seqlock counter (the lock's only stripe).
+    seq: *const AtomicU64,
+    flip8: u64,
+    vmask: u64,
+    /// `mask(bits)`.
+    emask: u64,
+    ma: u32,
+    mb: u32,
+    /// Slot width (both arrays).
+    bits: u32,
+    /// `log2(bits)` if `bits` is a power of two (a slot never straddles
+    /// two words: one word read, no branch), else [`NOT_POW2`].
+    lg: u32,
+    plain: bool,
+    /// Which read [`View::read_once`] runs: 8, 16 or 32 for a plain slot
+    /// (value bits only) of that width, which has its own code with the
+    /// width a constant (one word read, constant shifts, no mask, no answer
+    /// decoding); 0 for every other layout (the general read).
+    plain_bits: u32,
+    /// `plain_bits == 8`.
+    plain8: bool,
+}
+
+// SAFETY: a `View` points only into an `Inner` (its arrays and counters are
+// atomics, `Inner` is `Send + Sync`) and is dereferenced only while that
+// `Inner` is kept alive (see the type's docs), so moving one to another
+// thread is no different from moving the `Arc<Inner>` that keeps it valid.
+unsafe impl Send for View {}
+
+impl View {
+    /// Slot `i` of the array at `base` (the A or B array of this view's
+    /// snapshot, whose size is `ma` or `mb`). `i` must be below that size:
+    /// every caller passes `reduce(_, ma)` / `reduce(_, mb)`, which is.
+    #[inline(always)]
+    fn slot(&self, base: *const AtomicU64, i: usize) -> u64 {
+        if self.lg != NOT_POW2 {
+            let bit = i << self.lg;
+            // SAFETY: `base` is the word array of a `PackedArray` of `len`
+            // elements of `bits = 2^lg` bits (asserted in `Inner::new`),
+            // alive while the view is used (type docs). It holds
+            // `words_for(len, bits) = ceil(len·bits/64) + 1` words, and
+            // `i < len` gives `bit >> 6 ≤ (len·bits − 1) / 64 <
+            // words_for(len, bits)`. A slot of a power-of-two width never
+            // straddles a word, so one word holds it all.
+            let w = unsafe { (*base.add(bit >> 6)).load(Ordering::Relaxed) };
+            (w >> (bit & 63)) & self.emask
+        } else {
+            let bit = i * self.bits as usize;
+            let (w, off) = (bit >> 6, (bit & 63) as u32);
+            // SAFETY: as above, `w ≤ (len·bits − 1) / 64`, and the padding
+            // word of `words_for` makes `w + 1` in range too.
+            let (w0, w1) =
+                unsafe { ((*base.add(w)).load(Ordering::Relaxed), (*base.add(w + 1)).load(Ordering::Relaxed)) };
+            // `(w1 << 1) << (63 − off)` is `w1 << (64 − off)`, and 0 for off = 0.
+            ((w0 >> off) | ((w1 << 1) << (63 - off))) & self.emask
+        }
+    }
+
+    /// The seqlock counter.
+    #[inline(always)]
+    fn counter(&self) -> &AtomicU64 {
+        // SAFETY: the lock's first counter (it has `STRIPES` = 1, never
+        // resized), alive while the view is used (type docs).
+        unsafe { &*self.seq }
+    }
+
+    #[inline(always)]
+    fn inner(&self) -> &Inner {
+        // SAFETY: the view's snapshot is alive while it is used (type docs).
+        unsafe { &*self.inner }
+    }
+
+    /// Slot `i` of a plain array of `2^LG`-bit slots (`LG` = `self.lg`,
+    /// so the width is a constant): one word, constant shifts.
+    #[inline(always)]
+    fn slot_pow2<const LG: u32>(&self, base: *const AtomicU64, i: usize) -> u64 {
+        debug_assert_eq!(self.lg, LG);
+        let bit = i << LG;
+        // SAFETY: as in `slot` (the caller checked that `bits = 2^LG`).
+        let w = unsafe { (*base.add(bit >> 6)).load(Ordering::Relaxed) };
+        (w >> (bit & 63)) & crate::mask(1 << LG)
+    }
+
+    /// One lookup of slots `ia < ma`, `ib < mb`: the seqlock version, both
+    /// slots, one validation, no loop (the retry, after a writer was in the
+    /// snapshot, is out of line), so consecutive lookups overlap their
+    /// misses. (`Inner::stripe_a` / `stripe_b` are both 0: one stripe.)
+    #[inline(always)]
+    fn read_once(&self, h: u64, ia: usize, ib: usize) -> Option<u64> {
+        // 8-bit values (the data-plane case: ports, next hops) are tested
+        // first, on a field of their own (LLVM would merge the compares of
+        // one field into a switch and test the widths in its own order).
+        if self.plain8 {
+            return self.read_plain::<3>(h, ia, ib);
+        }
+        let pb = self.plain_bits;
+        if pb == 16 {
+            self.read_plain::<4>(h, ia, ib)
+        } else if pb == 32 {
+            self.read_plain::<5>(h, ia, ib)
+        } else {
+            self.read_general(h, ia, ib)
+        }
+    }
+
+    /// `read_once` of a plain layout of `2^LG`-bit slots: the answer is
+    /// `A ^ B` (no fingerprint, no emptiness bit, the value fills the slot).
+    #[inline(always)]
+    fn read_plain<const LG: u32>(&self, h: u64, ia: usize, ib: usize) -> Option<u64> {
+        let c = self.counter();
+        let v = c.load(Ordering::Acquire);
+        let (x, y) = (self.slot_pow2::<LG>(self.a, ia), self.slot_pow2::<LG>(self.b, ib));
+        fence(Ordering::Acquire);
+        // A writer was in (odd) or has been in (moved) the snapshot.
+        if (c.load(Ordering::Relaxed) ^ v) | (v & 1) != 0 {
+            return self.inner().read_retry(h, ia, ib);
+        }
+        Some(x ^ y)
+    }
+
+    #[inline(always)]
+    fn read_general(&self, h: u64, ia: usize, ib: usize) -> Option<u64> {
+        let c = self.counter();
+        let v = c.load(Ordering::Acquire);
+        let (x, y) = (self.slot(self.a, ia), self.slot(self.b, ib));
+        fence(Ordering::Acquire);
+        // A writer was in (odd) or has been in (moved) the snapshot.
+        if (c.load(Ordering::Relaxed) ^ v) | (v & 1) != 0 {
+            return self.inner().read_retry(h, ia, ib);
+        }
+        // Same answer as `p.answer` (no fingerprint or emptiness bit to check).
+        if self.plain { Some((x ^ y) & self.vmask) } else { self.inner().p.answer(h, x, y) }
+    }
+
+    #[inline(always)]
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        let (h, ia, ib) = self.inner().p.locate(key);
+        self.read_once(h, ia, ib)
+    }
+
+    #[inline(always)]
+    fn get_u64(&self, key: u64) -> Option<u64> {
+        let h = crate::hash::hash_word_flipped(key.rotate_left(32), 8, self.flip8);
+        let (ia, ib) = (reduce(lo(h), self.ma) as usize, reduce(hi(h), self.mb) as usize);
+        self.read_once(h, ia, ib)
+    }
+}
+
+/// Othello's per-thread reader: the current snapshot and its [`View`],
+/// cached by value ([`CachedView`]); one generation check per call.
+#[derive(Debug, Clone)]
+pub(crate) struct FlatReader<'a>(CachedView<'a, Inner, View>);
+
+impl<'a> From<crate::engine::Reader<'a, Othello>> for FlatReader<'a> {
+    fn from(r: crate::engine::Reader<'a, Othello>) -> Self {
+        FlatReader(CachedView::new(r.publisher(), Inner::view))
+    }
+}
+
+impl FlatReader<'_> {
+    #[inline(always)]
+    pub fn get(&self, key: &[u8]) -> Option<u64> {
+        // SAFETY: the closure does not call `with` on this handle.
+        unsafe {
+            self.0.with(
+                #[inline(always)]
+                |v| v.get(key),
+            )
+        }
+    }
+
+    #[inline(always)]
+    pub fn get_u64(&self, key: u64) -> Option<u64> {
+        // SAFETY: see `get`.
+        unsafe {
+            self.0.with(
+                #[inline(always)]
+                |v| v.get_u64(key),
+            )
+        }
+    }
+
+    #[inline]
+    pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        // SAFETY: see `get`.
+        unsafe { self.0.with(|v| v.inner().get_batch(keys, out)) }
+    }
+}
+
 /// Othello on the engine ([`crate::engine`]): slot patches in place under
 /// the striped seqlock, rebuilds published whole.
 #[derive(Debug, Clone, PartialEq)]
@@ -263,7 +490,7 @@ pub struct Lookup {
 /// per-call snapshot pinning. Applied deltas and whole-table replacements
 /// are visible to it.
 #[derive(Debug, Clone)]
-pub struct Reader<'a>(crate::engine::Reader<'a, Othello>);
+pub struct Reader<'a>(FlatReader<'a>);
 
 crate::engine::lookup_form!(Othello);
 

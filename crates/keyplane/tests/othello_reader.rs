@@ -1,0 +1,142 @@
+//! Othello's per-thread reader (the flat view of a snapshot cached in the
+//! handle, with one specialised read per plain 8/16/32-bit slot layout and
+//! the general read for the others): under a writer that applies value
+//! flips, inserts of new keys and the whole-table replacements their growth
+//! causes, every answer a reader (and `&self`) gives for a key is one of the
+//! key's legal values; a reader made before a replacement reads the new
+//! table after it.
+
+use keyplane::key::u64_key;
+use keyplane::lineage::DeltaInfo;
+use keyplane::{ControlTable, LookupTable, ReadHandle, othello};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The two legal values of key `k` at `vbits` bits (always different).
+fn pair(k: u64, vbits: u32) -> [u64; 2] {
+    let m = keyplane::mask(vbits);
+    let a = keyplane::hash::mix64(k) & m;
+    let d = (keyplane::hash::mix64(!k) & m).max(1);
+    [a, a ^ d]
+}
+
+/// Readers (reader handles for the typed and the byte-key path, and
+/// `&self`) check the original keys while the writer flips their values,
+/// and every 16th delta inserts a fresh key, so the table grows several
+/// times (whole-table replacements). Returns (lookups checked, rebuilds).
+fn stress(vbits: u32, opts: othello::Options, deltas: usize) -> (u64, usize) {
+    let keys: Vec<u64> = (0..2_048u64).map(|i| keyplane::hash::mix64(i ^ 0x5eed ^ (vbits as u64) << 40)).collect();
+    let mut ctl =
+        othello::Control::from_items_with(keys.iter().map(|&k| (u64_key(k), pair(k, vbits)[0])), vbits, opts).unwrap();
+    let table = Arc::new(ctl.export());
+    let keys = Arc::new(keys);
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (table, keys, stop) = (table.clone(), keys.clone(), stop.clone());
+            std::thread::spawn(move || {
+                // Made before any replacement, kept across all of them.
+                let rd = table.reader();
+                let (mut checked, mut i) = (0u64, r * 5);
+                while !stop.load(Ordering::Relaxed) || checked < 1_000 {
+                    let k = keys[i % keys.len()];
+                    let got = match i % 4 {
+                        0 => table.get_u64(k),
+                        1 => rd.get(&u64_key(k)),
+                        _ => rd.get_u64(k),
+                    };
+                    let ok = pair(k, vbits);
+                    assert!(got == Some(ok[0]) || got == Some(ok[1]), "key {k:#x}: {got:?} is neither of {ok:x?}");
+                    checked += 1;
+                    i += 1;
+                }
+                checked
+            })
+        })
+        .collect();
+    let mut state = vec![0usize; keys.len()];
+    let mut fresh = Vec::new();
+    let mut rebuilds = 0;
+    for d in 0..deltas {
+        let delta = if d % 16 == 15 {
+            let k = keyplane::hash::mix64(d as u64 ^ 0xf00d);
+            fresh.push(k);
+            ctl.insert(&u64_key(k), pair(k, vbits)[1]).unwrap()
+        } else {
+            let j = keyplane::hash::mix64(d as u64) as usize % keys.len();
+            state[j] ^= 1;
+            ctl.insert(&u64_key(keys[j]), pair(keys[j], vbits)[state[j]]).unwrap()
+        };
+        rebuilds += delta.is_rebuild() as usize;
+        table.apply(&delta).unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let checked = readers.into_iter().map(|h| h.join().unwrap()).sum();
+    // Finally every key, old and new, reads its last value on every path.
+    let rd = table.reader();
+    for (j, &k) in keys.iter().enumerate() {
+        let want = Some(pair(k, vbits)[state[j]]);
+        assert_eq!(table.get_u64(k), want);
+        assert_eq!(rd.get_u64(k), want);
+        assert_eq!(rd.get(&u64_key(k)), want);
+    }
+    for &k in &fresh {
+        assert_eq!(rd.get_u64(k), Some(pair(k, vbits)[1]));
+    }
+    (checked, rebuilds)
+}
+
+#[test]
+fn plain_8_bit_readers_see_legal_values_across_deltas_and_replacements() {
+    let (checked, rebuilds) = stress(8, othello::Options { seed: 21, ..Default::default() }, 150_000);
+    assert!(checked >= 2_000);
+    assert!(rebuilds >= 2, "only {rebuilds} whole-table replacements");
+}
+
+#[test]
+fn plain_16_bit_readers_see_legal_values_across_deltas_and_replacements() {
+    let opts = othello::Options { seed: 22, sizing: othello::Sizing::PowerOfTwo, ..Default::default() };
+    let (checked, rebuilds) = stress(16, opts, 150_000);
+    assert!(checked >= 2_000);
+    assert!(rebuilds >= 1, "no whole-table replacement");
+}
+
+#[test]
+fn general_layout_readers_see_legal_values_across_deltas_and_replacements() {
+    // 13 value bits + 6 fingerprint bits + the emptiness bit: a 20-bit slot
+    // that straddles words, decoded by the general read.
+    let opts = othello::Options { seed: 23, ..othello::Options::filtered(6) };
+    let (checked, rebuilds) = stress(13, opts, 150_000);
+    assert!(checked >= 2_000);
+    assert!(rebuilds >= 2, "only {rebuilds} whole-table replacements");
+}
+
+#[test]
+fn a_reader_made_before_a_replacement_reads_the_new_table() {
+    let mut ctl = othello::Control::from_items_with(
+        (0..100u64).map(|k| (u64_key(k), k & 0xff)),
+        8,
+        othello::Options { seed: 24, ..Default::default() },
+    )
+    .unwrap();
+    let table = ctl.export();
+    let rd = table.reader();
+    assert_eq!(rd.get_u64(7), Some(7));
+    let mut replaced = 0;
+    for k in 100..1_000u64 {
+        let d = ctl.insert(&u64_key(k), (k * 3) & 0xff).unwrap();
+        replaced += d.is_rebuild() as usize;
+        table.apply(&d).unwrap();
+        // The old reader answers for the key just inserted, whether the
+        // delta patched the arrays in place or replaced the table.
+        assert_eq!(rd.get_u64(k), Some((k * 3) & 0xff), "key {k} after delta {}", d.seq());
+    }
+    assert!(replaced >= 2, "only {replaced} replacements");
+    let (ma, mb) = table.sizes();
+    assert!(ma as u64 + mb as u64 > 1_000, "the table grew");
+    for k in 0..1_000u64 {
+        let want = if k < 100 { k & 0xff } else { (k * 3) & 0xff };
+        assert_eq!(rd.get_u64(k), Some(want));
+        assert_eq!(rd.get(&u64_key(k)), Some(want));
+    }
+}
