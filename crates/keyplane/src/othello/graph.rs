@@ -568,3 +568,119 @@ impl Forest {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::{hi, lo, mix64, reduce};
+    use std::collections::HashMap;
+
+    /// Slots of a key with hash `h` (the locator's mapping).
+    fn locate(p: &Params, h: u64) -> (usize, usize) {
+        let x = mix64(h ^ p.seed);
+        (reduce(lo(x), p.ma) as usize, reduce(hi(x), p.mb) as usize)
+    }
+
+    /// A replica's view of a delta body: XOR `xor` into `xors`, then write `sets`.
+    fn apply(s: &Slots, a: &PackedArray, b: &PackedArray) {
+        for &r in &s.xors {
+            let (arr, i) = if r & 1 == 1 { (b, (r >> 1) as usize) } else { (a, (r >> 1) as usize) };
+            arr.set(i, arr.get(i) ^ s.xor);
+        }
+        for &(r, v) in &s.sets {
+            let (arr, i) = if r & 1 == 1 { (b, (r >> 1) as usize) } else { (a, (r >> 1) as usize) };
+            arr.set(i, v);
+        }
+    }
+
+    /// Random inserts, value changes and removes against a map oracle, in
+    /// both delta modes: every live key's two slots XOR to its target, the
+    /// emptiness bit marks exactly the slots with edges, and the deltas
+    /// replayed on a replica give the core's own arrays.
+    #[test]
+    fn forest_matches_an_oracle_and_its_deltas_rebuild_the_arrays() {
+        for (new, empt, vbits) in
+            [(NewSlots::Marked, true, 4), (NewSlots::Marked, false, 8), (NewSlots::Recoloured, false, 1)]
+        {
+            let p = Params { seed: 0, ma: 1, mb: 1, vbits, fbits: 0, empt };
+            let mut f = Forest::new(p, SeedSeq::new(7));
+            let cap = 600;
+            // id -> (hash, value)
+            let mut live: HashMap<u32, (u64, u64)> = HashMap::new();
+            let mut hashes = vec![0u64; 2 * cap];
+            let rebuild = |f: &mut Forest, live: &HashMap<u32, (u64, u64)>, hashes: &[u64]| {
+                let mut ids: Vec<u32> = live.keys().copied().collect();
+                ids.sort_unstable();
+                f.rebuild(
+                    Sizing::Compact,
+                    cap,
+                    true,
+                    &ids,
+                    hashes.len(),
+                    |_| 0,
+                    Some(0x1234),
+                    |p, id| {
+                        let (ia, ib) = locate(p, hashes[id as usize]);
+                        (ia as u32, ib as u32, live[&id].1)
+                    },
+                    |n| format!("{n} keys"),
+                )
+                .unwrap();
+            };
+            rebuild(&mut f, &live, &hashes);
+            let (mut ra, mut rb) = (f.a.clone(), f.b.clone());
+            let mut rebuilds = 0;
+            for step in 0..4000u64 {
+                let r = mix64(step ^ (vbits as u64) << 32);
+                let id = (r % (2 * cap as u64)) as u32;
+                let v = (r >> 20) & mask(vbits);
+                let delta = match live.get(&id).copied() {
+                    Some((_, old)) if r >> 60 < 6 && old != v => {
+                        live.insert(id, (hashes[id as usize], v));
+                        Some(f.change(id, v))
+                    }
+                    Some(_) => {
+                        live.remove(&id);
+                        Some(f.remove(id))
+                    }
+                    None if live.len() < cap => {
+                        hashes[id as usize] = mix64(r ^ 0xabc);
+                        live.insert(id, (hashes[id as usize], v));
+                        f.reserve(hashes.len());
+                        let (ia, ib) = locate(&f.p, hashes[id as usize]);
+                        let s = f.insert(id, ia, ib, v, new);
+                        if s.is_none() {
+                            rebuild(&mut f, &live, &hashes);
+                            rebuilds += 1;
+                            (ra, rb) = (f.a.clone(), f.b.clone());
+                        }
+                        s
+                    }
+                    None => None,
+                };
+                if let Some(s) = delta {
+                    assert_eq!(s.seed, f.p.seed);
+                    apply(&s, &ra, &rb);
+                }
+                assert!(ra == f.a && rb == f.b, "step {step}: the deltas do not reproduce the arrays");
+                if step % 97 == 0 || step == 3999 {
+                    for (&id, &(h, v)) in &live {
+                        let (ia, ib) = locate(&f.p, h);
+                        let (x, y) = (f.a.get(ia), f.b.get(ib));
+                        assert_eq!((x ^ y) & f.p.xmask(), v, "step {step}, key {id}");
+                        assert_eq!(f.edges[id as usize].a as usize, ia);
+                    }
+                    if empt {
+                        for i in 0..f.p.ma as usize {
+                            assert_eq!(f.a.get(i) & f.p.ebit() != 0, f.head_a[i] != NONE, "slot a{i}");
+                        }
+                    }
+                    let ids: Vec<u32> = live.keys().copied().collect();
+                    f.check(&ids, "test").unwrap();
+                }
+            }
+            assert!(rebuilds < 20, "{rebuilds} cycle rebuilds for {cap} keys");
+            assert_eq!(f.stats.rebuilds, rebuilds + 1);
+        }
+    }
+}
