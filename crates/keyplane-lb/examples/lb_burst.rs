@@ -8,7 +8,10 @@
 //!
 //! Env: `STATES` (`1000000,262144,65536`: tracked connections, each size measured
 //! separately), `VIPS` (64), `BURST` (32), `ROUNDS` (15), `PASSES` (5, best
-//! pass of each series per round), `PACKETS` (131072 packets per pass).
+//! pass of each series per round), `PACKETS` (131072 packets per pass),
+//! `ROWS` (`shared`: every VIP's 8 backends have weight 1, so the 64 VIPs'
+//! DIP rows are equal and the data plane keeps one copy; `distinct`: VIP
+//! `v`'s first backend has weight `1 + v`, 64 different rows).
 //!
 //! Series per round (each pass times every series once, in an order that
 //! rotates, so load changes on a shared machine hit all of them): `one`: one VIP, `lookup_batch_vip`; `mixed`:
@@ -39,12 +42,20 @@ fn key(c: u32) -> StateKey {
 }
 
 /// A data plane with `conns` connections tracked over `vips` VIPs of 8
-/// backends each (connection `c` on VIP `c % vips`), and the VIP ids.
-fn plane(vips: usize, conns: u32) -> (DataPlane, Vec<VipId>) {
+/// backends each (connection `c` on VIP `c % vips`; with `distinct`, VIP
+/// `v`'s first backend has weight `1 + v`), and the VIP ids.
+fn plane(vips: usize, conns: u32, distinct: bool) -> (DataPlane, Vec<VipId>) {
     let mut ctl = Control::new(Params::default()).expect("default params");
     let pool: Vec<(Backend, u32)> = (0..8).map(|b| (Backend::new(Ipv4Addr::new(198, 18, 0, 11 + b), 80), 1)).collect();
-    let ids: Vec<VipId> =
-        (0..vips).map(|v| ctl.add_vip(Vip::new(vip_addr(v), 80, 6), &pool).expect("add VIP").0).collect();
+    let ids: Vec<VipId> = (0..vips)
+        .map(|v| {
+            let mut pool = pool.clone();
+            if distinct {
+                pool[0].1 = 1 + v as u32;
+            }
+            ctl.add_vip(Vip::new(vip_addr(v), 80, 6), &pool).expect("add VIP").0
+        })
+        .collect();
     for c in 0..conns {
         let b = pool[(c % 8) as usize].0;
         ctl.connection_start(ids[c as usize % vips], key(c).as_ref(), b).expect("connection");
@@ -73,6 +84,7 @@ fn main() {
     let passes = env("PASSES", 5).max(1);
     let npk = env("PACKETS", 1 << 17).max(burst);
     let only = std::env::var("ONLY").ok();
+    let distinct = std::env::var("ROWS").is_ok_and(|r| r == "distinct");
     let out_path = std::env::var("OUT").unwrap_or_else(|_| "docs/bench/lb-burst.json".into());
     let host = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -87,8 +99,8 @@ fn main() {
     for &conns in &sizes {
         let conns = conns.max(1);
         let t = std::time::Instant::now();
-        let (one, one_ids) = plane(1, conns);
-        let (mix, mix_ids) = plane(nvips, conns);
+        let (one, one_ids) = plane(1, conns, distinct);
+        let (mix, mix_ids) = plane(nvips, conns, distinct);
         eprintln!("{conns} states: planes built in {:.1} s", t.elapsed().as_secs_f64());
         // The packet stream: uniformly random tracked connections; a
         // connection's VIP is the one it was recorded on.
@@ -183,11 +195,17 @@ fn main() {
             f(&code_ratios),
             load.trim()
         );
-        // Data-plane bytes: 64 small VIPs each pay the BAS floor
-        // (2^min(l_d, 12) states) and a DIP row of 2^l_d entries.
+        // Data-plane bytes (BASes sized to their states; a DIP row of
+        // 2^l_d entries per distinct row).
         row.insert_str(
             row.len() - 1,
-            &format!(",\"one_plane_bytes\":{},\"mixed_plane_bytes\":{}", one.memory_bytes(), mix.memory_bytes()),
+            &format!(
+                ",\"rows\":\"{}\",\"mixed_distinct_rows\":{},\"one_plane_bytes\":{},\"mixed_plane_bytes\":{}",
+                if distinct { "distinct" } else { "shared" },
+                mix.distinct_rows(),
+                one.memory_bytes(),
+                mix.memory_bytes()
+            ),
         );
         println!("{row}");
         rows.push(row);

@@ -159,6 +159,25 @@ impl VipPlane {
         Ok(Self { vip, generation, dbits, dmask: mask(dbits) as u32, p, a, b, da, rshift, rmask, outs })
     }
 
+    /// The same plane reading `row` (equal to its own) instead of its own
+    /// copy: BAS images shared, answers copied (a few bytes per backend).
+    fn with_row(&self, row: &DipRow) -> Self {
+        debug_assert!(row.bytes == self.da.bytes && row.wide == self.da.wide);
+        Self {
+            vip: self.vip,
+            generation: self.generation,
+            dbits: self.dbits,
+            dmask: self.dmask,
+            p: self.p,
+            a: self.a.clone(),
+            b: self.b.clone(),
+            da: row.clone(),
+            rshift: self.rshift,
+            rmask: self.rmask,
+            outs: self.outs.clone(),
+        }
+    }
+
     /// The VIP's backends, in pool order.
     pub fn backends(&self) -> impl Iterator<Item = &Backend> {
         self.outs.iter().flatten()
@@ -249,10 +268,14 @@ impl VipPlane {
     }
 
     pub fn memory_bytes(&self) -> usize {
+        self.memory_bytes_without_row() + self.da.bytes()
+    }
+
+    /// [`Self::memory_bytes`] less the DIP row (which planes may share).
+    fn memory_bytes_without_row(&self) -> usize {
         std::mem::size_of::<Self>()
             + self.a.len()
             + self.b.len()
-            + self.da.bytes()
             + self.outs.len() * std::mem::size_of::<Option<Backend>>()
     }
 
@@ -316,11 +339,19 @@ impl VipPlane {
 /// of a small VIP's plane, and it is read on every lookup. Entries are one
 /// byte (at most 256 backends) or two little-endian bytes, followed by one
 /// padding byte so that a 2-byte load at any entry stays inside.
-#[derive(Debug)]
+///
+/// Rows are shared: VIPs whose rows are equal (the same number of
+/// backends, weights and history, as with many same-shaped pools) read one
+/// copy within a data plane ([`PlaneSet::new`] interns them by `hash`), so a
+/// data plane of many small VIPs does not carry one 4 KiB row per VIP into
+/// the cache.
+#[derive(Debug, Clone)]
 struct DipRow {
-    bytes: Box<[u8]>,
+    bytes: Arc<[u8]>,
     wide: bool,
     len: usize,
+    /// A hash of `bytes` (to find equal rows without comparing them all).
+    hash: u64,
 }
 
 impl DipRow {
@@ -335,7 +366,8 @@ impl DipRow {
             }
         }
         bytes.push(0);
-        Self { bytes: bytes.into(), wide, len: row.len() }
+        let hash = crate::hash::hash64(&bytes, 0x0d1b_2d0e_5eed) ^ wide as u64;
+        Self { bytes: bytes.into(), wide, len: row.len(), hash }
     }
     fn get(&self, d: usize) -> Option<u16> {
         if d >= self.len {
@@ -494,8 +526,32 @@ fn locate_key(key: &[u8], flo: u64, fhi: u64, ma: u32, mb: u32) -> (usize, usize
 }
 
 impl PlaneSet {
-    fn new(table: crate::lineage::Lineage, seq: u64, dbits: u32, vips: Vec<Option<Arc<VipPlane>>>) -> Result<Self> {
+    fn new(table: crate::lineage::Lineage, seq: u64, dbits: u32, mut vips: Vec<Option<Arc<VipPlane>>>) -> Result<Self> {
         let by_addr = Self::index(&vips)?;
+        // Equal DIP rows are read from one copy: a plane whose row equals an
+        // earlier plane's takes that row (planes that already share it are
+        // left alone; the copy is a new `VipPlane` around the same BAS).
+        let mut rows: HashMap<u64, Vec<usize>> = HashMap::new();
+        for i in 0..vips.len() {
+            let Some(p) = vips[i].as_ref() else { continue };
+            let same = rows.get(&p.da.hash).and_then(|c| {
+                c.iter().copied().find(|&j| {
+                    let q = vips[j].as_ref().map(|q| &q.da);
+                    q.is_some_and(|q| q.wide == p.da.wide && q.bytes == p.da.bytes)
+                })
+            });
+            match same {
+                Some(j) => {
+                    let first = vips[j].as_ref().map(|q| q.da.clone());
+                    if let Some(first) = first
+                        && !Arc::ptr_eq(&first.bytes, &p.da.bytes)
+                    {
+                        vips[i] = Some(Arc::new(p.with_row(&first)));
+                    }
+                }
+                None => rows.entry(p.da.hash).or_default().push(i),
+            }
+        }
         // The mixed-burst loops take the table's Dcode length for every
         // plane's (they mask Dcodes with it): refuse a plane of another.
         if let Some(p) = vips.iter().flatten().find(|p| p.dbits != dbits) {
@@ -835,7 +891,8 @@ impl DataPlane {
         self.cur.load().table.id
     }
 
-    /// Every heap byte: VIP array, BASes, DIP arrays, backend lists.
+    /// Every heap byte: VIP array, BASes, DIP arrays (a row that several
+    /// VIPs share counted once), backend lists.
     pub fn memory_bytes(&self) -> usize {
         let g = self.cur.load();
         std::mem::size_of::<Self>()
@@ -843,8 +900,23 @@ impl DataPlane {
             + g.vips.len() * (std::mem::size_of::<Option<Arc<VipPlane>>>() + std::mem::size_of::<u32>())
             + g.hdrs.len() * std::mem::size_of::<Hdr>()
             + g.none.memory_bytes()
-            + g.vips.iter().flatten().map(|p| p.memory_bytes()).sum::<usize>()
+            + g.vips.iter().flatten().map(|p| p.memory_bytes_without_row()).sum::<usize>()
+            + Self::row_bytes(&g)
             + g.by_addr.capacity() * (std::mem::size_of::<(Vip, VipId)>() + 1)
+    }
+
+    /// Bytes of the planes' DIP rows, each shared row once.
+    fn row_bytes(g: &PlaneSet) -> usize {
+        let mut seen = std::collections::HashSet::new();
+        g.vips.iter().flatten().filter(|p| seen.insert(p.da.bytes.as_ptr())).map(|p| p.da.bytes()).sum()
+    }
+
+    /// Distinct DIP rows the data plane holds (VIPs whose rows are equal
+    /// share one; see [`DataPlane::memory_bytes`]).
+    pub fn distinct_rows(&self) -> usize {
+        let g = self.cur.load();
+        let mut seen = std::collections::HashSet::new();
+        g.vips.iter().flatten().filter(|p| seen.insert(p.da.bytes.as_ptr())).count()
     }
 
     /// Applies a delta (Algorithm 8): replaces or removes the planes of the
@@ -1156,6 +1228,63 @@ mod tests {
                 assert_eq!(snap.hdrs.len(), 24, "23 VIPs in use + the empty plane");
             }
             check_bursts(&dp, &ids, &mut g, 300);
+        }
+    }
+
+    /// Equal DIP rows are one copy in a data plane (built by the control
+    /// plane, decoded from a blob, or updated by deltas): same-shaped pools
+    /// share, a pool change gives the changed VIP its own row again and a
+    /// later change back shares it again; memory counts a shared row once;
+    /// every lookup (per packet, one-VIP and mixed bursts) answers as before.
+    #[test]
+    fn equal_dip_rows_are_shared_and_lookups_unchanged() {
+        let mut ctl = Control::new(Params { max_vips: 16, ..Params::default() }).unwrap();
+        let mut ids = Vec::new();
+        for v in 0..12u32 {
+            // Three pool shapes: 4 equal backends, 5 equal, 4 weighted 1:2:1:1.
+            let pool: Vec<(Backend, u32)> = match v % 3 {
+                0 => (0..4).map(|b| (be(v * 10 + b), 1)).collect(),
+                1 => (0..5).map(|b| (be(v * 10 + b), 1)).collect(),
+                _ => (0..4).map(|b| (be(v * 10 + b), if b == 1 { 2 } else { 1 })).collect(),
+            };
+            ids.push(ctl.add_vip(vip(v), &pool).unwrap().0);
+        }
+        let dp = ctl.export();
+        assert_eq!(dp.distinct_rows(), 3);
+        {
+            let g = dp.cur.load();
+            let each: usize = g.vips.iter().flatten().map(|p| p.memory_bytes()).sum();
+            let without: usize = g.vips.iter().flatten().map(|p| p.memory_bytes_without_row()).sum();
+            assert_eq!(each - without, 12 * 4097, "every plane's row is 4,097 bytes");
+            assert_eq!(DataPlane::row_bytes(&g), 3 * 4097, "three rows counted once each");
+        }
+        let blob = DataPlane::from_bytes(&dp.to_bytes()).unwrap();
+        assert_eq!(blob.distinct_rows(), 3);
+        assert_eq!(blob.memory_bytes(), dp.memory_bytes());
+        let mut g = Gen(3);
+        check_bursts(&dp, &ids, &mut g, 100);
+        for i in 0..2_000u64 {
+            let (v, k) = (ids[(i % 12) as usize], state(i, true));
+            assert_eq!(blob.lookup(v, &k), dp.lookup(v, &k));
+        }
+        // VIP 0 changes weight: its own row; VIP 3 (same shape) makes the
+        // same change: the two share the new row.
+        let d = ctl.update_pool(ids[0], &[PoolOp::SetWeight(be(0), 3)]).unwrap();
+        dp.apply(&d).unwrap();
+        blob.apply(&Delta::from_bytes(&d.to_bytes()).unwrap()).unwrap();
+        assert_eq!((dp.distinct_rows(), blob.distinct_rows()), (4, 4));
+        check_bursts(&dp, &ids, &mut g, 100);
+        let d = ctl.update_pool(ids[3], &[PoolOp::SetWeight(be(30), 3)]).unwrap();
+        dp.apply(&d).unwrap();
+        blob.apply(&Delta::from_bytes(&d.to_bytes()).unwrap()).unwrap();
+        assert_eq!((dp.distinct_rows(), blob.distinct_rows()), (4, 4));
+        assert_eq!(blob.memory_bytes(), dp.memory_bytes());
+        check_bursts(&dp, &ids, &mut g, 100);
+        check_bursts(&blob, &ids, &mut g, 100);
+        let fresh = ctl.export();
+        for i in 0..2_000u64 {
+            let (v, k) = (ids[(i % 12) as usize], state(i, true));
+            assert_eq!(fresh.lookup(v, &k), dp.lookup(v, &k));
         }
     }
 
