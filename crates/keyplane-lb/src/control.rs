@@ -66,8 +66,9 @@ pub const REAP_BUDGET: usize = 32_768;
 /// CPU here (a hash lookup in a table far larger than the caches), so about
 /// 1.5 ms a step.
 pub const SWEEP_BUDGET: usize = 2048;
-/// Fixed Concury control state per VIP at most (minimum Othello size of
-/// 2^12 states, DIP row, plane).
+/// Fixed Concury control state per VIP at most (DIP row, plane, pool and an
+/// empty OthelloMap; generous since session 9, when a VIP's Othello starts
+/// at 16 states instead of 2^12).
 pub const CONTROL_BYTES_PER_VIP: usize = 256 << 10;
 
 /// The bound on the control side's connection-state memory (the

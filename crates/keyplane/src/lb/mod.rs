@@ -38,10 +38,12 @@
 //!
 //! 1. **VIP array**: the VIP index selects that VIP's plane (one pointer).
 //! 2. **BAS** (Bloomier array set, one per VIP): an Othello lookup form
-//!    ([`crate::othello::Lookup`]) answers `τ(k) = A[h_a(k)] ⊕ B[h_b(k)]`, an
-//!    `l_d`-bit **Dcode** (`l_d = 12` by default).
+//!    ([`crate::othello::Lookup`]) answers `τ(k) = A[h_a(k)] ⊕ B[h_b(k)]`,
+//!    XORed with the key's whitening [`whitening`], an `l_d`-bit **Dcode**
+//!    (`l_d = 12` by default).
 //! 3. **DIP array**: `DA[vip][Dcode]` is an index into the VIP's backend list
-//!    (address + port, IPv4 or IPv6).
+//!    (address + port, IPv4 or IPv6). VIPs whose rows are equal share one
+//!    copy in a data plane ([`DataPlane::distinct_rows`]).
 //!
 //! For a state the control plane knew when the BAS was built, the Dcode is
 //! the one chosen for it; for any other key it is an arbitrary Dcode, and
@@ -50,18 +52,22 @@
 //! [`DataPlane::lookup_batch`] serves packet bursts (hash, prefetch, then
 //! read). IPv4 and IPv6 VIPs and backends mix freely.
 //!
-//! **Free slots hold random values.** The paper assigns uniformly random
-//! values to the "free" Othello slots — those no state constrains: isolated
-//! slots and one slot per tree — so that unknown keys get uniform Dcodes
-//! (§5.4.3). Othello construction does exactly that
+//! **Free slots hold random values, and Dcodes are whitened.** The paper
+//! assigns uniformly random values to the "free" Othello slots — those no
+//! state constrains: isolated slots and one slot per tree — so that unknown
+//! keys get uniform Dcodes (§5.4.3). Othello construction does exactly that
 //! ([`crate::othello::Control`] fills every slot with pseudo-random value bits
 //! before colouring the trees, and [`crate::othello::Control::export_with`]
 //! keeps the roots' values), and incremental inserts only XOR whole trees or
 //! solve a new slot from its neighbour, so each tree keeps one random
-//! constant. An unknown key reads two slots of different trees (all but a
-//! vanishing fraction of pairs), whose XOR is uniform: the lookup is one hash
-//! and two slots, with no whitening. The chi-squared test in `tests/lb.rs`
-//! checks the result (Figs. 5.3–5.5).
+//! constant. But an unknown key's slot pair is one of only `m_a · m_b`, so a
+//! small VIP's BAS would spread new connections unevenly; the BAS therefore
+//! stores a tracked state's `Dcode ⊕ w(k)` ([`whitening`]: one multiply of
+//! the key words the hash reads anyway, independent of the BAS seed) and a
+//! lookup XORs `w(k)` back. Unknown keys get uniform Dcodes whatever the
+//! BAS size, so a VIP's BAS is sized to its states (from 16, growing ×1.5).
+//! The chi-squared test in `tests/lb.rs` checks the result (Figs. 5.3–5.5),
+//! down to empty and 1K-state BASes.
 //!
 //! # Weighted randomizer (§5.4.3)
 //!
