@@ -5,7 +5,7 @@ use super::delta::{Delta, Image, Slots};
 use crate::bits::PackedArray;
 use crate::engine::{RawLookup, Scheme};
 use crate::error::{Error, Result};
-use crate::hash::{hi, lo, reduce};
+use crate::hash::{hi, lo};
 use crate::lineage::Lineage;
 use crate::mem::prefetch;
 use crate::sync::{CachedView, Published, StripedSeqLock};
@@ -87,8 +87,8 @@ impl Inner {
             flip8: self.flip8,
             vmask: self.vmask,
             emask: crate::mask(bits),
-            ma: self.p.ma,
-            mb: self.p.mb,
+            ma: self.p.ma as u64,
+            mb: self.p.mb as u64,
             bits,
             lg: if bits.is_power_of_two() { bits.trailing_zeros() } else { NOT_POW2 },
             plain: self.plain,
@@ -237,8 +237,10 @@ struct View {
     vmask: u64,
     /// `mask(bits)`.
     emask: u64,
-    ma: u32,
-    mb: u32,
+    /// `p.ma` and `p.mb`, widened (the range reduction multiplies by them
+    /// straight from memory).
+    ma: u64,
+    mb: u64,
     /// Slot width (both arrays).
     bits: u32,
     /// `log2(bits)` if `bits` is a power of two (a slot never straddles
@@ -344,8 +346,9 @@ impl View {
         let v = c.load(Ordering::Acquire);
         let (x, y) = (self.slot_pow2::<LG>(self.a, ia), self.slot_pow2::<LG>(self.b, ib));
         fence(Ordering::Acquire);
-        // A writer was in (odd) or has been in (moved) the snapshot.
-        if (c.load(Ordering::Relaxed) ^ v) | (v & 1) != 0 {
+        // A writer was in (`v` odd) or has been in (moved) the snapshot:
+        // the counter only grows, so for an odd `v` it is never `v & !1`.
+        if c.load(Ordering::Relaxed) != v & !1 {
             return self.inner().read_retry(h, ia, ib);
         }
         Some(x ^ y)
@@ -357,8 +360,9 @@ impl View {
         let v = c.load(Ordering::Acquire);
         let (x, y) = (self.slot(self.a, ia), self.slot(self.b, ib));
         fence(Ordering::Acquire);
-        // A writer was in (odd) or has been in (moved) the snapshot.
-        if (c.load(Ordering::Relaxed) ^ v) | (v & 1) != 0 {
+        // A writer was in (`v` odd) or has been in (moved) the snapshot:
+        // the counter only grows, so for an odd `v` it is never `v & !1`.
+        if c.load(Ordering::Relaxed) != v & !1 {
             return self.inner().read_retry(h, ia, ib);
         }
         // Same answer as `p.answer` (no fingerprint or emptiness bit to check).
@@ -374,7 +378,9 @@ impl View {
     #[inline(always)]
     fn get_u64(&self, key: u64) -> Option<u64> {
         let h = crate::hash::hash_word_flipped(key.rotate_left(32), 8, self.flip8);
-        let (ia, ib) = (reduce(lo(h), self.ma) as usize, reduce(hi(h), self.mb) as usize);
+        // `reduce(lo(h), p.ma)` and `reduce(hi(h), p.mb)`: below `ma` / `mb`
+        // because both halves of `h` are below 2^32.
+        let (ia, ib) = (((lo(h) as u64 * self.ma) >> 32) as usize, ((hi(h) as u64 * self.mb) >> 32) as usize);
         self.read_once(h, ia, ib)
     }
 }
