@@ -5,7 +5,8 @@ example next to the C++ reference harnesses (docs/benchmarks.md,
 line to each process in turn and collects its JSON lines.
 
 usage: single_get.py N ROUNDS OUT.jsonl KEYPLANE_BIN HARNESS_DIR [--queries Q] [--reps R]
-       [--structures othello,othello_pow2,setsep] [--refs sdyy_othello,ludo_othello,ludo_setsep]
+       [--structures othello,othello_pow2,setsep] [--refs sdyy_othello,ludo_othello,ludo_setsep,libcuckoo,ludo_cuckoo]
+       (--structures may include cuckoo; the harnesses are looked up in HARNESS_DIR)
 """
 import json, subprocess, sys, time
 
@@ -21,6 +22,8 @@ def main():
         "sdyy_othello": [f"{hdir}/othello_sdyy", nn, q, reps],
         "ludo_othello": [f"{hdir}/othello_ludo", nn, q, reps],
         "ludo_setsep": [f"{hdir}/setsep_ludo", nn, q, reps],
+        "libcuckoo": [f"{hdir}/libcuckoo_find", nn, q, reps],
+        "ludo_cuckoo": [f"{hdir}/ludo_cuckoo", nn, q, reps],
     }
     refs = opts.get("--refs", "sdyy_othello,ludo_othello,ludo_setsep").split(",")
     cmds = {k: c for k, c in cmds.items() if k == "keyplane" or k in refs}
