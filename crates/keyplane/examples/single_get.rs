@@ -1,10 +1,10 @@
 //! Single-lookup benchmark (issue #20): keyplane `get` (&self and reader),
-//! the typed `get_u64` (&self and reader) and batched lookups of Othello and
-//! SetSep, next to floors measured in the same run, one JSON line per
+//! the typed `get_u64` (&self and reader) and batched lookups of Othello,
+//! SetSep and the (2,4) cuckoo map, next to floors measured in the same run, one JSON line per
 //! structure per round.
 //!
 //! ```text
-//! single_get --n 1M [--structures othello,othello_pow2,setsep] [--queries 8M] [--reps 5] [--rounds 3] [--serve]
+//! single_get --n 1M [--structures othello,othello_pow2,setsep,cuckoo] [--queries 8M] [--reps 5] [--rounds 3] [--serve]
 //! ```
 //!
 //! Keys, values and the query stream are the C++ reference harnesses' (see
@@ -18,7 +18,7 @@
 //! `cargo build --release -p keyplane --example single_get`.
 use keyplane::ext::mem::{advise_hugepages, prefetch};
 use keyplane::hash::{mix64, reduce64};
-use keyplane::{ControlTable, LookupTable, ReadHandle, othello, setsep};
+use keyplane::{ControlTable, LookupTable, ReadHandle, cuckoo, othello, setsep};
 use std::hint::black_box;
 use std::io::BufRead;
 use std::time::Instant;
@@ -208,7 +208,7 @@ fn parse_num(s: &str) -> Option<u64> {
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "single_get: {msg}\nusage: single_get [--n 1M] [--queries 8M] [--reps 5] [--rounds 3] [--structures othello,othello_pow2,setsep] [--serve] [--only PATH]"
+        "single_get: {msg}\nusage: single_get [--n 1M] [--queries 8M] [--reps 5] [--rounds 3] [--structures othello,othello_pow2,setsep,cuckoo] [--serve] [--only PATH]"
     );
     std::process::exit(2)
 }
@@ -243,6 +243,7 @@ fn main() {
 
     let mut tables_o = Vec::new();
     let mut tables_s = Vec::new();
+    let mut tables_c = Vec::new();
     for s in structures.split(',') {
         let t0 = Instant::now();
         match s {
@@ -258,14 +259,20 @@ fn main() {
                 let ctl = setsep::Control::from_items_with(items(), 8, opts).expect("setsep build");
                 tables_s.push(("setsep", ctl.export(), t0.elapsed().as_secs_f64()));
             }
+            "cuckoo" => {
+                let opts = cuckoo::Options { seed: 7, ..Default::default() };
+                let ctl = cuckoo::Control::from_items_with(items(), 8, opts).expect("cuckoo build");
+                tables_c.push(("cuckoo", ctl.export(), t0.elapsed().as_secs_f64()));
+            }
             other => {
-                eprintln!("single_get: unknown structure {other:?} (othello, othello_pow2, setsep)");
+                eprintln!("single_get: unknown structure {other:?} (othello, othello_pow2, setsep, cuckoo)");
                 std::process::exit(2);
             }
         }
     }
     let bo: Vec<_> = tables_o.iter().map(|(name, t, s)| Bench { name, n, build_s: *s, t }).collect();
     let bs: Vec<_> = tables_s.iter().map(|(name, t, s)| Bench { name, n, build_s: *s, t }).collect();
+    let bc: Vec<_> = tables_c.iter().map(|(name, t, s)| Bench { name, n, build_s: *s, t }).collect();
     // Correctness before speed: every path answers every key right.
     fn check<L: LookupTable>(b: &Bench<'_, L>, keys: &[u64], vals: &[u64]) {
         let rd = b.t.reader();
@@ -278,11 +285,13 @@ fn main() {
     }
     bo.iter().for_each(|b| check(b, &keys, &vals));
     bs.iter().for_each(|b| check(b, &keys, &vals));
+    bc.iter().for_each(|b| check(b, &keys, &vals));
     if let Some(path) = opt.get("only") {
         // Instruction counting (`valgrind --tool=callgrind`): one pass of
         // one path; `none` gives the harness's own count to subtract.
         bo.iter().for_each(|b| only(b, path, &q, &qb));
         bs.iter().for_each(|b| only(b, path, &q, &qb));
+        bc.iter().for_each(|b| only(b, path, &q, &qb));
         return;
     }
     eprintln!("ready");
@@ -291,6 +300,9 @@ fn main() {
             println!("{}", round(b, &q, &qb, reps));
         }
         for b in &bs {
+            println!("{}", round(b, &q, &qb, reps));
+        }
+        for b in &bc {
             println!("{}", round(b, &q, &qb, reps));
         }
     };

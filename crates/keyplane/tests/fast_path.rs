@@ -1,11 +1,12 @@
 //! The typed single-lookup path (`get_u64`) against the generic `get`: same
 //! answers for present and absent keys, on `&self` and on readers, for
-//! Othello (every slot layout and sizing), SetSep, and the provided default
+//! Othello (every slot layout and sizing), SetSep (every in-memory record
+//! layout), the cuckoo map (every fixed-width layout), and the provided default
 //! of the other structures; and under concurrent deltas, every answer a
 //! reader gets is a value the key held.
 
 use keyplane::key::u64_key;
-use keyplane::{ControlTable, LookupTable, ReadHandle, ludo, othello, setsep};
+use keyplane::{ControlTable, LookupTable, ReadHandle, Wire, cuckoo, ludo, othello, setsep};
 use proptest::prelude::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -175,4 +176,108 @@ fn setsep_typed_readers_see_old_or_new_values_under_deltas() {
     let ctl = setsep::Control::from_items_with(keys.iter().map(|&k| (u64_key(k), flip_pair(k)[0])), 32, opts).unwrap();
     let checked = flip_stress(ctl, &keys, 20_000, flip_pair);
     assert!(checked >= 2_000);
+}
+
+/// SetSep's in-memory record layouts: word-aligned (l a multiple of 8,
+/// x <= 16, y <= 8; the inlined l = 8, y = 8 form and the general one) and
+/// the packed wire form for every other shape. Every path answers like the
+/// oracle, and the lookup form's bytes are the control form's export bytes
+/// (the in-memory layout never reaches the wire), also after deltas.
+#[test]
+fn setsep_every_record_layout_answers_and_keeps_its_bytes() {
+    // (value bits, index bits x, array bits y)
+    let shapes = [(8, 16, 8), (16, 16, 8), (24, 10, 8), (8, 12, 4), (8, 16, 2), (4, 16, 8), (8, 16, 16), (1, 8, 8)];
+    for (i, &(vbits, x, y)) in shapes.iter().enumerate() {
+        let keys: Vec<u64> = (0..3_000u64).map(|j| keyplane::hash::mix64(j ^ (i as u64) << 32)).collect();
+        let val = |k: u64| keyplane::hash::mix64(k ^ 0x77) & keyplane::mask(vbits);
+        let opts = setsep::Options { index_bits: x, array_bits: y, seed: 40 + i as u64, ..setsep::Options::default() };
+        let mut ctl =
+            setsep::Control::from_items_with(keys.iter().map(|&k| (u64_key(k), val(k))), vbits, opts).unwrap();
+        let t = ctl.export();
+        assert_eq!(t.to_bytes(), ctl.export().to_bytes(), "shape {:?}: blob bytes", shapes[i]);
+        for &k in &keys {
+            assert_eq!(t.get_u64(k), Some(val(k)), "shape {:?}", shapes[i]);
+        }
+        let absent: Vec<u64> = (0..500u64).map(|j| keyplane::hash::mix64(j + 9_000_000)).collect();
+        same_answers(&t, &keys.iter().chain(&absent).copied().collect::<Vec<_>>());
+        // Deltas rewrite records in place: new values, removals, new keys.
+        let mut want: std::collections::HashMap<u64, u64> = keys.iter().map(|&k| (k, val(k))).collect();
+        for (j, &k) in keys.iter().enumerate().take(600) {
+            let d = if j % 3 == 0 {
+                want.remove(&k);
+                ctl.remove(&u64_key(k)).unwrap().expect("a present key's removal is a delta")
+            } else {
+                let v = val(k) ^ 1;
+                want.insert(k, v);
+                ctl.insert(&u64_key(k), v).unwrap()
+            };
+            t.apply(&d).unwrap();
+        }
+        for j in 0..300u64 {
+            let k = keyplane::hash::mix64(j + 5_000_000);
+            want.insert(k, j & keyplane::mask(vbits));
+            t.apply(&ctl.insert(&u64_key(k), j & keyplane::mask(vbits)).unwrap()).unwrap();
+        }
+        for (&k, &v) in &want {
+            assert_eq!(t.get_u64(k), Some(v), "shape {:?} after deltas", shapes[i]);
+        }
+        assert_eq!(t.to_bytes(), ctl.export().to_bytes(), "shape {:?}: bytes after deltas", shapes[i]);
+        same_answers(&t, &want.keys().chain(&absent).copied().collect::<Vec<_>>());
+    }
+}
+
+/// 8-bit value pairs for the l = 8 stress (a torn read shows as a value the
+/// key never held with probability about 254/256).
+fn flip_pair8(k: u64) -> [u64; 2] {
+    let a = keyplane::hash::mix64(k) & 0xff;
+    [a, a ^ (1 + keyplane::hash::mix64(!k) % 255)]
+}
+
+#[test]
+fn setsep_l8_typed_readers_see_old_or_new_values_under_deltas() {
+    // l = 8, x = 16, y = 8: the inlined word-aligned record path.
+    let keys: Vec<u64> = (0..8_192u64).map(|i| keyplane::hash::mix64(i ^ 0x5e8)).collect();
+    let opts = setsep::Options { seed: 13, ..Default::default() };
+    let ctl = setsep::Control::from_items_with(keys.iter().map(|&k| (u64_key(k), flip_pair8(k)[0])), 8, opts).unwrap();
+    let checked = flip_stress(ctl, &keys, 20_000, flip_pair8);
+    assert!(checked >= 2_000);
+}
+
+#[test]
+fn cuckoo_get_u64_matches_get_in_every_layout() {
+    // 8-byte keys: keyed 7-slot buckets (8-bit values), keyed 6-slot
+    // (16-bit), the wide layout (56-bit values, separate array); then the
+    // typed path on a table of 6-byte keys (answers None, like `get` of an
+    // 8-byte key there).
+    for (i, vbits) in [8u32, 16, 56].into_iter().enumerate() {
+        let keys: Vec<u64> = (0..5_000u64).map(|j| keyplane::hash::mix64(j ^ (i as u64) << 40)).collect();
+        let val = |k: u64| keyplane::hash::mix64(k ^ 0x99) & keyplane::mask(vbits);
+        let opts = cuckoo::Options { seed: 50 + i as u64, ..Default::default() };
+        let ctl = cuckoo::Control::from_items_with(keys.iter().map(|&k| (u64_key(k), val(k))), vbits, opts).unwrap();
+        let t = ctl.export();
+        for &k in &keys {
+            assert_eq!(t.get_u64(k), Some(val(k)), "{vbits}-bit values");
+        }
+        let absent: Vec<u64> = (0..1_000u64).map(|j| keyplane::hash::mix64(j + 7_000_000)).collect();
+        same_answers(&t, &keys.iter().chain(&absent).copied().collect::<Vec<_>>());
+    }
+    let macs: Vec<[u8; 6]> =
+        (0..2_000u64).map(|j| keyplane::hash::mix64(j).to_le_bytes()[..6].try_into().unwrap()).collect();
+    let t = cuckoo::Control::from_items(macs.iter().map(|m| (*m, 3u64)), 8).unwrap().export();
+    assert_eq!(t.key_width(), Some(6));
+    let probes: Vec<u64> =
+        macs.iter().map(|m| u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0])).collect();
+    same_answers(&t, &probes);
+}
+
+#[test]
+fn cuckoo_typed_readers_see_old_or_new_values_under_deltas() {
+    // 8-bit values: the keyed 7-slot path with its constants inlined;
+    // 32-bit values: the general fixed-width path.
+    let keys: Vec<u64> = (0..8_192u64).map(|i| keyplane::hash::mix64(i ^ 0xc0c)).collect();
+    let opts = cuckoo::Options { seed: 14, ..Default::default() };
+    let ctl = cuckoo::Control::from_items_with(keys.iter().map(|&k| (u64_key(k), flip_pair8(k)[0])), 8, opts).unwrap();
+    assert!(flip_stress(ctl, &keys, 100_000, flip_pair8) >= 2_000);
+    let ctl = cuckoo::Control::from_items_with(keys.iter().map(|&k| (u64_key(k), flip_pair(k)[0])), 32, opts).unwrap();
+    assert!(flip_stress(ctl, &keys, 100_000, flip_pair) >= 2_000);
 }

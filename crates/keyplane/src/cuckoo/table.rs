@@ -65,6 +65,23 @@ pub(crate) fn pack(k: &[u8]) -> u64 {
     u64::from_le_bytes(b)
 }
 
+/// [`Params::match_bucket`] for the keyed layout of 7 slots of 8-byte keys
+/// with 1-byte values (`Table::keyed7`): slot `s`'s key is word `s`, its
+/// value byte `s` of word 7, its occupancy bit `56 + s` of word 7. Every
+/// slot is compared without branches on the data: (hit, value, 0 on a miss).
+#[inline(always)]
+fn match_keyed7(bk: &Bucket, kw: u64) -> (bool, u64) {
+    let mut hits = 0u32;
+    for s in 0..7 {
+        hits |= ((bk.w[s].load(Relaxed) == kw) as u32) << s;
+    }
+    let w7 = bk.w[7].load(Relaxed);
+    hits &= (w7 >> 56) as u32;
+    let hit = hits != 0;
+    let s = hits.trailing_zeros() & 7;
+    (hit, (w7 >> (8 * s)) & 0xff & 0u64.wrapping_sub(hit as u64))
+}
+
 /// What a key looks like in a table: its buckets, tag and key word.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Probe {
@@ -415,6 +432,12 @@ pub(crate) struct Table {
     stash_n: AtomicU64,
     lock: StripedSeqLock,
     smask: usize,
+    /// `fasthash::flip(p.seed)`, for the fixed-width lookups.
+    flip: u64,
+    /// The keyed layout with 7 slots of 8-byte keys and 1-byte values (the
+    /// layout of 8-byte keys with values of up to 8 bits): its values and
+    /// occupancy byte all sit in the bucket's last word, at constant offsets.
+    keyed7: bool,
 }
 
 impl std::fmt::Debug for Table {
@@ -453,6 +476,8 @@ impl Table {
             stash_n: AtomicU64::new(0),
             lock,
             smask,
+            flip: super::fasthash::flip(p.seed),
+            keyed7: p.kl == 8 && !p.packed && p.sb == 7 && p.vb == 1,
         }
     }
 
@@ -644,17 +669,32 @@ impl Table {
     #[inline(always)]
     pub fn get_fixed(&self, kw: u64, h: u64) -> Option<u64> {
         let (b1, b2) = self.p.buckets_of(h);
-        let bk1 = &self.buckets[b1];
-        let bk2 = &self.buckets[b2];
+        debug_assert!(b1 < self.buckets.len() && b2 < self.buckets.len());
+        // SAFETY: `buckets_of` reduces into `0..p.nb` (`reduce(_, nb) < nb`,
+        // and the adjusted `b2` is `b1 + 1 < nb` or 0), and `Table::new`
+        // allocates exactly `p.nb` buckets; `p` never changes afterwards (a
+        // resize builds a new table).
+        let (bk1, bk2) = unsafe { (self.buckets.get_unchecked(b1), self.buckets.get_unchecked(b2)) };
         prefetch(bk2 as *const Bucket);
         let l = self.lock.view();
         let (v1, v2) = (l.peek(b1), l.peek(b2));
-        let (h1, x1) = self.p.match_bucket(bk1, kw);
-        let (h2, x2) = self.p.match_bucket(bk2, kw);
+        let ((h1, x1), (h2, x2)) = if self.keyed7 {
+            (match_keyed7(bk1, kw), match_keyed7(bk2, kw))
+        } else {
+            (self.p.match_bucket(bk1, kw), self.p.match_bucket(bk2, kw))
+        };
         let stash = self.stash_n.load(Relaxed);
         if l.still(b1, v1) & l.still(b2, v2) & (h1 | h2 | (stash == 0)) {
             return (h1 | h2).then_some(x1 | x2);
         }
+        self.get_fixed_retry(kw, b1, b2)
+    }
+
+    /// [`Self::get_fixed`]'s general path (a writer in a stripe, or a miss
+    /// with keys in the stash), out of line.
+    #[cold]
+    #[inline(never)]
+    fn get_fixed_retry(&self, kw: u64, b1: usize, b2: usize) -> Option<u64> {
         let pr = Probe { b1, b2, tag: self.p.fixed_tag(), kw, ool: false };
         self.get_probe(&pr, &[])
     }
@@ -662,12 +702,26 @@ impl Table {
     /// Exact lookup.
     #[inline]
     pub fn get(&self, key: &[u8]) -> Option<u64> {
+        if self.keyed7 && key.len() == 8 {
+            return self.get_keyed7(pack(key));
+        }
+        self.get_other(key)
+    }
+
+    /// [`Self::get`] for every layout but `keyed7`'s 8-byte keys.
+    #[inline(never)]
+    fn get_other(&self, key: &[u8]) -> Option<u64> {
         if self.p.kl != 0 {
             if key.len() != self.p.kl as usize {
                 return None;
             }
             let kw = pack(key);
-            return self.get_fixed(kw, self.p.hash(key));
+            let h = if (4..=8).contains(&key.len()) {
+                hash_packed(kw, key.len() as u32, self.flip)
+            } else {
+                hash64(key, self.p.seed)
+            };
+            return self.get_fixed(kw, h);
         }
         let pr = self.p.probe(key);
         self.get_probe(&pr, key)
@@ -677,13 +731,43 @@ impl Table {
     /// bytes), hashed from the integer directly.
     #[inline]
     pub fn get_u64(&self, key: u64) -> Option<u64> {
+        if self.keyed7 {
+            return self.get_keyed7(key);
+        }
+        self.get_u64_other(key)
+    }
+
+    /// [`Self::get_u64`] for every layout but `keyed7`.
+    #[inline(never)]
+    fn get_u64_other(&self, key: u64) -> Option<u64> {
         if self.p.kl == 8 {
-            return self.get_fixed(key, hash_packed(key, 8, super::fasthash::flip(self.p.seed)));
+            return self.get_fixed(key, hash_packed(key, 8, self.flip));
         }
         if self.p.kl != 0 {
             return None;
         }
         self.get(&key.to_le_bytes())
+    }
+
+    /// [`Self::get_fixed`] of an 8-byte key in the `keyed7` layout, with
+    /// the layout's constants in the code.
+    #[inline(always)]
+    fn get_keyed7(&self, kw: u64) -> Option<u64> {
+        debug_assert!(self.keyed7);
+        let (b1, b2) = self.p.buckets_of(hash_packed(kw, 8, self.flip));
+        debug_assert!(b1 < self.buckets.len() && b2 < self.buckets.len());
+        // SAFETY: as in `get_fixed`: `buckets_of` gives indices below
+        // `p.nb`, the number of buckets `Table::new` allocated.
+        let (bk1, bk2) = unsafe { (self.buckets.get_unchecked(b1), self.buckets.get_unchecked(b2)) };
+        let l = self.lock.view();
+        let (v1, v2) = (l.peek(b1), l.peek(b2));
+        let (h1, x1) = match_keyed7(bk1, kw);
+        let (h2, x2) = match_keyed7(bk2, kw);
+        let stash = self.stash_n.load(Relaxed);
+        if l.still(b1, v1) & l.still(b2, v2) & (h1 | h2 | (stash == 0)) {
+            return (h1 | h2).then_some(x1 | x2);
+        }
+        self.get_fixed_retry(kw, b1, b2)
     }
 
     /// First slot of bucket `b` whose tag and key word (inline key) or hash

@@ -241,6 +241,16 @@ impl Inner {
         let s = self.stripe(kh.bucket);
         let st = self.lock.view();
         let ver = st.peek(s);
+        if let Records::Words { words, k } = &self.rec {
+            // The bucket's four candidate records are known before its
+            // choice is: fetching them now overlaps the record's memory
+            // round trip with the choice's instead of following it.
+            let base = (kh.bucket / BUCKETS_PER_BLOCK) * GROUPS_PER_BLOCK;
+            let cand = &super::CANDIDATES[kh.bucket % BUCKETS_PER_BLOCK];
+            for &c in cand {
+                prefetch(words.as_ptr().wrapping_add((base + c as usize) * 3 * k));
+            }
+        }
         let g = self.p.group(kh.bucket, self.choice(kh.bucket));
         match self.eval(g, kh.g1, kh.g2) {
             Eval::Value(v) if st.still(s, ver) => Some(v),
@@ -338,7 +348,12 @@ impl Scheme for SetSep {
         Ok(Inner::new(img))
     }
     fn image(c: &Inner) -> Image {
-        Image { p: c.p, choices: c.choices.clone(), rec: c.rec.to_packed(&c.p), fallback: (**c.fallback.load()).clone() }
+        Image {
+            p: c.p,
+            choices: c.choices.clone(),
+            rec: c.rec.to_packed(&c.p),
+            fallback: (**c.fallback.load()).clone(),
+        }
     }
     fn encode_inner(c: &Inner, w: &mut Writer) {
         encode_image(w, &c.p, &c.choices, &c.rec.to_packed(&c.p), &c.fallback.load());
