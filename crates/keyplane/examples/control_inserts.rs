@@ -13,14 +13,17 @@
 //! `EXTRA = UPDATES` the inserts end at Ludo's full 95% load; `keyplane
 //! serve`'s benchmark pre-sizes 16M keys for 18M (`EXTRA` = 2000000).
 //!
+//! `KEYPLANE_BENCH_ENCODE=1` also serialises every delta (`to_bytes`), as
+//! `keyplane serve` does before it logs one.
+//!
 //! Prints one JSON object per structure and round: build seconds, inserts
 //! per second in wall time and in the thread's CPU time (time spent
 //! descheduled on a loaded machine is not counted), the rebuilds the
 //! inserts caused and the load average. Defaults: N = 1M, UPDATES = N / 16,
 //! all three structures, 1 round.
 
-use keyplane::ControlTable;
 use keyplane::hash::mix64;
+use keyplane::{ControlTable, Wire};
 use std::time::Instant;
 
 /// Fixed table seed: alternating binaries build the same tables and see
@@ -60,17 +63,23 @@ fn loadavg() -> String {
 /// Not inlined, so `valgrind --tool=callgrind --toggle-collect='*time_inserts*'`
 /// counts the inserts alone.
 #[inline(never)]
-fn time_inserts<C: ControlTable>(ctl: &mut C, n: u64, ups: u64) -> (f64, f64) {
+fn time_inserts<C: ControlTable>(ctl: &mut C, n: u64, ups: u64, encode: bool) -> (f64, f64) {
     let (t, c) = (Instant::now(), cpu_ns());
     for i in n..n + ups {
-        std::hint::black_box(ctl.insert(&key(i), i & 0xff).expect("insert"));
+        let d = ctl.insert(&key(i), i & 0xff).expect("insert");
+        if encode {
+            std::hint::black_box(d.to_bytes());
+        } else {
+            std::hint::black_box(d);
+        }
     }
     (t.elapsed().as_nanos() as f64 / ups as f64, (cpu_ns() - c) / ups as f64)
 }
 
-fn report(name: &str, n: u64, ups: u64, extra: u64, build_s: f64, (wall, cpu): (f64, f64), more: String) {
+#[allow(clippy::too_many_arguments)]
+fn report(name: &str, n: u64, ups: u64, extra: u64, encode: bool, build_s: f64, (wall, cpu): (f64, f64), more: String) {
     println!(
-        "{{\"structure\":\"{name}\",\"n\":{n},\"inserts\":{ups},\"presized_extra\":{extra},\"build_s\":{build_s:.3},\
+        "{{\"structure\":\"{name}\",\"n\":{n},\"inserts\":{ups},\"presized_extra\":{extra},\"encode\":{encode},\"build_s\":{build_s:.3},\
          \"inserts_per_s\":{:.0},\"inserts_per_cpu_s\":{:.0},\"ns_per_insert\":{wall:.1},\
          \"cpu_ns_per_insert\":{cpu:.1},{more},\"load_avg\":\"{}\"}}",
         1e9 / wall,
@@ -85,6 +94,9 @@ fn main() {
     let ups: u64 = a.get(2).and_then(|s| s.parse().ok()).unwrap_or(n / 16);
     let which = a.get(3).cloned().unwrap_or_else(|| "othello,pow2,ludo".into());
     let rounds: usize = a.get(4).and_then(|s| s.parse().ok()).unwrap_or(1);
+    // KEYPLANE_BENCH_ENCODE=1: also serialise every delta (`to_bytes`), as
+    // `keyplane serve` does before logging it.
+    let encode = std::env::var("KEYPLANE_BENCH_ENCODE").is_ok_and(|v| v == "1");
     let extra: u64 = std::env::var("KEYPLANE_BENCH_EXTRA").ok().and_then(|s| s.parse().ok()).unwrap_or(ups).max(ups);
     for _ in 0..rounds {
         for name in which.split(',') {
@@ -102,7 +114,7 @@ fn main() {
                     presize(&mut ctl, extra);
                     let build_s = t0.elapsed().as_secs_f64();
                     let before = ctl.stats();
-                    let r = time_inserts(&mut ctl, n, ups);
+                    let r = time_inserts(&mut ctl, n, ups, encode);
                     let s = ctl.stats();
                     let more = format!(
                         "\"grow_rebuilds\":{},\"cycle_rebuilds\":{},\"recoloured_per_insert\":{:.2}",
@@ -110,7 +122,7 @@ fn main() {
                         s.cycle_rebuilds - before.cycle_rebuilds,
                         (s.recoloured_slots - before.recoloured_slots) as f64 / ups as f64
                     );
-                    report(name, n, ups, extra, build_s, r, more);
+                    report(name, n, ups, extra, encode, build_s, r, more);
                 }
                 "ludo" => {
                     use keyplane::ludo::{Control, Options};
@@ -120,7 +132,7 @@ fn main() {
                     presize(&mut ctl, extra);
                     let build_s = t0.elapsed().as_secs_f64();
                     let (before, lb) = (ctl.stats(), ctl.locator_stats());
-                    let r = time_inserts(&mut ctl, n, ups);
+                    let r = time_inserts(&mut ctl, n, ups, encode);
                     let (s, ls) = (ctl.stats(), ctl.locator_stats());
                     let more = format!(
                         "\"rebuilds\":{},\"locator_rebuilds\":{},\"locator_recoloured_per_insert\":{:.2},\
@@ -131,7 +143,7 @@ fn main() {
                         (s.cuckoo_moves - before.cuckoo_moves) as f64 / ups as f64,
                         ctl.load()
                     );
-                    report(name, n, ups, extra, build_s, r, more);
+                    report(name, n, ups, extra, encode, build_s, r, more);
                 }
                 other => eprintln!("unknown structure {other} (othello, pow2, ludo)"),
             }

@@ -479,3 +479,32 @@ fn failed_rebuilds_are_errors_never_panics() {
         assert_eq!(t.get(&i.to_le_bytes()), Some(if i < 20 { i } else { i & 0xff }));
     }
 }
+
+/// Pre-sized the way `keyplane serve -O expected_keys` does it (built with
+/// placeholder keys that are removed again), a table takes that many new
+/// keys without a growth rebuild of the table or of its bucket locator (the
+/// shared Othello core), and the delta-fed replica stays bit-for-bit the
+/// fresh export with every key's value.
+#[test]
+fn presized_inserts_do_not_grow_and_replicas_equal_the_export() {
+    let (n, extra) = (20_000u64, 4_000u64);
+    let key = |i: u64| keyplane::hash::mix64(i).to_le_bytes().to_vec();
+    let placeholder = |i: u64| [b"pad".as_slice(), &i.to_le_bytes()].concat();
+    let items = (0..n).map(|i| (key(i), i & 0xff)).chain((0..extra).map(|i| (placeholder(i), 0)));
+    let mut ctl = Control::from_items_with(items, 8, Options { seed: 11, ..Options::default() }).unwrap();
+    for i in 0..extra {
+        assert!(ctl.remove(&placeholder(i)).unwrap().is_some());
+    }
+    let (before, loc_before) = (ctl.stats(), ctl.locator_stats());
+    let replica = Lookup::from_bytes(&ctl.export().to_bytes()).unwrap();
+    for i in n..n + extra {
+        replica.apply(&Delta::from_bytes(&ctl.insert(&key(i), i & 0xff).unwrap().to_bytes()).unwrap()).unwrap();
+    }
+    let (s, ls) = (ctl.stats(), ctl.locator_stats());
+    assert_eq!(s.rebuilds, before.rebuilds, "no table rebuild: {s:?}");
+    assert_eq!(ls.grow_rebuilds, loc_before.grow_rebuilds, "no locator growth: {ls:?}");
+    assert_eq!(replica.to_bytes(), ctl.export().to_bytes());
+    for i in 0..n + extra {
+        assert_eq!(replica.get(&key(i)), Some(i & 0xff), "key {i}");
+    }
+}
