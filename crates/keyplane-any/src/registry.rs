@@ -420,5 +420,6 @@ registry! {
         <keyplane::lpm::Control as keyplane::Snapshot>::SNAPSHOT_KIND,
         <keyplane::lb::DataPlane as Wire>::KIND,
         <keyplane::lb::Delta as Wire>::KIND,
+        <keyplane::lb::Control as keyplane::Snapshot>::SNAPSHOT_KIND,
     }
 }

@@ -26,8 +26,10 @@
 //! A structure's public `Lookup` / `Delta` / `Reader` are thin newtypes over
 //! [`RawLookup`] / [`RawDelta`] / [`Reader`]; [`lookup_form!`] writes their
 //! trait impls (`LookupTable`, `Wire`, `ReadHandle`, `DeltaInfo`). The control
-//! side's prologue (value-width limit, value and key checks) is
-//! [`ControlLimits`]. See `docs/design.md`, "The engine".
+//! side's prologue (value-width limit, value and key checks, default
+//! options, bulk-load checks) is [`ControlLimits`], and [`control_form!`]
+//! writes the matching head of every `impl ControlTable`. See
+//! `docs/design.md`, "The engine".
 
 use crate::error::{Error, Result};
 use crate::lineage::{self, Lineage};
@@ -391,12 +393,26 @@ impl<'a, S: Scheme> Reader<'a, S> {
 }
 
 /// The control-form prologue every structure runs: value width in
-/// `1..=MAX_VALUE_BITS`, values that fit it, keys that fit the key store.
-pub(crate) trait ControlLimits {
+/// `1..=MAX_VALUE_BITS`, values that fit it, keys that fit the key store,
+/// and the default options of `with_value_bits` / `from_items`. Written
+/// once here; a structure states its limits and its `Options` type, and
+/// [`control_form!`] writes the `ControlTable` methods that use them.
+pub(crate) trait ControlLimits: Sized {
+    /// The structure's build options (`with_options` / `from_items_with`).
+    type Options;
     /// Widest value the structure stores.
-    const MAX_VALUE_BITS: u32;
+    const MAX_VALUE_BITS: u32 = 64;
     /// Longest key (bytes) the structure accepts.
     const MAX_KEY_LEN: usize = u32::MAX as usize - 1;
+
+    /// The options `with_value_bits` and `from_items` build with (override
+    /// where they depend on the value width).
+    fn default_options(_value_bits: u32) -> Result<Self::Options>
+    where
+        Self::Options: Default,
+    {
+        Ok(Self::Options::default())
+    }
 
     /// Checks a value width for a new table.
     fn check_value_bits(value_bits: u32) -> Result<()> {
@@ -404,6 +420,7 @@ pub(crate) trait ControlLimits {
     }
 
     /// Checks a key and its value before an insert.
+    #[inline]
     fn check_item(key: &[u8], value: u64, value_bits: u32) -> Result<()> {
         crate::check_value(value, value_bits)?;
         if key.len() > Self::MAX_KEY_LEN {
@@ -415,7 +432,166 @@ pub(crate) trait ControlLimits {
         }
         Ok(())
     }
+
+    /// The bulk-construction prologue: checks the value width and every
+    /// item, and collects the items into a key store sized for them (a
+    /// repeated key: the last value wins, as the store decides).
+    fn collect_items<S: ItemStore, I, K>(items: I, value_bits: u32) -> Result<S>
+    where
+        I: IntoIterator<Item = (K, u64)>,
+        K: AsRef<[u8]>,
+    {
+        Self::check_value_bits(value_bits)?;
+        let it = items.into_iter();
+        let mut store = S::sized(it.size_hint().0);
+        for (k, v) in it {
+            Self::check_item(k.as_ref(), v, value_bits)?;
+            store.put(k.as_ref(), v);
+        }
+        Ok(store)
+    }
 }
+
+/// A control form's key store, as [`ControlLimits::collect_items`] fills it.
+pub(crate) trait ItemStore {
+    /// An empty store with room for about `n` keys.
+    fn sized(n: usize) -> Self;
+    /// Adds (or overwrites) a checked item.
+    fn put(&mut self, key: &[u8], value: u64);
+}
+
+impl ItemStore for crate::store::KeyStore {
+    fn sized(n: usize) -> Self {
+        Self::with_capacity(n, 16)
+    }
+    fn put(&mut self, key: &[u8], value: u64) {
+        self.insert(key, value);
+    }
+}
+
+/// Writes the shared part of a structure's `impl ControlTable for Control`
+/// (call it inside the impl block): the associated types `Delta` /
+/// `Lookup`, `lineage` / `set_lineage` over the field given (`lineage:
+/// table`; `also: loc` forwards a new lineage to a part that carries it
+/// too), `with_value_bits` / `from_items` through the structure's inherent
+/// `with_options` / `from_items_with` with
+/// [`ControlLimits::default_options`], and optionally `get` / `len` over
+/// the key store (`keys: store`) and `value_bits` (`value_bits: p.vbits`).
+/// The structure writes the rest (`insert`, `remove`, `export`,
+/// `memory_bytes`, and what it did not name).
+macro_rules! control_form {
+    (
+        lineage: $field:ident $(, also: $also:ident)?
+        $(, keys: $keys:ident)? $(, value_bits: $($vb:ident).+)? $(,)?
+    ) => {
+        $(
+            fn get(&self, key: &[u8]) -> Option<u64> {
+                self.$keys.get(key)
+            }
+
+            fn len(&self) -> usize {
+                self.$keys.len()
+            }
+        )?
+
+        $(
+            fn value_bits(&self) -> u32 {
+                self.$($vb).+
+            }
+        )?
+
+        type Delta = Delta;
+        type Lookup = Lookup;
+
+        fn lineage(&self) -> $crate::lineage::Lineage {
+            self.$field
+        }
+
+        fn set_lineage(&mut self, l: $crate::lineage::Lineage) {
+            self.$field = l;
+            $(self.$also.set_lineage(l);)?
+        }
+
+        fn with_value_bits(value_bits: u32) -> $crate::Result<Self> {
+            Self::with_options(value_bits, <Self as $crate::engine::ControlLimits>::default_options(value_bits)?)
+        }
+
+        fn from_items<I, K>(items: I, value_bits: u32) -> $crate::Result<Self>
+        where
+            I: IntoIterator<Item = (K, u64)>,
+            K: AsRef<[u8]>,
+        {
+            let opts = <Self as $crate::engine::ControlLimits>::default_options(value_bits)?;
+            Self::from_items_with(items, value_bits, opts)
+        }
+    };
+}
+pub(crate) use control_form;
+
+/// Writes a control form's inherent `with_options` / `from_items_with`
+/// (the public constructors with explicit options) around the bodies
+/// given: `|value_bits, opts| empty: <empty table>, items(items): <bulk
+/// construction>`; `build` for the common pair "an empty key store" /
+/// "the checked items" handed to `Self::build(store, value_bits, opts)`.
+macro_rules! options_constructors {
+    (build) => {
+        $crate::engine::options_constructors! {
+            |value_bits, opts|
+            empty: Self::build($crate::engine::ItemStore::sized(0), value_bits, opts),
+            items(items): Self::build(Self::collect_items(items, value_bits)?, value_bits, opts),
+        }
+    };
+    (|$vb:ident, $opts:ident| empty: $empty:expr, items($items:ident): $full:expr $(,)?) => {
+        /// Empty table with explicit options.
+        pub fn with_options($vb: u32, $opts: Options) -> Result<Self> {
+            $empty
+        }
+
+        /// Bulk construction with explicit options. A repeated key: the last value wins.
+        pub fn from_items_with<I, K>($items: I, $vb: u32, $opts: Options) -> Result<Self>
+        where
+            I: IntoIterator<Item = (K, u64)>,
+            K: AsRef<[u8]>,
+        {
+            $full
+        }
+    };
+}
+pub(crate) use options_constructors;
+
+/// Writes a scheme's lookups as calls of the snapshot's own inherent methods
+/// of the same names (`get`, `get_batch`, `get_u64`: list those it has), for
+/// schemes whose snapshots never go stale under a reader (the `latest`
+/// argument is unused). Inlined: the same code as writing them by hand.
+macro_rules! inner_lookups {
+    ($($m:ident),+ $(,)?) => {
+        $($crate::engine::inner_lookups!(@one $m);)+
+    };
+    (@one get) => {
+        #[inline(always)]
+        fn get(c: &Self::Inner, key: &[u8], _: impl Fn() -> std::sync::Arc<Self::Inner>) -> Option<u64> {
+            c.get(key)
+        }
+    };
+    (@one get_batch) => {
+        #[inline]
+        fn get_batch(
+            c: &Self::Inner,
+            keys: &[&[u8]],
+            out: &mut [Option<u64>],
+            _: impl Fn() -> std::sync::Arc<Self::Inner>,
+        ) {
+            c.get_batch(keys, out)
+        }
+    };
+    (@one get_u64) => {
+        #[inline(always)]
+        fn get_u64(c: &Self::Inner, key: u64, _: impl Fn() -> std::sync::Arc<Self::Inner>) -> Option<u64> {
+            c.get_u64(key)
+        }
+    };
+}
+pub(crate) use inner_lookups;
 
 /// Writes the trait impls of a structure's public `Lookup { raw:
 /// RawLookup<S> }`, `Delta(RawDelta<S>)` and `Reader<'a>(engine::Reader<'a,

@@ -127,48 +127,7 @@ fn alien_keys_mostly_miss() {
 fn concurrent_readers_never_see_wrong_values() {
     // 32-bit fingerprints: a valid-key collision among the stress keys is
     // astronomically unlikely, so the standard exact stress applies.
-    struct Wide(Control);
-    impl ControlTable for Wide {
-        type Delta = Delta;
-        type Lookup = Lookup;
-        fn with_value_bits(b: u32) -> keyplane::Result<Self> {
-            Control::with_options(b, opts(32)).map(Wide)
-        }
-        fn lineage(&self) -> keyplane::lineage::Lineage {
-            self.0.lineage()
-        }
-        fn set_lineage(&mut self, l: keyplane::lineage::Lineage) {
-            self.0.set_lineage(l)
-        }
-        fn from_items<I, K>(items: I, b: u32) -> keyplane::Result<Self>
-        where
-            I: IntoIterator<Item = (K, u64)>,
-            K: AsRef<[u8]>,
-        {
-            Control::from_items_with(items, b, opts(32)).map(Wide)
-        }
-        fn insert(&mut self, k: &[u8], v: u64) -> keyplane::Result<Delta> {
-            self.0.insert(k, v)
-        }
-        fn remove(&mut self, k: &[u8]) -> keyplane::Result<Option<Delta>> {
-            self.0.remove(k)
-        }
-        fn get(&self, k: &[u8]) -> Option<u64> {
-            self.0.get(k)
-        }
-        fn len(&self) -> usize {
-            self.0.len()
-        }
-        fn value_bits(&self) -> u32 {
-            self.0.value_bits()
-        }
-        fn export(&self) -> Lookup {
-            self.0.export()
-        }
-        fn memory_bytes(&self) -> usize {
-            self.0.memory_bytes()
-        }
-    }
+    keyplane::configured_table!(Wide, Control, opts(32));
     let r = conformance::stress::<Wide>(&StressConfig { updates: 1_000_000, ..Default::default() }).unwrap();
     assert!(r.reads > 0);
 }

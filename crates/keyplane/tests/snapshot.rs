@@ -272,3 +272,121 @@ mod lpm {
         refused_by::<keyplane::othello::Control, Control>(false);
     }
 }
+
+/// The Concury control plane (`keyplane::lb::Control`, not a
+/// `ControlTable`): VIPs, pools, tracked connections, dropped states
+/// waiting to be reaped. A loaded snapshot saves to the same bytes, exports
+/// the same data plane and emits the same deltas as the saved control plane
+/// for the same later operations; every truncation and byte change is an
+/// error; other kinds are refused.
+mod lb {
+    use super::*;
+    use keyplane::lb::{Backend, Control, Params, PoolOp, StateKey, Vip, VipId};
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    fn be(i: u32) -> Backend {
+        if i % 3 == 2 {
+            Backend::new(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, i as u16), 8443)
+        } else {
+            Backend::new(Ipv4Addr::from(0x0a00_0000 + i), 80)
+        }
+    }
+
+    fn state(i: u64) -> Vec<u8> {
+        StateKey::four_tuple(Ipv4Addr::from(0x6400_0000 ^ (i >> 16) as u32).into(), i as u16, 443, 6).as_ref().to_vec()
+    }
+
+    /// Two VIPs with tracked connections, ended connections, a drained and a
+    /// removed backend (its states dropped, not all reaped yet).
+    fn built(seed: u64) -> (Control, Vec<VipId>) {
+        let mut ctl = Control::new(Params { max_vips: 8, dcode_bits: 10, seed }).unwrap();
+        let mut ids = Vec::new();
+        for v in 0..2u32 {
+            let pool: Vec<(Backend, u32)> = (0..6).map(|i| (be(v * 10 + i), 1 + i % 3)).collect();
+            ctl.add_vip_at(v * 3, Vip::new(Ipv4Addr::new(192, 0, 2, v as u8), 80, 6), &pool).unwrap();
+            ids.push(v * 3);
+        }
+        let dp = ctl.export();
+        for i in 0..3_000u64 {
+            let id = ids[(i % 2) as usize];
+            let k = state(i);
+            let b = dp.lookup(id, &k).unwrap();
+            ctl.connection_start(id, &k, b).unwrap();
+            if i % 7 == 0 {
+                ctl.connection_end(id, &k).unwrap();
+            }
+        }
+        ctl.update_pool(ids[0], &[PoolOp::SetWeight(be(1), 0), PoolOp::Remove(be(2))]).unwrap();
+        ctl.update_pool(ids[1], &[PoolOp::Add(be(99), 2)]).unwrap();
+        (ctl, ids)
+    }
+
+    #[test]
+    fn round_trip_continues_the_same_lineage() {
+        let (mut a, ids) = built(5);
+        assert!(a.dropped_pending() > 0, "the snapshot must hold dropped states waiting for the reap");
+        let snap = a.snapshot();
+        let before = work::keys_hashed();
+        let mut b = Control::from_snapshot(&snap).unwrap();
+        assert_eq!(work::keys_hashed(), before, "loading hashes no state");
+        assert!(b.snapshot() == snap, "a loaded snapshot saves to the same bytes");
+        assert_eq!((b.table_id(), b.seq(), b.stats()), (a.table_id(), a.seq(), a.stats()));
+        assert!(b.export().to_bytes() == a.export().to_bytes());
+        // The same operations on both: identical deltas, answers and exports.
+        let replica = keyplane::lb::DataPlane::from_bytes(&a.export().to_bytes()).unwrap();
+        let same = |da: keyplane::lb::Delta, db: keyplane::lb::Delta| {
+            assert!(da.to_bytes() == db.to_bytes(), "deltas differ");
+            replica.apply(&keyplane::lb::Delta::from_bytes(&db.to_bytes()).unwrap()).unwrap();
+        };
+        assert_eq!(a.reap_step(200).unwrap(), b.reap_step(200).unwrap());
+        for i in 3_000..5_000u64 {
+            let id = ids[(i % 2) as usize];
+            let k = state(i);
+            let bk = replica.lookup(id, &k).unwrap();
+            a.connection_start(id, &k, bk).unwrap();
+            b.connection_start(id, &k, bk).unwrap();
+        }
+        same(
+            a.update_pool(ids[0], &[PoolOp::Remove(be(3))]).unwrap(),
+            b.update_pool(ids[0], &[PoolOp::Remove(be(3))]).unwrap(),
+        );
+        let v = Vip::new(Ipv6Addr::LOCALHOST, 443, 6);
+        same(a.add_vip(v, &[(be(40), 1)]).unwrap().1, b.add_vip(v, &[(be(40), 1)]).unwrap().1);
+        same(a.remove_vip(ids[1]).unwrap(), b.remove_vip(ids[1]).unwrap());
+        for i in 0..5_000u64 {
+            assert_eq!(a.backend_of(ids[0], &state(i)), b.backend_of(ids[0], &state(i)), "state {i}");
+        }
+        assert!(a.snapshot() == b.snapshot());
+        assert!(replica.to_bytes() == b.export().to_bytes(), "the loaded form's deltas patch the saved plane");
+    }
+
+    #[test]
+    fn corruption_and_foreign_kinds_are_errors() {
+        let (c, _) = built(9);
+        let snap = c.snapshot();
+        assert!(Control::from_snapshot(&snap).is_ok());
+        // Every truncation; every byte of the header and prologue, then a
+        // stride over the rest and the trailer (each flip costs a checksum
+        // of the whole blob).
+        for n in (0..snap.len()).filter(|&n| n < 512 || n % 101 == 0 || n + 64 >= snap.len()) {
+            assert!(Control::from_snapshot(&snap[..n]).is_err(), "truncation to {n}");
+        }
+        let mut longer = snap.clone();
+        longer.push(0);
+        assert!(Control::from_snapshot(&longer).is_err(), "a trailing byte");
+        for i in (0..snap.len()).filter(|&i| i < 256 || i % 499 == 0 || i + 16 >= snap.len()) {
+            for x in [0x01u8, 0x80] {
+                let mut bad = snap.clone();
+                bad[i] ^= x;
+                assert!(Control::from_snapshot(&bad).is_err(), "byte {i} xor {x:#x}");
+            }
+        }
+        // Another structure's snapshot, a data-plane blob and a delta are not lb snapshots, and
+        // an lb snapshot is no othello snapshot.
+        let oth = keyplane::othello::Control::from_items([(b"a", 1u64)], 4).unwrap();
+        assert!(matches!(Control::from_snapshot(&oth.snapshot()), Err(Error::KindMismatch { .. })));
+        assert!(matches!(Control::from_snapshot(&c.export().to_bytes()), Err(Error::KindMismatch { .. })));
+        assert!(matches!(keyplane::othello::Control::from_snapshot(&snap), Err(Error::KindMismatch { .. })));
+        assert_eq!(keyplane::snapshot::peek(&snap).unwrap().seq, c.seq());
+    }
+}

@@ -101,26 +101,12 @@ pub struct Control {
 }
 
 impl Control {
-    /// Empty table with explicit options.
-    pub fn with_options(value_bits: u32, opts: Options) -> Result<Self> {
-        Self::from_items_with(std::iter::empty::<(&[u8], u64)>(), value_bits, opts)
-    }
+    crate::engine::options_constructors!(build);
 
-    /// Bulk construction with explicit options. A repeated key: the last value wins.
-    pub fn from_items_with<I, K>(items: I, value_bits: u32, opts: Options) -> Result<Self>
-    where
-        I: IntoIterator<Item = (K, u64)>,
-        K: AsRef<[u8]>,
-    {
+    fn build(store: KeyStore, value_bits: u32, opts: Options) -> Result<Self> {
         Self::check_value_bits(value_bits)?;
         let p = Params { seed: opts.seed, vbits: value_bits, hashes: opts.hashes };
         p.validate()?;
-        let it = items.into_iter();
-        let mut store = KeyStore::with_capacity(it.size_hint().0, 16);
-        for (k, v) in it {
-            Self::check_item(k.as_ref(), v, value_bits)?;
-            store.insert(k.as_ref(), v);
-        }
         let mut c = Control {
             opts,
             p,
@@ -254,34 +240,14 @@ impl Control {
     }
 }
 
+/// `value_bits` must be 1..=16 (one filter per port).
 impl ControlLimits for Control {
+    type Options = Options;
     const MAX_VALUE_BITS: u32 = super::MAX_VALUE_BITS;
 }
 
 impl ControlTable for Control {
-    type Delta = Delta;
-    type Lookup = Lookup;
-
-    fn lineage(&self) -> crate::lineage::Lineage {
-        self.table
-    }
-
-    fn set_lineage(&mut self, l: crate::lineage::Lineage) {
-        self.table = l;
-    }
-
-    /// Empty table; `value_bits` must be 1..=16 (one filter per port).
-    fn with_value_bits(value_bits: u32) -> Result<Self> {
-        Self::with_options(value_bits, Options::default())
-    }
-
-    fn from_items<I, K>(items: I, value_bits: u32) -> Result<Self>
-    where
-        I: IntoIterator<Item = (K, u64)>,
-        K: AsRef<[u8]>,
-    {
-        Self::from_items_with(items, value_bits, Options::default())
-    }
+    crate::engine::control_form!(lineage: table, keys: store, value_bits: p.vbits);
 
     fn insert(&mut self, key: &[u8], value: u64) -> Result<Delta> {
         Self::check_item(key, value, self.p.vbits)?;
@@ -309,18 +275,6 @@ impl ControlTable for Control {
         let mut ops = Vec::new();
         self.remove_from(v as u32, id, h, &mut ops);
         Ok(Some(self.delta(ops)))
-    }
-
-    fn get(&self, key: &[u8]) -> Option<u64> {
-        self.store.get(key)
-    }
-
-    fn len(&self) -> usize {
-        self.store.len()
-    }
-
-    fn value_bits(&self) -> u32 {
-        self.p.vbits
     }
 
     fn export(&self) -> Lookup {

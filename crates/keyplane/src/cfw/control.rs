@@ -120,26 +120,7 @@ pub struct Control {
 }
 
 impl Control {
-    /// Empty table with explicit options.
-    pub fn with_options(value_bits: u32, opts: Options) -> Result<Self> {
-        Self::build(KeyStore::new(), value_bits, opts)
-    }
-
-    /// Bulk construction with explicit options. A repeated key: the last value wins.
-    pub fn from_items_with<I, K>(items: I, value_bits: u32, opts: Options) -> Result<Self>
-    where
-        I: IntoIterator<Item = (K, u64)>,
-        K: AsRef<[u8]>,
-    {
-        Self::check_value_bits(value_bits)?;
-        let it = items.into_iter();
-        let mut store = KeyStore::with_capacity(it.size_hint().0, 16);
-        for (k, v) in it {
-            Self::check_item(k.as_ref(), v, value_bits)?;
-            store.insert(k.as_ref(), v);
-        }
-        Self::build(store, value_bits, opts)
-    }
+    crate::engine::options_constructors!(build);
 
     fn build(store: KeyStore, value_bits: u32, opts: Options) -> Result<Self> {
         Self::check_value_bits(value_bits)?;
@@ -560,39 +541,19 @@ impl Control {
 }
 
 impl ControlLimits for Control {
+    type Options = Options;
+    /// A slot holds fingerprint and value in one 64-bit element.
     const MAX_VALUE_BITS: u32 = 63;
+
+    /// Fingerprints of `min(12, 64 − value_bits)` bits.
+    fn default_options(value_bits: u32) -> Result<Options> {
+        Self::check_value_bits(value_bits)?;
+        Ok(Options::with_fingerprint_bits(super::DEFAULT_FINGERPRINT_BITS.min(64 - value_bits)))
+    }
 }
 
 impl ControlTable for Control {
-    type Delta = Delta;
-    type Lookup = Lookup;
-
-    fn lineage(&self) -> crate::lineage::Lineage {
-        self.table
-    }
-
-    fn set_lineage(&mut self, l: crate::lineage::Lineage) {
-        self.table = l;
-    }
-
-    /// Empty table; fingerprints of `min(12, 64 − value_bits)` bits.
-    /// `value_bits` must be 1..=63 (a slot holds fingerprint and value in
-    /// one 64-bit element).
-    fn with_value_bits(value_bits: u32) -> Result<Self> {
-        Self::check_value_bits(value_bits)?;
-        let f = super::DEFAULT_FINGERPRINT_BITS.min(64 - value_bits);
-        Self::with_options(value_bits, Options::with_fingerprint_bits(f))
-    }
-
-    fn from_items<I, K>(items: I, value_bits: u32) -> Result<Self>
-    where
-        I: IntoIterator<Item = (K, u64)>,
-        K: AsRef<[u8]>,
-    {
-        Self::check_value_bits(value_bits)?;
-        let f = super::DEFAULT_FINGERPRINT_BITS.min(64 - value_bits);
-        Self::from_items_with(items, value_bits, Options::with_fingerprint_bits(f))
-    }
+    crate::engine::control_form!(lineage: table, keys: store, value_bits: p.vbits);
 
     fn insert(&mut self, key: &[u8], value: u64) -> Result<Delta> {
         Self::check_item(key, value, self.p.vbits)?;
@@ -625,18 +586,6 @@ impl ControlTable for Control {
         let d = self.remove_id(id, key);
         self.store.remove(key);
         Ok(Some(d))
-    }
-
-    fn get(&self, key: &[u8]) -> Option<u64> {
-        self.store.get(key)
-    }
-
-    fn len(&self) -> usize {
-        self.store.len()
-    }
-
-    fn value_bits(&self) -> u32 {
-        self.p.vbits
     }
 
     fn export(&self) -> Lookup {

@@ -6,7 +6,8 @@ use super::lookup::Lookup;
 use super::table::{MAX_ENTRY_WORDS, Op, Probe, Resize, Sink, SlotWrite, Table, VAL48, WriteStats, arena_cap_for};
 use super::{MAX_BUCKETS, MAX_KEY_LEN, Options, Params, SLOTS, fixed_fits};
 use crate::ControlTable;
-use crate::error::{Error, Result, check_value};
+use crate::engine::ControlLimits;
+use crate::error::{Error, Result};
 use crate::sync::{Cached, Published};
 use std::sync::Arc;
 
@@ -161,14 +162,13 @@ impl Control {
         I: IntoIterator<Item = (K, u64)>,
         K: AsRef<[u8]>,
     {
-        crate::check_value_bits(value_bits, 1, 64)?;
+        Self::check_value_bits(value_bits)?;
         let items: Vec<(K, u64)> = items.into_iter().collect();
         let mut arena = 0;
         let mut len = items.first().map(|(k, _)| k.as_ref().len());
         for (k, v) in &items {
-            check_value(*v, value_bits)?;
             let k = k.as_ref();
-            check_key(k)?;
+            Self::check_item(k, *v, value_bits)?;
             if k.len() > super::table::INLINE_MAX {
                 arena += 1 + k.len().div_ceil(8);
             }
@@ -320,40 +320,16 @@ impl Control {
     }
 }
 
-fn check_key(key: &[u8]) -> Result<()> {
-    if key.len() > MAX_KEY_LEN {
-        return Err(Error::InvalidParameter(format!("key of {} bytes; at most {MAX_KEY_LEN}", key.len())));
-    }
-    Ok(())
+impl ControlLimits for Control {
+    type Options = Options;
+    const MAX_KEY_LEN: usize = MAX_KEY_LEN;
 }
 
 impl ControlTable for Control {
-    type Delta = Delta;
-    type Lookup = Lookup;
-
-    fn lineage(&self) -> crate::lineage::Lineage {
-        self.table
-    }
-
-    fn set_lineage(&mut self, l: crate::lineage::Lineage) {
-        self.table = l;
-    }
-
-    fn with_value_bits(value_bits: u32) -> Result<Self> {
-        Self::with_options(value_bits, Options::default())
-    }
-
-    fn from_items<I, K>(items: I, value_bits: u32) -> Result<Self>
-    where
-        I: IntoIterator<Item = (K, u64)>,
-        K: AsRef<[u8]>,
-    {
-        Self::from_items_with(items, value_bits, Options::default())
-    }
+    crate::engine::control_form!(lineage: table, keys: cur, value_bits: cur.p.vbits);
 
     fn insert(&mut self, key: &[u8], value: u64) -> Result<Delta> {
-        check_value(value, self.value_bits())?;
-        check_key(key)?;
+        Self::check_item(key, value, self.value_bits())?;
         // Operations of a failed insert (e.g. a rebuild before a capacity
         // error) stay in the sink and go out with the next delta.
         self.sink.on = true;
@@ -379,18 +355,6 @@ impl ControlTable for Control {
         }
         self.sink.on = false;
         Ok(Some(self.delta()))
-    }
-
-    fn get(&self, key: &[u8]) -> Option<u64> {
-        self.cur.get(key)
-    }
-
-    fn len(&self) -> usize {
-        self.cur.len()
-    }
-
-    fn value_bits(&self) -> u32 {
-        self.cur.p.vbits
     }
 
     fn export(&self) -> Lookup {

@@ -110,17 +110,7 @@ impl Scheme for Cuckoo {
     fn value_bits(c: &Table) -> u32 {
         c.p.vbits
     }
-    #[inline(always)]
-    fn get(c: &Table, key: &[u8], _latest: impl Fn() -> Arc<Table>) -> Option<u64> {
-        c.get(key)
-    }
-    fn get_batch(c: &Table, keys: &[&[u8]], out: &mut [Option<u64>], _latest: impl Fn() -> Arc<Table>) {
-        c.get_batch(keys, out)
-    }
-    #[inline(always)]
-    fn get_u64(c: &Table, key: u64, _latest: impl Fn() -> Arc<Table>) -> Option<u64> {
-        c.get_u64(key)
-    }
+    crate::engine::inner_lookups!(get, get_batch, get_u64);
 }
 
 /// Cuckoo lookup form: the full table (keys, values, stash, key arena).

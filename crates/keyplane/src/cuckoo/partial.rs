@@ -376,22 +376,10 @@ pub struct Control {
 }
 
 impl Control {
-    /// Empty table with explicit options.
-    pub fn with_options(value_bits: u32, opts: Options) -> Result<Self> {
-        Self::from_items_with(std::iter::empty::<(&[u8], u64)>(), value_bits, opts)
-    }
+    crate::engine::options_constructors!(build);
 
-    /// Bulk construction with explicit options. A repeated key: the last value wins.
-    pub fn from_items_with<I, K>(items: I, value_bits: u32, opts: Options) -> Result<Self>
-    where
-        I: IntoIterator<Item = (K, u64)>,
-        K: AsRef<[u8]>,
-    {
-        let mut store = KeyStore::new();
-        for (k, v) in items {
-            Self::check_item(k.as_ref(), v, value_bits)?;
-            store.insert(k.as_ref(), v);
-        }
+    fn build(store: KeyStore, value_bits: u32, opts: Options) -> Result<Self> {
+        Self::check_value_bits(value_bits)?;
         let nb = ((store.len() as f64 / (SLOTS as f64 * BUILD_LOAD)).ceil() as u64).max(2);
         if nb > MAX_NB as u64 {
             return Err(Error::CapacityExceeded(format!("{} keys need more than 2^30 buckets", store.len())));
@@ -559,32 +547,12 @@ impl Control {
 }
 
 impl ControlLimits for Control {
+    type Options = Options;
     const MAX_VALUE_BITS: u32 = 63;
 }
 
 impl ControlTable for Control {
-    type Delta = Delta;
-    type Lookup = Lookup;
-
-    fn lineage(&self) -> crate::lineage::Lineage {
-        self.table
-    }
-
-    fn set_lineage(&mut self, l: crate::lineage::Lineage) {
-        self.table = l;
-    }
-
-    fn with_value_bits(value_bits: u32) -> Result<Self> {
-        Self::with_options(value_bits, Options::default())
-    }
-
-    fn from_items<I, K>(items: I, value_bits: u32) -> Result<Self>
-    where
-        I: IntoIterator<Item = (K, u64)>,
-        K: AsRef<[u8]>,
-    {
-        Self::from_items_with(items, value_bits, Options::default())
-    }
+    crate::engine::control_form!(lineage: table, keys: store, value_bits: p.vbits);
 
     fn insert(&mut self, key: &[u8], value: u64) -> Result<Delta> {
         Self::check_item(key, value, self.p.vbits)?;
@@ -619,18 +587,6 @@ impl ControlTable for Control {
         self.set_slot(slot, NONE, &mut step);
         self.steps.push(step);
         Ok(Some(self.steps_delta()))
-    }
-
-    fn get(&self, key: &[u8]) -> Option<u64> {
-        self.store.get(key)
-    }
-
-    fn len(&self) -> usize {
-        self.store.len()
-    }
-
-    fn value_bits(&self) -> u32 {
-        self.p.vbits
     }
 
     fn export(&self) -> Lookup {

@@ -74,18 +74,10 @@ pub struct Control {
 type CtList = Vec<(Vec<u8>, Option<u64>)>;
 
 impl Control {
-    /// Empty table with explicit options.
-    pub fn with_options(value_bits: u32, opts: Options) -> Result<Self> {
-        Self::build(KeyStore::new(), KeyStore::new(), value_bits, opts)
-    }
-
-    /// Bulk construction with explicit options. A repeated name: the last value wins.
-    pub fn from_items_with<I, K>(items: I, value_bits: u32, opts: Options) -> Result<Self>
-    where
-        I: IntoIterator<Item = (K, u64)>,
-        K: AsRef<[u8]>,
-    {
-        Self::for_share(items, std::iter::empty::<&[u8]>(), value_bits, opts)
+    crate::engine::options_constructors! {
+        |value_bits, opts|
+        empty: Self::build(KeyStore::new(), KeyStore::new(), value_bits, opts),
+        items(items): Self::for_share(items, std::iter::empty::<&[u8]>(), value_bits, opts),
     }
 
     /// Distributed forwarding (§6.2): a table holding the share R_S
@@ -101,13 +93,7 @@ impl Control {
         J: IntoIterator<Item = N>,
         N: AsRef<[u8]>,
     {
-        Self::check_value_bits(value_bits)?;
-        let it = stored.into_iter();
-        let mut store = KeyStore::with_capacity(it.size_hint().0, 24);
-        for (k, v) in it {
-            Self::check_item(k.as_ref(), v, value_bits)?;
-            store.insert(k.as_ref(), v);
-        }
+        let store: KeyStore = Self::collect_items(stored, value_bits)?;
         let mut absent = KeyStore::new();
         for n in not_stored {
             if store.find(n.as_ref()).is_none() {
@@ -469,32 +455,12 @@ impl Control {
 }
 
 impl ControlLimits for Control {
+    type Options = Options;
     const MAX_VALUE_BITS: u32 = 64;
 }
 
 impl ControlTable for Control {
-    type Delta = Delta;
-    type Lookup = Lookup;
-
-    fn lineage(&self) -> crate::lineage::Lineage {
-        self.tid
-    }
-
-    fn set_lineage(&mut self, l: crate::lineage::Lineage) {
-        self.tid = l;
-    }
-
-    fn with_value_bits(value_bits: u32) -> Result<Self> {
-        Self::with_options(value_bits, Options::default())
-    }
-
-    fn from_items<I, K>(items: I, value_bits: u32) -> Result<Self>
-    where
-        I: IntoIterator<Item = (K, u64)>,
-        K: AsRef<[u8]>,
-    {
-        Self::from_items_with(items, value_bits, Options::default())
-    }
+    crate::engine::control_form!(lineage: tid, keys: store, value_bits: p.vbits);
 
     fn insert(&mut self, key: &[u8], value: u64) -> Result<Delta> {
         Self::check_item(key, value, self.p.vbits)?;
@@ -539,18 +505,6 @@ impl ControlTable for Control {
             c.unplace(id, &l);
             c.store.remove(key);
         })))
-    }
-
-    fn get(&self, key: &[u8]) -> Option<u64> {
-        self.store.get(key)
-    }
-
-    fn len(&self) -> usize {
-        self.store.len()
-    }
-
-    fn value_bits(&self) -> u32 {
-        self.p.vbits
     }
 
     fn export(&self) -> Lookup {

@@ -280,33 +280,13 @@ impl Control {
 }
 
 impl ControlLimits for Control {
+    type Options = Options;
     const MAX_VALUE_BITS: u32 = 64;
     const MAX_KEY_LEN: usize = super::MAX_NAME_LEN;
 }
 
 impl ControlTable for Control {
-    type Delta = Delta;
-    type Lookup = Lookup;
-
-    fn lineage(&self) -> crate::lineage::Lineage {
-        self.table
-    }
-
-    fn set_lineage(&mut self, l: crate::lineage::Lineage) {
-        self.table = l;
-    }
-
-    fn with_value_bits(value_bits: u32) -> Result<Self> {
-        Self::with_options(value_bits, Options::default())
-    }
-
-    fn from_items<I, K>(items: I, value_bits: u32) -> Result<Self>
-    where
-        I: IntoIterator<Item = (K, u64)>,
-        K: AsRef<[u8]>,
-    {
-        Self::from_items_with(items, value_bits, Options::default())
-    }
+    crate::engine::control_form!(lineage: table, keys: store, value_bits: p.vbits);
 
     fn insert(&mut self, key: &[u8], value: u64) -> Result<Delta> {
         match self.insert_inner(key, value)? {
@@ -340,18 +320,6 @@ impl ControlTable for Control {
         self.free.push(a as u32);
         let ws = vec![(par as u32, self.nodes[par]), (a as u32, 0), (a as u32 + 1, 0)];
         Ok(Some(self.writes_delta(ws)))
-    }
-
-    fn get(&self, key: &[u8]) -> Option<u64> {
-        self.store.get(key)
-    }
-
-    fn len(&self) -> usize {
-        self.store.len()
-    }
-
-    fn value_bits(&self) -> u32 {
-        self.p.vbits
     }
 
     fn export(&self) -> Lookup {

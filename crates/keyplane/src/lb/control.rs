@@ -12,6 +12,8 @@ use crate::othello;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod snapshot;
+
 /// Key ids a connection report reaps of its VIP's dropped states on the way
 /// ([`Control::connection_start`]): callers that never reap still finish a
 /// removal's reap, a few ids per report, with bounded work per report.
@@ -647,6 +649,34 @@ pub struct Stats {
 }
 
 /// Concury control plane. See the [module docs](super).
+///
+/// # Examples
+///
+/// Build, export, ship the blob, keep the replica current with deltas, and
+/// save the control plane as a snapshot ([`crate::Snapshot`]) that loads
+/// back without hashing a state:
+///
+/// ```
+/// use keyplane::lb::{Backend, Control, DataPlane, Delta, Params, PoolOp, StateKey, Vip};
+/// use keyplane::{Snapshot, Wire};
+/// use std::net::Ipv4Addr;
+///
+/// let mut ctl = Control::new(Params::default())?; // empty: no VIPs
+/// let (a, b) = (Backend::new(Ipv4Addr::new(10, 0, 0, 1), 80), Backend::new(Ipv4Addr::new(10, 0, 0, 2), 80));
+/// let (vip, _) = ctl.add_vip(Vip::new(Ipv4Addr::new(192, 0, 2, 1), 80, 6), &[(a, 1), (b, 1)])?;
+/// let dp = DataPlane::from_bytes(&ctl.export().to_bytes())?; // on the packet path
+/// let conn = StateKey::four_tuple(Ipv4Addr::new(198, 51, 100, 7).into(), 50123, 80, 6);
+/// let first = dp.lookup(vip, conn.as_ref()).unwrap();
+/// ctl.connection_start(vip, conn.as_ref(), first)?; // host-agent report: no delta
+/// let d = ctl.update_pool(vip, &[PoolOp::Add(Backend::new(Ipv4Addr::new(10, 0, 0, 3), 80), 2)])?;
+/// dp.apply(&Delta::from_bytes(&d.to_bytes())?)?;
+/// assert_eq!(dp.lookup(vip, conn.as_ref()), Some(first)); // the connection stays
+/// let saved = ctl.snapshot();
+/// let back = Control::from_snapshot(&saved)?;
+/// assert_eq!((back.table_id(), back.seq()), (ctl.table_id(), ctl.seq()));
+/// assert_eq!(back.backend_of(vip, conn.as_ref()), Some(first));
+/// # Ok::<(), keyplane::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Control {
     p: Params,

@@ -408,7 +408,7 @@ pub(crate) fn get_backend(r: &mut Reader<'_>) -> Result<Backend> {
     Ok(Backend { addr: get_ip(r)?, port: r.u16()? })
 }
 
-/// Frame kinds of the Concury core (data plane, delta; 0x0a03 is reserved
-/// for a control snapshot).
+/// Frame kinds of the Concury core (data plane, delta, control snapshot).
 pub(crate) const LOOKUP_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0a01, "lb data plane");
 pub(crate) const DELTA_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0a02, "lb delta");
+pub(crate) const CONTROL_KIND: crate::wire::Kind = crate::wire::Kind::new(0x0a03, "lb control snapshot");

@@ -611,6 +611,30 @@ impl PlaneSet {
 /// it caches the current snapshot and checks for a newer one with a single
 /// load, where `&self` lookups pay an atomic read-modify-write pair to pin
 /// the snapshot (`arc-swap`'s debt slots).
+///
+/// # Examples
+///
+/// [`Control`](super::Control#examples) shows the whole cycle; the lookups:
+///
+/// ```
+/// use keyplane::lb::{Backend, Control, Params, Vip};
+/// use std::net::Ipv4Addr;
+///
+/// let mut ctl = Control::new(Params::default())?;
+/// let (a, b) = (Backend::new(Ipv4Addr::new(10, 0, 0, 1), 80), Backend::new(Ipv4Addr::new(10, 0, 0, 2), 80));
+/// let (vip, _) = ctl.add_vip(Vip::new(Ipv4Addr::new(192, 0, 2, 1), 80, 6), &[(a, 1), (b, 1)])?;
+/// let dp = ctl.export();
+/// let conn = [7u8; 9]; // a state id, e.g. a StateKey's bytes
+/// let backend = dp.lookup(vip, &conn).unwrap(); // always a backend of the pool
+/// assert!(backend == a || backend == b);
+/// let mut out = [None; 2];
+/// dp.lookup_batch(&[vip, vip], &[conn.as_slice(), &[8u8; 9]], &mut out);
+/// assert_eq!(out[0], Some(backend));
+/// let mut reader = dp.reader(); // one per packet thread
+/// assert_eq!(reader.lookup(vip, &conn), Some(backend));
+/// assert_eq!(dp.lookup(vip + 1, &conn), None); // no such VIP
+/// # Ok::<(), keyplane::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct DataPlane {
     cur: ArcSwap<PlaneSet>,

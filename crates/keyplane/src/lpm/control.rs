@@ -284,16 +284,33 @@ impl CtlFam {
 /// The LPM control form: all prefixes and their next hops; turns every
 /// insert and remove into a [`super::Delta`]. See the [module docs](super).
 ///
-/// ```
-/// use keyplane::lpm::{Control, Prefix};
-/// use keyplane::ControlTable;
+/// # Examples
 ///
-/// let routes = [("0.0.0.0/0", 0u64), ("198.18.0.0/15", 1), ("198.18.4.0/24", 2)];
-/// let ctl = Control::from_prefixes(routes.iter().map(|(p, v)| (p.parse::<Prefix>().unwrap(), *v)), 8)?;
-/// assert_eq!(ctl.len(), 3);
+/// Build, export, ship the blob, keep the replica current with deltas. The
+/// control form's keys are prefixes ([`Prefix::to_key`] bytes through
+/// [`ControlTable`], or [`Control::insert_prefix`]); the lookup form's keys
+/// are addresses (4 or 16 bytes, network order), answered by the longest
+/// stored prefix covering them:
+///
+/// ```
+/// use keyplane::lpm::{self, Prefix};
+/// use keyplane::{ControlTable, LookupTable, ReadHandle, Wire};
+///
+/// let mut ctl = lpm::Control::with_value_bits(8)?; // empty, 8-bit next hops
+/// ctl.insert(&"198.18.0.0/15".parse::<Prefix>()?.to_key(), 1)?;
+/// let blob = ctl.export().to_bytes(); // a lookup form, serialised
+/// let table = lpm::Lookup::from_bytes(&blob)?; // on the data plane
+/// let delta = ctl.insert_prefix("198.18.4.0/24".parse()?, 2)?;
+/// table.apply(&lpm::Delta::from_bytes(&delta.to_bytes())?)?;
+/// assert_eq!(table.get(&[198, 18, 4, 9]), Some(2)); // the /24
+/// assert_eq!(table.get(&[198, 19, 0, 1]), Some(1)); // the /15
+/// assert_eq!(table.get(&[10, 0, 0, 1]), None); // no route
+/// let mut out = [None; 2];
+/// table.get_batch(&[[198, 18, 4, 1].as_slice(), &[198, 18, 5, 1]], &mut out);
+/// assert_eq!(out, [Some(2), Some(1)]);
+/// let reader = table.reader(); // one per packet thread
+/// assert_eq!(reader.get(&[198, 18, 4, 9]), Some(2));
 /// assert_eq!(ctl.longest_match("198.18.4.9".parse().unwrap()), Some(("198.18.4.0/24".parse()?, 2)));
-/// assert_eq!(ctl.export().get(&[198, 19, 0, 1]), Some(1));
-/// # use keyplane::LookupTable;
 /// # Ok::<(), keyplane::Error>(())
 /// ```
 #[derive(Debug, Clone)]

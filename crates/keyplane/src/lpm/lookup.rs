@@ -281,6 +281,12 @@ impl Tables {
 
 /// The LPM lookup form. See the [module docs](super).
 ///
+/// # Examples
+///
+/// [`Control`](super::Control#examples) shows the whole cycle (`export`,
+/// `to_bytes` / `from_bytes`, `apply`, `get`, `get_batch`, `reader`); typed
+/// lookups by address:
+///
 /// ```
 /// use keyplane::{ControlTable, LookupTable, Wire, lpm};
 /// use std::net::Ipv4Addr;
@@ -404,18 +410,9 @@ impl Scheme for Lpm {
         t.vbits
     }
 
-    /// Longest-prefix match of a 4-byte (IPv4) or 16-byte (IPv6) address in
-    /// network order; `None` when no prefix covers it (or for any other key
-    /// length).
-    #[inline(always)]
-    fn get(t: &Tables, key: &[u8], _: impl Fn() -> Arc<Tables>) -> Option<u64> {
-        t.get(key)
-    }
-
-    #[inline]
-    fn get_batch(t: &Tables, keys: &[&[u8]], out: &mut [Option<u64>], _: impl Fn() -> Arc<Tables>) {
-        t.get_batch(keys, out)
-    }
+    // Longest-prefix match of a 4-byte (IPv4) or 16-byte (IPv6) address in
+    // network order; `None` when no prefix covers it (or any other length).
+    crate::engine::inner_lookups!(get, get_batch);
 
     fn write_blob(w: &mut Writer, table: Lineage, seq: u64, t: &Tables) {
         let img = Self::image(t);

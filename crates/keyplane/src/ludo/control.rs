@@ -6,8 +6,9 @@ use super::locator::Locator;
 use super::table::{Table, default_ov_cap};
 use super::{Lookup, OVERFLOW_SEED, Options, Params, find_seed, slot_of};
 use crate::ControlTable;
+use crate::engine::ControlLimits;
 use crate::engine::RawDelta;
-use crate::error::{Error, Result, check_value};
+use crate::error::{Error, Result};
 use crate::hash::SeedSeq;
 use crate::mem::advised_vec;
 use crate::othello;
@@ -201,30 +202,14 @@ fn buckets_for(n: usize, permille: u32) -> usize {
 }
 
 impl Control {
-    /// Empty table with explicit options.
-    pub fn with_options(value_bits: u32, opts: Options) -> Result<Self> {
-        Self::build(Keys::default(), value_bits, opts)
-    }
-
-    /// Bulk construction with explicit options (Ludo §4.4.7). A repeated
-    /// key: the last value wins.
-    pub fn from_items_with<I, K>(items: I, value_bits: u32, opts: Options) -> Result<Self>
-    where
-        I: IntoIterator<Item = (K, u64)>,
-        K: AsRef<[u8]>,
-    {
-        opts.validate(value_bits)?;
-        let it = items.into_iter();
-        let mut keys = Keys::with_capacity(it.size_hint().0, 16);
-        for (k, v) in it {
-            check_value(v, value_bits)?;
-            if k.as_ref().len() >= u32::MAX as usize {
-                return Err(Error::InvalidParameter("key longer than 4 GiB".into()));
-            }
+    crate::engine::options_constructors! {
+        |value_bits, opts|
+        empty: Self::build(Keys::default(), value_bits, opts),
+        items(items): {
+            opts.validate(value_bits)?;
             // Repeated keys are merged by the first rebuild (last value wins).
-            keys.add(k.as_ref(), v);
-        }
-        Self::build(keys, value_bits, opts)
+            Self::build(Self::collect_items(items, value_bits)?, value_bits, opts)
+        },
     }
 
     fn build(keys: Keys, value_bits: u32, opts: Options) -> Result<Self> {
@@ -813,37 +798,25 @@ impl Control {
     }
 }
 
+impl ControlLimits for Control {
+    type Options = Options;
+}
+
+impl crate::engine::ItemStore for Keys {
+    fn sized(n: usize) -> Self {
+        Keys::with_capacity(n, 16)
+    }
+    fn put(&mut self, key: &[u8], value: u64) {
+        self.add(key, value);
+    }
+}
+
 impl ControlTable for Control {
-    type Delta = Delta;
-    type Lookup = Lookup;
-
-    fn lineage(&self) -> crate::lineage::Lineage {
-        self.table
-    }
-
-    fn set_lineage(&mut self, l: crate::lineage::Lineage) {
-        self.table = l;
-        self.loc.set_lineage(l);
-    }
-
-    fn with_value_bits(value_bits: u32) -> Result<Self> {
-        Self::with_options(value_bits, Options::default())
-    }
-
-    fn from_items<I, K>(items: I, value_bits: u32) -> Result<Self>
-    where
-        I: IntoIterator<Item = (K, u64)>,
-        K: AsRef<[u8]>,
-    {
-        Self::from_items_with(items, value_bits, Options::default())
-    }
+    crate::engine::control_form!(lineage: table, also: loc, value_bits: p.vbits);
 
     fn insert(&mut self, key: &[u8], value: u64) -> Result<Delta> {
         self.check_poisoned()?;
-        check_value(value, self.p.vbits)?;
-        if key.len() >= u32::MAX as usize {
-            return Err(Error::InvalidParameter("key longer than 4 GiB".into()));
-        }
+        Self::check_item(key, value, self.p.vbits)?;
         // Hash once and start the key's cache misses (cuckoo cells, shadow
         // buckets, locator heads) at once.
         crate::work::hashed(1);
@@ -918,10 +891,6 @@ impl ControlTable for Control {
 
     fn len(&self) -> usize {
         self.keys.len()
-    }
-
-    fn value_bits(&self) -> u32 {
-        self.p.vbits
     }
 
     fn export(&self) -> Lookup {

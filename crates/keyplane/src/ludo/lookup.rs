@@ -362,13 +362,7 @@ impl Scheme for Ludo {
     fn value_bits(c: &Inner) -> u32 {
         c.p.vbits
     }
-    #[inline(always)]
-    fn get(c: &Inner, key: &[u8], _latest: impl Fn() -> Arc<Inner>) -> Option<u64> {
-        c.get(key)
-    }
-    fn get_batch(c: &Inner, keys: &[&[u8]], out: &mut [Option<u64>], _latest: impl Fn() -> Arc<Inner>) {
-        c.get_batch(keys, out)
-    }
+    crate::engine::inner_lookups!(get, get_batch);
 }
 
 impl Inner {

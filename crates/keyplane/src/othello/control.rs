@@ -4,7 +4,8 @@ use super::delta::{Delta, Image, Slots};
 use super::{Lookup, Options, Params, SIDE_B, Sizing};
 use crate::ControlTable;
 use crate::bits::PackedArray;
-use crate::error::{Error, Result, check_value, check_value_bits};
+use crate::engine::ControlLimits;
+use crate::error::{Result, check_value, check_value_bits};
 use crate::hash::SeedSeq;
 use crate::store::{Inserted, KeyStore};
 
@@ -62,11 +63,6 @@ pub struct Control {
 }
 
 impl Control {
-    /// Empty table with explicit options.
-    pub fn with_options(value_bits: u32, opts: Options) -> Result<Self> {
-        Self::build(KeyStore::new(), value_bits, opts, 0)
-    }
-
     /// Empty table whose arrays are sized for at least `min_capacity` keys
     /// from the start (and never shrink below that). Useful when the values
     /// unknown keys read matter: they come from pairs of free slots, and
@@ -75,20 +71,10 @@ impl Control {
         Self::build(KeyStore::new(), value_bits, opts, min_capacity)
     }
 
-    /// Bulk construction with explicit options. A repeated key: the last value wins.
-    pub fn from_items_with<I, K>(items: I, value_bits: u32, opts: Options) -> Result<Self>
-    where
-        I: IntoIterator<Item = (K, u64)>,
-        K: AsRef<[u8]>,
-    {
-        check_value_bits(value_bits, 1, 64)?;
-        let it = items.into_iter();
-        let mut store = KeyStore::with_capacity(it.size_hint().0, 16);
-        for (k, v) in it {
-            check_value(v, value_bits)?;
-            store.insert(k.as_ref(), v);
-        }
-        Self::build(store, value_bits, opts, 0)
+    crate::engine::options_constructors! {
+        |value_bits, opts|
+        empty: Self::build(KeyStore::new(), value_bits, opts, 0),
+        items(items): Self::build(Self::collect_items(items, value_bits)?, value_bits, opts, 0),
     }
 
     fn build(store: KeyStore, value_bits: u32, opts: Options, min_cap: usize) -> Result<Self> {
@@ -380,35 +366,15 @@ fn fill_free(t: &PackedArray, salt: u64, xm: u64) {
     }
 }
 
+impl ControlLimits for Control {
+    type Options = Options;
+}
+
 impl ControlTable for Control {
-    type Delta = Delta;
-    type Lookup = Lookup;
-
-    fn lineage(&self) -> crate::lineage::Lineage {
-        self.table
-    }
-
-    fn set_lineage(&mut self, l: crate::lineage::Lineage) {
-        self.table = l;
-    }
-
-    fn with_value_bits(value_bits: u32) -> Result<Self> {
-        Self::with_options(value_bits, Options::default())
-    }
-
-    fn from_items<I, K>(items: I, value_bits: u32) -> Result<Self>
-    where
-        I: IntoIterator<Item = (K, u64)>,
-        K: AsRef<[u8]>,
-    {
-        Self::from_items_with(items, value_bits, Options::default())
-    }
+    crate::engine::control_form!(lineage: table, keys: store, value_bits: f.p.vbits);
 
     fn insert(&mut self, key: &[u8], value: u64) -> Result<Delta> {
-        check_value(value, self.f.p.vbits)?;
-        if key.len() >= u32::MAX as usize {
-            return Err(Error::InvalidParameter("key longer than 4 GiB".into()));
-        }
+        Self::check_item(key, value, self.f.p.vbits)?;
         // Hash for the slots first and start their cache misses, so they
         // overlap the key store's own.
         let (h, ia, ib) = self.f.p.locate(key);
@@ -437,18 +403,6 @@ impl ControlTable for Control {
         let Some((id, _)) = self.store.remove(key) else { return Ok(None) };
         let s = self.f.remove(id);
         Ok(Some(self.slots_delta(s)))
-    }
-
-    fn get(&self, key: &[u8]) -> Option<u64> {
-        self.store.get(key)
-    }
-
-    fn len(&self) -> usize {
-        self.store.len()
-    }
-
-    fn value_bits(&self) -> u32 {
-        self.f.p.vbits
     }
 
     fn export(&self) -> Lookup {

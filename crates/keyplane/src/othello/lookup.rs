@@ -464,18 +464,7 @@ impl Scheme for Othello {
     fn value_bits(c: &Inner) -> u32 {
         c.p.vbits
     }
-    #[inline(always)]
-    fn get(c: &Inner, key: &[u8], _: impl Fn() -> Arc<Inner>) -> Option<u64> {
-        c.get(key)
-    }
-    #[inline]
-    fn get_batch(c: &Inner, keys: &[&[u8]], out: &mut [Option<u64>], _: impl Fn() -> Arc<Inner>) {
-        c.get_batch(keys, out)
-    }
-    #[inline(always)]
-    fn get_u64(c: &Inner, key: u64, _: impl Fn() -> Arc<Inner>) -> Option<u64> {
-        c.get_u64(key)
-    }
+    crate::engine::inner_lookups!(get, get_batch, get_u64);
 }
 
 /// Othello lookup form: two packed arrays, no keys. See the [module docs](super).

@@ -7,8 +7,9 @@ use super::{
 };
 use crate::ControlTable;
 use crate::bits::PackedArray;
+use crate::engine::ControlLimits;
 use crate::engine::RawDelta;
-use crate::error::{Error, Result, check_value, check_value_bits};
+use crate::error::{Error, Result, check_value_bits};
 use crate::hash::{SeedSeq, hash64, mix64};
 use crate::store::{Inserted, KeyStore};
 use std::collections::BTreeSet;
@@ -113,29 +114,7 @@ fn blocks_for(keys: usize) -> Result<u32> {
 }
 
 impl Control {
-    /// Empty table with explicit options.
-    pub fn with_options(value_bits: u32, opts: Options) -> Result<Self> {
-        Self::build(KeyStore::new(), value_bits, opts)
-    }
-
-    /// Bulk construction with explicit options. A repeated key: the last value wins.
-    pub fn from_items_with<I, K>(items: I, value_bits: u32, opts: Options) -> Result<Self>
-    where
-        I: IntoIterator<Item = (K, u64)>,
-        K: AsRef<[u8]>,
-    {
-        check_value_bits(value_bits, 1, 64)?;
-        let it = items.into_iter();
-        let mut store = KeyStore::with_capacity(it.size_hint().0, 16);
-        for (k, v) in it {
-            check_value(v, value_bits)?;
-            if k.as_ref().len() >= u32::MAX as usize {
-                return Err(Error::InvalidParameter("key longer than 4 GiB".into()));
-            }
-            store.insert(k.as_ref(), v);
-        }
-        Self::build(store, value_bits, opts)
-    }
+    crate::engine::options_constructors!(build);
 
     fn build(store: KeyStore, value_bits: u32, opts: Options) -> Result<Self> {
         check_value_bits(value_bits, 1, 64)?;
@@ -576,35 +555,15 @@ fn build_block(
     BlockOut { choices, groups, rec, fallback, trials }
 }
 
+impl ControlLimits for Control {
+    type Options = Options;
+}
+
 impl ControlTable for Control {
-    type Delta = Delta;
-    type Lookup = Lookup;
-
-    fn lineage(&self) -> crate::lineage::Lineage {
-        self.table
-    }
-
-    fn set_lineage(&mut self, l: crate::lineage::Lineage) {
-        self.table = l;
-    }
-
-    fn with_value_bits(value_bits: u32) -> Result<Self> {
-        Self::with_options(value_bits, Options::default())
-    }
-
-    fn from_items<I, K>(items: I, value_bits: u32) -> Result<Self>
-    where
-        I: IntoIterator<Item = (K, u64)>,
-        K: AsRef<[u8]>,
-    {
-        Self::from_items_with(items, value_bits, Options::default())
-    }
+    crate::engine::control_form!(lineage: table, keys: store, value_bits: p.vbits);
 
     fn insert(&mut self, key: &[u8], value: u64) -> Result<Delta> {
-        check_value(value, self.p.vbits)?;
-        if key.len() >= u32::MAX as usize {
-            return Err(Error::InvalidParameter("key longer than 4 GiB".into()));
-        }
+        Self::check_item(key, value, self.p.vbits)?;
         match self.store.insert(key, value) {
             Inserted::Existing(id, old) => {
                 let mut ch = Changes::default();
@@ -645,18 +604,6 @@ impl ControlTable for Control {
             self.solve(g);
         }
         Ok(Some(self.make_delta(ch)))
-    }
-
-    fn get(&self, key: &[u8]) -> Option<u64> {
-        self.store.get(key)
-    }
-
-    fn len(&self) -> usize {
-        self.store.len()
-    }
-
-    fn value_bits(&self) -> u32 {
-        self.p.vbits
     }
 
     fn export(&self) -> Lookup {

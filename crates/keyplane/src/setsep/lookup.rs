@@ -385,17 +385,7 @@ impl Scheme for SetSep {
     fn value_bits(c: &Inner) -> u32 {
         c.p.vbits
     }
-    #[inline(always)]
-    fn get(c: &Inner, key: &[u8], _latest: impl Fn() -> Arc<Inner>) -> Option<u64> {
-        c.get(key)
-    }
-    #[inline(always)]
-    fn get_u64(c: &Inner, key: u64, _latest: impl Fn() -> Arc<Inner>) -> Option<u64> {
-        c.get_u64(key)
-    }
-    fn get_batch(c: &Inner, keys: &[&[u8]], out: &mut [Option<u64>], _latest: impl Fn() -> Arc<Inner>) {
-        c.get_batch(keys, out)
-    }
+    crate::engine::inner_lookups!(get, get_batch, get_u64);
 }
 
 impl Inner {
