@@ -140,3 +140,35 @@ fn a_reader_made_before_a_replacement_reads_the_new_table() {
         assert_eq!(rd.get(&u64_key(k)), Some(want));
     }
 }
+
+#[test]
+fn eight_byte_keys_on_get_hash_like_the_generic_path() {
+    // `get` sends an 8-byte key through the typed hash; `get_unchecked`
+    // still hashes the byte slice with the generic XXH3 path. On a plain
+    // layout both give `A ^ B` of the same two slots, for present and absent
+    // keys alike, and so do 7- and 9-byte keys (the generic path on both).
+    let items: Vec<([u8; 8], u64)> = (0..3_000u64).map(|i| (u64_key(keyplane::hash::mix64(i)), i & 0xff)).collect();
+    let ctl = othello::Control::from_items_with(
+        items.iter().copied(),
+        8,
+        othello::Options { seed: 25, ..Default::default() },
+    )
+    .unwrap();
+    let t = ctl.export();
+    let rd = t.reader();
+    for (k, v) in &items {
+        assert_eq!(rd.get(k), Some(*v));
+        assert_eq!(t.get(k), Some(*v));
+    }
+    for i in 0..5_000u64 {
+        let k = u64_key(keyplane::hash::mix64(i ^ 0xdead_beef_0000));
+        let want = Some(t.get_unchecked(&k));
+        assert_eq!(rd.get(&k), want, "absent key {k:x?}");
+        assert_eq!(t.get(&k), want);
+        for len in [7, 9] {
+            let mut long = k.to_vec();
+            long.resize(len, 0x5a);
+            assert_eq!(rd.get(&long), Some(t.get_unchecked(&long)));
+        }
+    }
+}

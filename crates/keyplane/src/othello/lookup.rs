@@ -371,6 +371,13 @@ impl View {
 
     #[inline(always)]
     fn get(&self, key: &[u8]) -> Option<u64> {
+        // An 8-byte key takes the typed path: `hash64(key, seed)` equals
+        // `hash_u64(from_le_bytes(key), seed)` bit for bit (proptest
+        // `hash::tests::fixed_width_hashes_are_xxh3_bit_for_bit`), and the
+        // view has the seed's constant precomputed.
+        if let Ok(k8) = <[u8; 8]>::try_from(key) {
+            return self.get_u64(u64::from_le_bytes(k8));
+        }
         let (h, ia, ib) = self.inner().p.locate(key);
         self.read_once(h, ia, ib)
     }
