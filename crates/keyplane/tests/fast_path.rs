@@ -179,14 +179,15 @@ fn setsep_typed_readers_see_old_or_new_values_under_deltas() {
 }
 
 /// SetSep's in-memory record layouts: word-aligned (l a multiple of 8,
-/// x <= 16, y <= 8; the inlined l = 8, y = 8 form and the general one) and
-/// the packed wire form for every other shape. Every path answers like the
+/// x = 16, y = 8; the inlined l = 8 form and the general one) and the
+/// packed wire form for every other shape. Every path answers like the
 /// oracle, and the lookup form's bytes are the control form's export bytes
 /// (the in-memory layout never reaches the wire), also after deltas.
 #[test]
 fn setsep_every_record_layout_answers_and_keeps_its_bytes() {
     // (value bits, index bits x, array bits y)
-    let shapes = [(8, 16, 8), (16, 16, 8), (24, 10, 8), (8, 12, 4), (8, 16, 2), (4, 16, 8), (8, 16, 16), (1, 8, 8)];
+    let shapes =
+        [(8, 16, 8), (16, 16, 8), (24, 16, 8), (24, 10, 8), (8, 12, 4), (8, 16, 2), (4, 16, 8), (8, 16, 16), (1, 8, 8)];
     for (i, &(vbits, x, y)) in shapes.iter().enumerate() {
         let keys: Vec<u64> = (0..3_000u64).map(|j| keyplane::hash::mix64(j ^ (i as u64) << 32)).collect();
         let val = |k: u64| keyplane::hash::mix64(k ^ 0x77) & keyplane::mask(vbits);

@@ -135,7 +135,7 @@ impl Inner {
     fn eval(&self, g: usize, g1: u32, g2: u32) -> Eval {
         debug_assert!(g < self.p.groups());
         match &self.rec {
-            Records::Words { words, k: 1 } if self.dec.shift == 29 => self.eval_words(words, 1, 29, g, g1, g2),
+            Records::Words { words, k: 1 } => self.eval_words(words, 1, 29, g, g1, g2),
             _ => self.eval_other(g, g1, g2),
         }
     }

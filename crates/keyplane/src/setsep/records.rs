@@ -16,12 +16,13 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 /// Group records as the lookup form holds them.
 #[derive(Debug)]
 pub(crate) enum Records {
-    /// `l % 8 == 0`, `x ≤ 16`, `y ≤ 8` (the default `16 + 8` and the
-    /// paper's l = 8): with `k = l / 8`, group `g` is the `3k` words from
+    /// `l % 8 == 0`, `x = 16`, `y = 8` (the default `16 + 8`, with the
+    /// paper's l = 8 or any multiple of 8): with `k = l / 8`, group `g` is the `3k` words from
     /// `3k · g`: `2k` words of 16-bit hash indices (value bit `b`'s at bits
     /// `16 · (b % 4)` of word `b / 4`), then `k` words of 8-bit arrays (bit
-    /// `b`'s at bits `8 · (b % 8)` of word `2k + b / 8`, low `y` bits used).
-    /// Exactly as large as the packed form for `x + y = 24`. The slice holds
+    /// `b`'s at bits `8 · (b % 8)` of word `2k + b / 8`).
+    /// Exactly as large as the packed form (24 bits per element); narrower
+    /// shapes stay packed, so the in-memory form is never larger. The slice holds
     /// exactly `groups · 3k` words (the lookup relies on it).
     Words {
         /// The words.
@@ -36,7 +37,7 @@ pub(crate) enum Records {
 impl Records {
     /// Whether skeleton `p` gets the word-aligned layout.
     pub(crate) fn aligned(p: &Params) -> bool {
-        p.vbits % 8 == 0 && p.xbits <= 16 && p.ybits <= 8
+        p.vbits % 8 == 0 && p.xbits == 16 && p.ybits == 8
     }
 
     /// The in-memory records of a packed array of `p.groups() · l`
