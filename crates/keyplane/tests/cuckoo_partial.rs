@@ -117,10 +117,19 @@ fn collision_rate_falls_with_fingerprint_bits() {
 
 #[test]
 fn alien_keys_mostly_miss() {
-    let ctl = Control::from_items_with((0..20_000u64).map(|i| (i.to_le_bytes(), 1)), 4, opts(12)).unwrap();
+    // An alien key is compared with the fingerprints of at most 8 slots (two
+    // buckets of 4), so its false-positive probability is at most 8·2^-f
+    // (reached only when every slot is full). The measured rate over 100,000
+    // aliens carries binomial noise: at ~190 expected hits one standard
+    // deviation is ~7%, so the bound allows 4σ. A fixed seed keeps the test
+    // deterministic; the bound does not depend on it.
+    let o = Options { seed: 11, ..opts(12) };
+    let ctl = Control::from_items_with((0..20_000u64).map(|i| (i.to_le_bytes(), 1)), 4, o).unwrap();
     let t = ctl.export();
     let fp = (0..100_000u64).filter(|i| t.get(&(i + (1 << 40)).to_le_bytes()).is_some()).count() as f64 / 1e5;
-    assert!(fp < 8.0 / 4096.0, "false positive rate {fp}");
+    let bound = 8.0 / 4096.0;
+    assert!(fp < bound * 1.3, "false positive rate {fp} above 8·2^-12 = {bound} (+4σ)");
+    assert!(fp > 0.0, "no alien matched at all: fingerprints are not being compared as expected");
 }
 
 #[test]
