@@ -141,7 +141,7 @@ mod tests {
         codes.sort_unstable();
         codes.dedup();
         assert_eq!(codes.len(), KINDS.len(), "a kind code is declared twice");
-        assert_eq!(KINDS.len(), 3 * STRUCTURES.len() + 5);
+        assert_eq!(KINDS.len(), 3 * STRUCTURES.len() + 6);
         for s in STRUCTURES {
             let mut c = AnyControl::build(s.name, [(b"k1", 1u64), (b"k2", 2)], 8, &Opts::new()).unwrap();
             let blob = c.export().to_bytes();

@@ -654,7 +654,7 @@ pub struct Stats {
 ///
 /// Build, export, ship the blob, keep the replica current with deltas, and
 /// save the control plane as a snapshot ([`crate::Snapshot`]) that loads
-/// back without hashing a state:
+/// back without rebuilding anything:
 ///
 /// ```
 /// use keyplane::lb::{Backend, Control, DataPlane, Delta, Params, PoolOp, StateKey, Vip};

@@ -5,7 +5,8 @@
 //! OthelloMap (its Othello control form, array `C`, free list, BAS slice,
 //! pin counts, dropped-state bookkeeping) and its published plane — so a
 //! loaded control plane continues exactly where the saved one stopped (same
-//! table id, next delta number, same future deltas) without hashing a state.
+//! table id, next delta number, same future deltas) without rebuilding
+//! anything: one read pass over the states checks their indices.
 
 use super::{Control, Entry, Member, NO_BACKEND, NarrowBas, OthelloMap, Stats, VipCtl, VipPlane};
 use crate::ControlTable;
