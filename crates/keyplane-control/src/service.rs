@@ -748,14 +748,26 @@ fn write(st: &mut State, req: pb::WriteRequest, group: &mut Group) -> Result<Wro
         resolved.push(e.map_err(|s| (s, false))?);
     }
     // Pass 2: presence, with the batch's own earlier updates overlaid.
-    let mut overlay: HashMap<&[u8], bool, foldhash::fast::RandomState> =
-        HashMap::with_capacity_and_hasher(resolved.len(), Default::default());
-    let single = resolved.len() == 1;
-    for (i, (key, ty, _)) in resolved.iter().enumerate() {
-        let present = match overlay.get(key.as_slice()) {
-            Some(p) => *p,
-            None => t.control.get(key).is_some(),
-        };
+    // First (no table access) each update's latest earlier update of the
+    // same key; then the table's answer for the keys seen first, in a
+    // tight loop of independent lookups (their cache misses overlap, which
+    // matters for big tables); then the checks in order, so the first bad
+    // update is the one named, as before.
+    let n_up = resolved.len();
+    let mut earlier: Vec<usize> = Vec::new();
+    if n_up > 1 {
+        let mut last: HashMap<&[u8], usize, foldhash::fast::RandomState> =
+            HashMap::with_capacity_and_hasher(n_up, Default::default());
+        earlier.reserve_exact(n_up);
+        for (i, (key, _, _)) in resolved.iter().enumerate() {
+            earlier.push(last.insert(key.as_slice(), i).unwrap_or(usize::MAX));
+        }
+    }
+    let first_seen = |i: usize| earlier.get(i).is_none_or(|&p| p == usize::MAX);
+    let in_table: Vec<bool> =
+        resolved.iter().enumerate().map(|(i, (key, _, _))| first_seen(i) && t.control.get(key).is_some()).collect();
+    for (i, (_, ty, _)) in resolved.iter().enumerate() {
+        let present = if first_seen(i) { in_table[i] } else { resolved[earlier[i]].1 != Type::Delete };
         match (ty, present) {
             (Type::Insert, true) => {
                 return Err((
@@ -771,11 +783,9 @@ fn write(st: &mut State, req: pb::WriteRequest, group: &mut Group) -> Result<Wro
             }
             _ => {}
         }
-        if !single {
-            overlay.insert(key.as_slice(), *ty != Type::Delete);
-        }
     }
-    drop(overlay);
+    drop(in_table);
+    drop(earlier);
     let base = t.rec.sequence;
     let net = t.net.is_some();
     let mut deltas = Vec::with_capacity(if net { 0 } else { resolved.len() });
@@ -784,6 +794,7 @@ fn write(st: &mut State, req: pb::WriteRequest, group: &mut Group) -> Result<Wro
     let n = resolved.len() as u64;
     if n > 0 {
         group.begin_entries(&req.table);
+        group.reserve(resolved.iter().map(|(k, _, _)| 13 + k.len()).sum());
     }
     for (i, (key, ty, value)) in resolved.into_iter().enumerate() {
         let old = if net { t.control.get(&key) } else { None };

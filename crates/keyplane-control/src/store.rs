@@ -169,6 +169,11 @@ impl Group {
         self.ops += 1;
     }
 
+    /// Reserves room for `bytes` more bytes (entries of a known batch).
+    pub fn reserve(&mut self, bytes: usize) {
+        self.buf.reserve(bytes);
+    }
+
     /// One entry of the open entries op.
     pub fn entry(&mut self, key: &[u8], value: Option<u64>) {
         let Some((_, n)) = self.open.as_mut() else { return };

@@ -338,3 +338,39 @@ async fn expected_keys_presizes_tables() {
     assert_eq!(entries.len(), 2500);
     assert!(entries.iter().all(|(k, v)| u64::from_le_bytes(k.as_slice().try_into().unwrap()) & 0xff == *v));
 }
+
+/// Updates of one key within a batch see the batch's own earlier updates:
+/// INSERT, DELETE, INSERT, MODIFY of a key succeed in one batch; a second
+/// INSERT of a key inserted earlier in the batch, or a MODIFY after its
+/// DELETE, fails the whole batch naming that update, and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_key_updates_within_a_batch() {
+    let srv = TestServer::start(Retain::default()).await;
+    let mut c = client::connect(&srv.url).await.unwrap();
+    create(&mut c, "t", "ludo", 8).await;
+    let mut oracle = BTreeMap::new();
+    let w = |updates: Vec<pb::Update>| pb::WriteRequest { table: "t".into(), updates };
+    let ok = vec![
+        insert(raw_key(key(1)), 5),
+        insert(raw_key(key(2)), 6),
+        delete(raw_key(key(1))),
+        insert(raw_key(key(1)), 7),
+        modify(raw_key(key(1)), 8),
+        modify(raw_key(key(2)), 9),
+    ];
+    assert_eq!(c.write(w(ok)).await.unwrap().into_inner().sequence, 6);
+    oracle.insert(key(1), 8);
+    oracle.insert(key(2), 9);
+    check_state(&mut c, "t", &oracle, 6).await;
+    for (bad, code, at) in [
+        (vec![insert(raw_key(key(3)), 1), insert(raw_key(key(3)), 2)], Code::AlreadyExists, 1),
+        (vec![delete(raw_key(key(1))), modify(raw_key(key(1)), 2)], Code::NotFound, 1),
+        (vec![modify(raw_key(key(2)), 1), delete(raw_key(key(2))), delete(raw_key(key(2)))], Code::NotFound, 2),
+        (vec![insert(raw_key(key(4)), 1), insert(raw_key(key(2)), 2)], Code::AlreadyExists, 1),
+    ] {
+        let e = c.write(w(bad)).await.unwrap_err();
+        assert_eq!(e.code(), code, "{}", e.message());
+        assert!(e.message().starts_with(&format!("update {at}:")), "{}", e.message());
+        check_state(&mut c, "t", &oracle, 6).await;
+    }
+}
