@@ -747,27 +747,23 @@ fn write(st: &mut State, req: pb::WriteRequest, group: &mut Group) -> Result<Wro
         })();
         resolved.push(e.map_err(|s| (s, false))?);
     }
-    // Pass 2: presence, with the batch's own earlier updates overlaid.
-    // First (no table access) each update's latest earlier update of the
-    // same key; then the table's answer for the keys seen first, in a
-    // tight loop of independent lookups (their cache misses overlap, which
-    // matters for big tables); then the checks in order, so the first bad
-    // update is the one named, as before.
-    let n_up = resolved.len();
-    let mut earlier: Vec<usize> = Vec::new();
-    if n_up > 1 {
+    // Pass 2: presence, with the batch's own earlier updates overlaid:
+    // each update's previous update of the same key in this batch (no table
+    // access); a key's first update asks the table, in one loop of
+    // independent lookups whose cache misses overlap on big tables. The
+    // checks then run in order, so the first bad update is the one named.
+    let earlier: Vec<Option<usize>> = {
         let mut last: HashMap<&[u8], usize, foldhash::fast::RandomState> =
-            HashMap::with_capacity_and_hasher(n_up, Default::default());
-        earlier.reserve_exact(n_up);
-        for (i, (key, _, _)) in resolved.iter().enumerate() {
-            earlier.push(last.insert(key.as_slice(), i).unwrap_or(usize::MAX));
-        }
-    }
-    let first_seen = |i: usize| earlier.get(i).is_none_or(|&p| p == usize::MAX);
+            HashMap::with_capacity_and_hasher(resolved.len(), Default::default());
+        resolved.iter().enumerate().map(|(i, (key, _, _))| last.insert(key.as_slice(), i)).collect()
+    };
     let in_table: Vec<bool> =
-        resolved.iter().enumerate().map(|(i, (key, _, _))| first_seen(i) && t.control.get(key).is_some()).collect();
+        resolved.iter().zip(&earlier).map(|((key, _, _), e)| e.is_none() && t.control.get(key).is_some()).collect();
     for (i, (_, ty, _)) in resolved.iter().enumerate() {
-        let present = if first_seen(i) { in_table[i] } else { resolved[earlier[i]].1 != Type::Delete };
+        let present = match earlier[i] {
+            None => in_table[i],
+            Some(p) => resolved[p].1 != Type::Delete,
+        };
         match (ty, present) {
             (Type::Insert, true) => {
                 return Err((
@@ -784,8 +780,6 @@ fn write(st: &mut State, req: pb::WriteRequest, group: &mut Group) -> Result<Wro
             _ => {}
         }
     }
-    drop(in_table);
-    drop(earlier);
     let base = t.rec.sequence;
     let net = t.net.is_some();
     let mut deltas = Vec::with_capacity(if net { 0 } else { resolved.len() });
@@ -794,7 +788,7 @@ fn write(st: &mut State, req: pb::WriteRequest, group: &mut Group) -> Result<Wro
     let n = resolved.len() as u64;
     if n > 0 {
         group.begin_entries(&req.table);
-        group.reserve(resolved.iter().map(|(k, _, _)| 13 + k.len()).sum());
+        group.reserve_entries(resolved.iter().map(|(k, _, _)| k.len()));
     }
     for (i, (key, ty, value)) in resolved.into_iter().enumerate() {
         let old = if net { t.control.get(&key) } else { None };

@@ -169,9 +169,11 @@ impl Group {
         self.ops += 1;
     }
 
-    /// Reserves room for `bytes` more bytes (entries of a known batch).
-    pub fn reserve(&mut self, bytes: usize) {
-        self.buf.reserve(bytes);
+    /// Reserves room for entries of these key lengths (a known batch), at
+    /// most the size [`Group::entry`] writes for each: flag byte, length
+    /// prefix, key, value.
+    pub fn reserve_entries(&mut self, key_lens: impl Iterator<Item = usize>) {
+        self.buf.reserve(key_lens.map(|k| 1 + 4 + k + 8).sum());
     }
 
     /// One entry of the open entries op.
