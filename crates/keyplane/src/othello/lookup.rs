@@ -66,12 +66,9 @@ impl Inner {
         Image { p: self.p, a: self.a.clone(), b: self.b.clone() }
     }
 
+    /// The seqlock stripe of slot `i` of either array.
     #[inline(always)]
-    fn stripe_a(&self, i: usize) -> usize {
-        i & self.smask
-    }
-    #[inline(always)]
-    fn stripe_b(&self, i: usize) -> usize {
+    fn stripe(&self, i: usize) -> usize {
         i & self.smask
     }
 
@@ -108,13 +105,13 @@ impl Inner {
     /// consistently under this form's seqlock (no fingerprint check).
     #[inline(always)]
     pub(crate) fn raw(&self, ia: usize, ib: usize) -> u64 {
-        let (x, y) = self.lock.read2(self.stripe_a(ia), self.stripe_b(ib), || (self.a.get(ia), self.b.get(ib)));
+        let (x, y) = self.lock.read2(self.stripe(ia), self.stripe(ib), || (self.a.get(ia), self.b.get(ib)));
         (x ^ y) & crate::mask(self.p.vbits)
     }
 
     #[inline(always)]
     fn read(&self, h: u64, ia: usize, ib: usize) -> Option<u64> {
-        let (x, y) = self.lock.read2(self.stripe_a(ia), self.stripe_b(ib), || (self.a.get(ia), self.b.get(ib)));
+        let (x, y) = self.lock.read2(self.stripe(ia), self.stripe(ib), || (self.a.get(ia), self.b.get(ib)));
         self.p.answer(h, x, y)
     }
 
@@ -185,7 +182,7 @@ impl Inner {
             if i >= m {
                 return Err(Error::DeltaMismatch(format!("slot {i} outside array of {m}")));
             }
-            *st = if side_b { self.stripe_b(i as usize) } else { self.stripe_a(i as usize) };
+            *st = self.stripe(i as usize);
         }
         stripes.sort_unstable();
         let mut k = 0;
@@ -319,7 +316,7 @@ impl View {
     /// One lookup of slots `ia < ma`, `ib < mb`: the seqlock version, both
     /// slots, one validation, no loop (the retry, after a writer was in the
     /// snapshot, is out of line), so consecutive lookups overlap their
-    /// misses. (`Inner::stripe_a` / `stripe_b` are both 0: one stripe.)
+    /// misses. (`Inner::stripe` is always 0: one stripe.)
     #[inline(always)]
     fn read_once(&self, h: u64, ia: usize, ib: usize) -> Option<u64> {
         // 8-bit values (the data-plane case: ports, next hops) are tested
