@@ -4,7 +4,7 @@
 //! structure per round.
 //!
 //! ```text
-//! single_get --n 1M [--structures othello,othello_pow2,setsep,cuckoo] [--queries 8M] [--reps 5] [--rounds 3] [--serve]
+//! single_get --n 1M [--structures othello,othello_pow2,setsep,cuckoo] [--queries 8M] [--reps 5] [--rounds 3] [--serve] [--decode]
 //! ```
 //!
 //! Keys, values and the query stream are the C++ reference harnesses' (see
@@ -18,7 +18,7 @@
 //! `cargo build --release -p keyplane --example single_get`.
 use keyplane::ext::mem::{advise_hugepages, prefetch};
 use keyplane::hash::{mix64, reduce64};
-use keyplane::{ControlTable, LookupTable, ReadHandle, cuckoo, othello, setsep};
+use keyplane::{ControlTable, LookupTable, ReadHandle, Wire, cuckoo, othello, setsep};
 use std::hint::black_box;
 use std::io::BufRead;
 use std::time::Instant;
@@ -208,7 +208,7 @@ fn parse_num(s: &str) -> Option<u64> {
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "single_get: {msg}\nusage: single_get [--n 1M] [--queries 8M] [--reps 5] [--rounds 3] [--structures othello,othello_pow2,setsep,cuckoo] [--serve] [--only PATH]"
+        "single_get: {msg}\nusage: single_get [--n 1M] [--queries 8M] [--reps 5] [--rounds 3] [--structures othello,othello_pow2,setsep,cuckoo] [--serve] [--decode] [--only PATH]"
     );
     std::process::exit(2)
 }
@@ -216,10 +216,14 @@ fn usage(msg: &str) -> ! {
 fn main() {
     let mut opt = std::collections::HashMap::new();
     let mut serve = false;
+    // `--decode`: Othello's lookup forms go through `to_bytes` / `from_bytes`
+    // (the replica's path) instead of being the control form's export.
+    let mut decode = false;
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
         match k.as_str() {
             "--serve" => serve = true,
+            "--decode" => decode = true,
             "--n" | "--queries" | "--reps" | "--rounds" | "--structures" | "--only" => {
                 let v = it.next().unwrap_or_else(|| usage(&format!("{k} needs a value")));
                 opt.insert(k[2..].to_string(), v);
@@ -252,7 +256,9 @@ fn main() {
                 let opts = othello::Options { sizing, seed: 7, ..Default::default() };
                 let ctl = othello::Control::from_items_with(items(), 8, opts).expect("othello build");
                 let name = if s == "othello" { "othello" } else { "othello_pow2" };
-                tables_o.push((name, ctl.export(), t0.elapsed().as_secs_f64()));
+                let t = ctl.export();
+                let t = if decode { othello::Lookup::from_bytes(&t.to_bytes()).expect("othello decode") } else { t };
+                tables_o.push((name, t, t0.elapsed().as_secs_f64()));
             }
             "setsep" => {
                 let opts = setsep::Options { seed: 7, ..setsep::Options::default().threads(2) };

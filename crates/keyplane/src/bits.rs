@@ -77,8 +77,21 @@ impl PackedArray {
         if !(1..=64).contains(&bits) || words.len() != words_for(len, bits) {
             return None;
         }
+        if words.len() >= crate::mem::HUGE_ADVICE_MIN_WORDS {
+            // The decoded words were written (their pages touched) before any
+            // advice could be given, and the kernel backs a touched region with
+            // huge pages only much later, if ever: copy a large array into a
+            // fresh allocation advised before its first touch, as `new` and
+            // `clone` do (a lookup form decoded from a blob then reads through
+            // 2 MiB pages like an exported one).
+            let v = zeroed_atomics(words.len());
+            crate::mem::advise_hugepages(&v);
+            for (d, s) in v.iter().zip(&words) {
+                d.store(*s, Relaxed);
+            }
+            return Some(Self { words: v, len, bits, mask: mask(bits) });
+        }
         let v: Vec<AtomicU64> = words.into_iter().map(AtomicU64::new).collect();
-        crate::mem::advise_hugepages(&v);
         Some(Self { words: v.into_boxed_slice(), len, bits, mask: mask(bits) })
     }
 

@@ -1,5 +1,11 @@
 //! Memory helpers: transparent huge pages for big tables.
 
+/// Allocations below this many bytes get no huge-page advice (at most a few
+/// 2 MiB pages: not worth splitting the mapping).
+pub(crate) const HUGE_ADVICE_MIN_BYTES: usize = 8 << 20;
+/// [`HUGE_ADVICE_MIN_BYTES`] in 64-bit words.
+pub(crate) const HUGE_ADVICE_MIN_WORDS: usize = HUGE_ADVICE_MIN_BYTES / 8;
+
 /// Asks the kernel to back a large allocation with transparent huge pages
 /// (`madvise(MADV_HUGEPAGE)`). Lookups in tables of many megabytes are
 /// dominated by TLB misses without them. Small allocations and non-Linux
@@ -9,7 +15,7 @@ pub fn advise_hugepages<T>(v: &[T]) {
     {
         const HUGE: usize = 2 << 20;
         let bytes = std::mem::size_of_val(v);
-        if bytes < 4 * HUGE {
+        if bytes < HUGE_ADVICE_MIN_BYTES {
             return;
         }
         let start = v.as_ptr() as usize;
