@@ -289,6 +289,13 @@ impl<S: Scheme> RawLookup<S> {
         S::get_batch(&self.cur.load(), keys, out, || self.cur.load_full())
     }
 
+    /// The publisher of the snapshots (for a scheme whose lookup form
+    /// keeps per-thread caches of them: see [`lookup_form!`]'s `local`).
+    #[allow(dead_code)]
+    pub(crate) fn publisher(&self) -> &Published<S::Inner> {
+        &self.cur
+    }
+
     /// A per-thread reader.
     pub fn reader(&self) -> Reader<'_, S> {
         Reader(self.cur.cached())
@@ -601,14 +608,30 @@ pub(crate) use inner_lookups;
 /// S>)`, all delegating to the engine: `LookupTable` (with `get_u64`),
 /// `Wire` (both), `ReadHandle` (with `get_u64`), `DeltaInfo`, and the
 /// accessors `lineage`, `seq`, `value_bits` (crate-internal, or of the
-/// visibility given as a second argument).
+/// visibility given as a second argument). With a third argument, the name
+/// of a field of `Lookup` whose type has `Default` and `get(&raw, key)` /
+/// `get_u64(&raw, key)` (Othello's per-thread snapshot cache), `&self`
+/// `get` and `get_u64` go through that field instead of pinning the
+/// snapshot per call.
 macro_rules! lookup_form {
     ($scheme:ty) => {
         $crate::engine::lookup_form!($scheme, pub(crate));
     };
+    (@get $this:ident, $key:ident) => {
+        $this.raw.get($key)
+    };
+    (@get $this:ident, $key:ident, $local:ident) => {
+        $this.$local.get(&$this.raw, $key)
+    };
+    (@get_u64 $this:ident, $key:ident) => {
+        $this.raw.get_u64($key)
+    };
+    (@get_u64 $this:ident, $key:ident, $local:ident) => {
+        $this.$local.get_u64(&$this.raw, $key)
+    };
     // `$vis`: visibility of the inherent accessors (`pub` for a structure
     // whose `seq` / `value_bits` were public before it moved onto the engine).
-    ($scheme:ty, $vis:vis) => {
+    ($scheme:ty, $vis:vis $(, $local:ident)?) => {
         impl $crate::LookupTable for Lookup {
             type Delta = Delta;
             type Reader<'a> = Reader<'a>;
@@ -622,7 +645,7 @@ macro_rules! lookup_form {
             }
             #[inline]
             fn get(&self, key: &[u8]) -> Option<u64> {
-                self.raw.get(key)
+                $crate::engine::lookup_form!(@get self, key $(, $local)?)
             }
             #[inline]
             fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
@@ -630,7 +653,7 @@ macro_rules! lookup_form {
             }
             #[inline]
             fn get_u64(&self, key: u64) -> Option<u64> {
-                self.raw.get_u64(key)
+                $crate::engine::lookup_form!(@get_u64 self, key $(, $local)?)
             }
             fn apply(&self, delta: &Delta) -> $crate::Result<()> {
                 self.raw.apply(&delta.0)
@@ -646,7 +669,7 @@ macro_rules! lookup_form {
                 self.raw.to_bytes()
             }
             fn from_bytes(bytes: &[u8]) -> $crate::Result<Self> {
-                Ok(Lookup { raw: $crate::engine::RawLookup::from_bytes(bytes)? })
+                Ok(Lookup::from_raw($crate::engine::RawLookup::from_bytes(bytes)?))
             }
         }
 
@@ -690,7 +713,7 @@ macro_rules! lookup_form {
         impl Lookup {
             /// A lookup form from an image (the control form's export).
             pub(crate) fn from_raw(raw: $crate::engine::RawLookup<$scheme>) -> Self {
-                Lookup { raw }
+                Lookup { raw $(, $local: Default::default())? }
             }
             /// Table id and key format (see [`crate::lineage`]).
             $vis fn lineage(&self) -> $crate::lineage::Lineage {

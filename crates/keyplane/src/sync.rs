@@ -291,20 +291,62 @@ impl<P: Deref<Target = Published<T>>, T> Cached<P, T> {
 /// `with` on the same handle if it uses the view afterwards.
 pub(crate) struct CachedView<'a, T, V: Copy> {
     src: &'a Published<T>,
+    slot: ViewSlot<T, V>,
+    make: fn(&T) -> V,
+}
+
+/// One cached snapshot, its generation and its view: the state of a
+/// [`CachedView`] and of each thread's entry in a [`PerThreadView`].
+struct ViewSlot<T, V: Copy> {
     generation: Cell<u64>,
     view: Cell<V>,
     keep: Cell<Arc<T>>,
-    make: fn(&T) -> V,
+}
+
+impl<T, V: Copy> ViewSlot<T, V> {
+    fn new(src: &Published<T>, make: fn(&T) -> V) -> Self {
+        // Generation first, as in `Cached::new`.
+        let g = src.generation.load(Ordering::Acquire);
+        let t = src.cur.load_full();
+        ViewSlot { generation: Cell::new(g), view: Cell::new(make(&t)), keep: Cell::new(t) }
+    }
+
+    /// See [`CachedView::with`]; `src` must be the publisher this slot was
+    /// made from (its generations are compared with this slot's).
+    ///
+    /// # Safety
+    ///
+    /// `f` must not call `with` on this same slot.
+    #[inline(always)]
+    unsafe fn with<R>(&self, src: &Published<T>, make: fn(&T) -> V, f: impl FnOnce(&V) -> R) -> R {
+        let g = src.generation.load(Ordering::Acquire);
+        if g != self.generation.get() {
+            self.refresh(src, make, g);
+        }
+        // SAFETY: the view is written only by `refresh`, above and before
+        // `f` runs, and the caller guarantees that `f` does not call `with`
+        // (the only caller of `refresh`) on this slot; a slot is not `Sync`
+        // (a `PerThreadView` hands each thread its own), so no other thread
+        // writes it either. So nothing writes the view while `f` holds this
+        // shared reference, and `keep` holds the snapshot it describes.
+        f(unsafe { &*self.view.as_ptr() })
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refresh(&self, src: &Published<T>, make: fn(&T) -> V, g: u64) {
+        let t = src.cur.load_full();
+        self.view.set(make(&t));
+        self.generation.set(g);
+        // The old snapshot goes last, after nothing refers to it any more.
+        drop(self.keep.replace(t));
+    }
 }
 
 impl<'a, T, V: Copy> CachedView<'a, T, V> {
     /// A handle on `src` whose view of each snapshot is `make(snapshot)`.
     pub fn new(src: &'a Published<T>, make: fn(&T) -> V) -> Self {
-        // Generation first, as in `Cached::new`.
-        let g = src.generation.load(Ordering::Acquire);
-        let t = src.cur.load_full();
-        let view = Cell::new(make(&t));
-        CachedView { src, generation: Cell::new(g), view, keep: Cell::new(t), make }
+        CachedView { src, slot: ViewSlot::new(src, make), make }
     }
 
     /// Runs `f` on the view of the current snapshot: one acquire load of
@@ -317,26 +359,9 @@ impl<'a, T, V: Copy> CachedView<'a, T, V> {
     /// overwrite the view `f` holds a reference to and drop its snapshot).
     #[inline(always)]
     pub unsafe fn with<R>(&self, f: impl FnOnce(&V) -> R) -> R {
-        let g = self.src.generation.load(Ordering::Acquire);
-        if g != self.generation.get() {
-            self.refresh(g);
-        }
-        // SAFETY: the view is written only by `refresh`, above and before
-        // `f` runs, and the caller guarantees that `f` does not call `with`
-        // (the only caller of `refresh`) on this handle; the handle is not
-        // `Sync`, so no other thread writes it either. So nothing writes the
-        // view while `f` holds this shared reference.
-        f(unsafe { &*self.view.as_ptr() })
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn refresh(&self, g: u64) {
-        let t = self.src.cur.load_full();
-        self.view.set((self.make)(&t));
-        self.generation.set(g);
-        // The old snapshot goes last, after nothing refers to it any more.
-        drop(self.keep.replace(t));
+        // SAFETY: the slot was made from `self.src`; the caller's promise
+        // is the slot's.
+        unsafe { self.slot.with(self.src, self.make, f) }
     }
 }
 
@@ -348,7 +373,59 @@ impl<T, V: Copy> Clone for CachedView<'_, T, V> {
 
 impl<T, V: Copy> std::fmt::Debug for CachedView<'_, T, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CachedView").field("generation", &self.generation.get()).finish_non_exhaustive()
+        f.debug_struct("CachedView").field("generation", &self.slot.generation.get()).finish_non_exhaustive()
+    }
+}
+
+/// A [`CachedView`] for every thread that reads one [`Published`]
+/// structure through a shared reference (`&self` lookups): owned by the
+/// table (next to its publisher), it holds one [`ViewSlot`] per thread
+/// that has read it ([`thread_local::ThreadLocal`]). A lookup finds its
+/// thread's slot (a thread-local id and two loads) and checks the
+/// generation, like a reader handle: no arc-swap pin, no locked
+/// instruction, so consecutive `&self` lookups overlap their misses.
+///
+/// Lifetime of snapshots: a thread's slot keeps the snapshot it last read
+/// alive until that thread's next lookup on this table (which moves it to
+/// the current one) or until the table is dropped, which drops every
+/// thread's slot. A thread that exits leaves its slot to the next thread
+/// given its id (thread ids are reused), or to the table's drop. Nothing
+/// global refers to a table's slots, so a dropped table keeps nothing
+/// alive.
+pub(crate) struct PerThreadView<T: Send + Sync, V: Copy + Send> {
+    slots: thread_local::ThreadLocal<ViewSlot<T, V>>,
+    make: fn(&T) -> V,
+}
+
+impl<T: Send + Sync, V: Copy + Send> PerThreadView<T, V> {
+    /// No slots yet; each thread's view of a snapshot is `make(snapshot)`.
+    pub fn new(make: fn(&T) -> V) -> Self {
+        PerThreadView { slots: thread_local::ThreadLocal::new(), make }
+    }
+
+    /// Runs `f` on this thread's view of `src`'s current snapshot (the
+    /// thread's slot is made on its first call).
+    ///
+    /// # Safety
+    ///
+    /// `src` must be the same publisher on every call (the one owned next
+    /// to this value), and `f` must not call `with` on this same value.
+    #[inline(always)]
+    pub unsafe fn with<R>(&self, src: &Published<T>, f: impl FnOnce(&V) -> R) -> R {
+        let make = self.make;
+        let slot = self.slots.get_or(
+            #[cold]
+            || ViewSlot::new(src, make),
+        );
+        // SAFETY: the slot belongs to this thread and was made from `src`
+        // (the caller's promise); the caller's promise on `f` is the slot's.
+        unsafe { slot.with(src, make, f) }
+    }
+}
+
+impl<T: Send + Sync, V: Copy + Send> std::fmt::Debug for PerThreadView<T, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PerThreadView").finish_non_exhaustive()
     }
 }
 

@@ -172,3 +172,116 @@ fn eight_byte_keys_on_get_hash_like_the_generic_path() {
         }
     }
 }
+
+/// `&self` lookups (each thread's cached snapshot inside the table) on a
+/// shared table while a writer flips values and inserts fresh keys whose
+/// growth replaces the whole table: every answer during the run is one of
+/// the key's two legal values, and afterwards every thread, whose cache
+/// still holds a snapshot from before the last replacement, reads every
+/// key's last value and every fresh key through `&self`.
+#[test]
+fn self_lookups_see_legal_values_across_deltas_and_replacements() {
+    let vbits = 8;
+    let keys: Vec<u64> = (0..2_048u64).map(|i| keyplane::hash::mix64(i ^ 0xcace)).collect();
+    let mut ctl = othello::Control::from_items_with(
+        keys.iter().map(|&k| (u64_key(k), pair(k, vbits)[0])),
+        vbits,
+        othello::Options { seed: 26, ..Default::default() },
+    )
+    .unwrap();
+    let table = Arc::new(ctl.export());
+    let keys = Arc::new(keys);
+    let stop = Arc::new(AtomicBool::new(false));
+    // Filled by the writer when it is done: (each key's last value, the fresh keys).
+    let last: Arc<std::sync::OnceLock<(Vec<u64>, Vec<(u64, u64)>)>> = Arc::new(std::sync::OnceLock::new());
+    let readers: Vec<_> = (0..3)
+        .map(|r| {
+            let (table, keys, stop, last) = (table.clone(), keys.clone(), stop.clone(), last.clone());
+            std::thread::spawn(move || {
+                let (mut checked, mut i) = (0u64, r * 7);
+                while !stop.load(Ordering::Acquire) || checked < 1_000 {
+                    let k = keys[i % keys.len()];
+                    let got = if i % 2 == 0 { table.get_u64(k) } else { table.get(&u64_key(k)) };
+                    let ok = pair(k, vbits);
+                    assert!(got == Some(ok[0]) || got == Some(ok[1]), "key {k:#x}: {got:?} is neither of {ok:x?}");
+                    checked += 1;
+                    i += 1;
+                }
+                let (vals, fresh) = last.get().expect("the writer set the final values before stopping");
+                for (&k, &v) in keys.iter().zip(vals) {
+                    assert_eq!(table.get_u64(k), Some(v), "key {k:#x} after the run");
+                    assert_eq!(table.get(&u64_key(k)), Some(v));
+                }
+                for &(k, v) in fresh {
+                    assert_eq!(table.get_u64(k), Some(v), "fresh key {k:#x} after the run");
+                }
+                checked
+            })
+        })
+        .collect();
+    let mut state = vec![0usize; keys.len()];
+    let mut fresh = Vec::new();
+    let mut rebuilds = 0;
+    for d in 0..100_000usize {
+        let delta = if d % 16 == 15 {
+            let k = keyplane::hash::mix64(d as u64 ^ (1 << 40));
+            fresh.push((k, pair(k, vbits)[1]));
+            ctl.insert(&u64_key(k), pair(k, vbits)[1]).unwrap()
+        } else {
+            let j = keyplane::hash::mix64(d as u64 ^ 0x77) as usize % keys.len();
+            state[j] ^= 1;
+            ctl.insert(&u64_key(keys[j]), pair(keys[j], vbits)[state[j]]).unwrap()
+        };
+        rebuilds += delta.is_rebuild() as usize;
+        table.apply(&delta).unwrap();
+    }
+    let vals = keys.iter().zip(&state).map(|(&k, &s)| pair(k, vbits)[s]).collect();
+    assert!(last.set((vals, fresh)).is_ok());
+    stop.store(true, Ordering::Release);
+    let checked: u64 = readers.into_iter().map(|h| h.join().unwrap()).sum();
+    assert!(checked >= 3_000);
+    assert!(rebuilds >= 2, "only {rebuilds} whole-table replacements");
+}
+
+/// One thread alternates `&self` lookups over many tables (each with its
+/// own values), while some of them are replaced whole between its calls:
+/// every answer comes from the right table and its current snapshot.
+#[test]
+fn one_thread_alternating_over_many_tables_reads_each_ones_values() {
+    let n_tables = 12u64;
+    let mut ctls: Vec<_> = (0..n_tables)
+        .map(|t| {
+            othello::Control::from_items_with(
+                (0..200u64).map(|k| (u64_key(k), (k + t) & 0xff)),
+                8,
+                othello::Options { seed: 30 + t, ..Default::default() },
+            )
+            .unwrap()
+        })
+        .collect();
+    let tables: Vec<_> = ctls.iter().map(|c| c.export()).collect();
+    let mut next = 200u64;
+    let mut replaced = 0;
+    for round in 0..40u64 {
+        for (t, table) in tables.iter().enumerate() {
+            let t = t as u64;
+            for k in (round % 7..next).step_by(13) {
+                let want = if k < 200 { (k + t) & 0xff } else { (k * 5 + t) & 0xff };
+                assert_eq!(table.get_u64(k), Some(want), "table {t} key {k} round {round}");
+                assert_eq!(table.get(&u64_key(k)), Some(want));
+            }
+        }
+        // Every table takes 25 fresh keys: growth replaces tables whole now
+        // and then, while this thread's cache holds their old snapshots.
+        for (t, (ctl, table)) in ctls.iter_mut().zip(&tables).enumerate() {
+            let t = t as u64;
+            for k in next..next + 25 {
+                let d = ctl.insert(&u64_key(k), (k * 5 + t) & 0xff).unwrap();
+                replaced += d.is_rebuild() as usize;
+                table.apply(&d).unwrap();
+            }
+        }
+        next += 25;
+    }
+    assert!(replaced >= 6, "only {replaced} whole-table replacements");
+}

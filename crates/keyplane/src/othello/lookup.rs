@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::hash::{hi, lo};
 use crate::lineage::Lineage;
 use crate::mem::prefetch;
-use crate::sync::{CachedView, Published, StripedSeqLock};
+use crate::sync::{CachedView, PerThreadView, Published, StripedSeqLock};
 use crate::wire::Kind;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
@@ -430,6 +430,53 @@ impl FlatReader<'_> {
     }
 }
 
+/// The `&self` lookups' per-thread snapshot cache ([`PerThreadView`]):
+/// each thread that calls `get` / `get_u64` on a [`Lookup`] keeps, inside
+/// that table, its own snapshot `Arc` and [`View`], checked against the
+/// generation per call like a [`Reader`]'s, instead of pinning the snapshot
+/// with arc-swap on every call.
+pub(crate) struct LocalViews(PerThreadView<Inner, View>);
+
+impl Default for LocalViews {
+    fn default() -> Self {
+        LocalViews(PerThreadView::new(Inner::view))
+    }
+}
+
+impl std::fmt::Debug for LocalViews {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl LocalViews {
+    #[inline(always)]
+    fn get(&self, raw: &RawLookup<Othello>, key: &[u8]) -> Option<u64> {
+        // SAFETY: `raw` is the `RawLookup` owned next to this cache in the
+        // same `Lookup` (the only caller, `lookup_form!`'s `get`, passes
+        // `&self.raw`), and the closure does not call `with`.
+        unsafe {
+            self.0.with(
+                raw.publisher(),
+                #[inline(always)]
+                |v| v.get(key),
+            )
+        }
+    }
+
+    #[inline(always)]
+    fn get_u64(&self, raw: &RawLookup<Othello>, key: u64) -> Option<u64> {
+        // SAFETY: see `get`.
+        unsafe {
+            self.0.with(
+                raw.publisher(),
+                #[inline(always)]
+                |v| v.get_u64(key),
+            )
+        }
+    }
+}
+
 /// Othello on the engine ([`crate::engine`]): slot patches in place under
 /// the striped seqlock, rebuilds published whole.
 #[derive(Debug, Clone, PartialEq)]
@@ -479,9 +526,26 @@ impl Scheme for Othello {
 /// `from_bytes`, [`apply`](crate::LookupTable::apply),
 /// [`get`](crate::LookupTable::get), [`get_batch`](crate::LookupTable::get_batch)
 /// and a per-thread [`reader`](crate::LookupTable::reader).
+///
+/// # Snapshots held per thread
+///
+/// `get` and `get_u64` on `&self` cost about what a [`Reader`]'s do: each
+/// thread that calls them keeps, inside this table, a cached pointer to the
+/// table's current arrays (a snapshot) and checks one generation counter
+/// per call. The price: a thread may keep **one stale snapshot** of this
+/// table alive after a whole-table replacement (growth, re-seed, a rebuild
+/// delta) until its next `get` / `get_u64` on this table, which moves it to
+/// the current one, or until the table is dropped, which releases every
+/// thread's snapshot (a thread that exited leaves its snapshot to the
+/// table's drop or to the next thread given its id). Nothing outside the
+/// table refers to these caches, so dropping the table frees them all.
+/// Answers are never stale: every call sees the deltas and replacements
+/// applied before it.
 #[derive(Debug)]
 pub struct Lookup {
     raw: RawLookup<Othello>,
+    /// The `&self` lookups' per-thread snapshot caches.
+    local: LocalViews,
 }
 
 /// A per-thread read handle ([`crate::LookupTable::reader`]): the same
@@ -491,7 +555,7 @@ pub struct Lookup {
 #[derive(Debug, Clone)]
 pub struct Reader<'a>(FlatReader<'a>);
 
-crate::engine::lookup_form!(Othello);
+crate::engine::lookup_form!(Othello, pub(crate), local);
 
 impl Lookup {
     pub(crate) fn from_image(img: Image, table: Lineage, seq: u64) -> Self {
@@ -535,5 +599,81 @@ impl Lookup {
     /// arrays and sequence number).
     pub(crate) fn duplicate(&self) -> Lookup {
         Lookup::from_image(self.raw.load().image(), self.lineage(), self.seq())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::u64_key;
+    use crate::{ControlTable, LookupTable};
+    use std::sync::{Weak, mpsc};
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    /// Threads that used a table's `&self` lookups keep its snapshots only
+    /// inside the table: a stale snapshot stays alive (documented) until the
+    /// thread's next lookup on that table, and dropping the table releases
+    /// every snapshot although those threads are still running.
+    #[test]
+    fn dropping_a_table_releases_every_threads_snapshot() {
+        assert_send_sync::<Lookup>();
+        let mut ctl = super::super::Control::from_items_with(
+            (0..100u64).map(|k| (u64_key(k), k & 0xff)),
+            8,
+            super::super::Options { seed: 40, ..Default::default() },
+        )
+        .unwrap();
+        let table = Arc::new(ctl.export());
+        let first = Arc::downgrade(&table.snapshot_arc());
+        // Three threads look up (their slots now hold the first snapshot),
+        // then wait for orders while holding no reference to the table
+        // except the one they are handed.
+        let mut workers = Vec::new();
+        for _ in 0..3 {
+            let (go, rx) = mpsc::channel::<Option<Arc<Lookup>>>();
+            let (done, back) = mpsc::channel::<()>();
+            let t = table.clone();
+            let h = std::thread::spawn(move || {
+                assert_eq!(t.get_u64(7), Some(7));
+                drop(t);
+                done.send(()).unwrap();
+                while let Ok(Some(t)) = rx.recv() {
+                    assert_eq!(t.get_u64(7), Some(7));
+                    drop(t);
+                    done.send(()).unwrap();
+                }
+            });
+            back.recv().unwrap();
+            workers.push((go, back, h));
+        }
+        // A whole-table replacement (growth) while the workers are idle.
+        let mut replaced = false;
+        for k in 100..2_000u64 {
+            let d = ctl.insert(&u64_key(k), k & 0xff).unwrap();
+            replaced |= d.is_rebuild();
+            table.apply(&d).unwrap();
+        }
+        assert!(replaced, "no whole-table replacement");
+        let second = Arc::downgrade(&table.snapshot_arc());
+        assert!(!Weak::ptr_eq(&first, &second));
+        // The idle workers' slots still hold the first snapshot.
+        assert!(first.upgrade().is_some(), "the idle threads' stale snapshot");
+        // Each worker's next lookup moves its slot to the current snapshot,
+        // so the first one is released once all of them have looked up.
+        for (go, back, _) in &workers {
+            go.send(Some(table.clone())).unwrap();
+            back.recv().unwrap();
+        }
+        assert!(first.upgrade().is_none(), "the first snapshot outlived every thread's next lookup");
+        assert!(second.upgrade().is_some());
+        // Dropping the table (the last reference) while the workers still
+        // run releases the snapshot their slots hold.
+        drop(table);
+        assert!(second.upgrade().is_none(), "a dropped table's snapshot is still alive");
+        for (go, _, h) in workers {
+            go.send(None).unwrap();
+            h.join().unwrap();
+        }
     }
 }
