@@ -617,17 +617,27 @@ macro_rules! lookup_form {
     ($scheme:ty) => {
         $crate::engine::lookup_form!($scheme, pub(crate));
     };
-    (@get $this:ident, $key:ident) => {
-        $this.raw.get($key)
+    (@self_gets) => {
+        #[inline]
+        fn get(&self, key: &[u8]) -> Option<u64> {
+            self.raw.get(key)
+        }
+        #[inline]
+        fn get_u64(&self, key: u64) -> Option<u64> {
+            self.raw.get_u64(key)
+        }
     };
-    (@get $this:ident, $key:ident, $local:ident) => {
-        $this.$local.get(&$this.raw, $key)
-    };
-    (@get_u64 $this:ident, $key:ident) => {
-        $this.raw.get_u64($key)
-    };
-    (@get_u64 $this:ident, $key:ident, $local:ident) => {
-        $this.$local.get_u64(&$this.raw, $key)
+    // Through the per-thread cache: as short as a reader's lookup, so
+    // `get_u64` is inlined like `ReadHandle::get_u64`.
+    (@self_gets $local:ident) => {
+        #[inline]
+        fn get(&self, key: &[u8]) -> Option<u64> {
+            self.$local.get(&self.raw, key)
+        }
+        #[inline(always)]
+        fn get_u64(&self, key: u64) -> Option<u64> {
+            self.$local.get_u64(&self.raw, key)
+        }
     };
     // `$vis`: visibility of the inherent accessors (`pub` for a structure
     // whose `seq` / `value_bits` were public before it moved onto the engine).
@@ -643,17 +653,10 @@ macro_rules! lookup_form {
             fn reader(&self) -> Reader<'_> {
                 Reader(self.raw.reader().into())
             }
-            #[inline]
-            fn get(&self, key: &[u8]) -> Option<u64> {
-                $crate::engine::lookup_form!(@get self, key $(, $local)?)
-            }
+            $crate::engine::lookup_form!(@self_gets $($local)?);
             #[inline]
             fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
                 self.raw.get_batch(keys, out)
-            }
-            #[inline]
-            fn get_u64(&self, key: u64) -> Option<u64> {
-                $crate::engine::lookup_form!(@get_u64 self, key $(, $local)?)
             }
             fn apply(&self, delta: &Delta) -> $crate::Result<()> {
                 self.raw.apply(&delta.0)

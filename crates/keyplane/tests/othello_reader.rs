@@ -173,6 +173,9 @@ fn eight_byte_keys_on_get_hash_like_the_generic_path() {
     }
 }
 
+/// Each original key's last value, and the fresh keys with theirs.
+type FinalValues = (Vec<u64>, Vec<(u64, u64)>);
+
 /// `&self` lookups (each thread's cached snapshot inside the table) on a
 /// shared table while a writer flips values and inserts fresh keys whose
 /// growth replaces the whole table: every answer during the run is one of
@@ -193,7 +196,7 @@ fn self_lookups_see_legal_values_across_deltas_and_replacements() {
     let keys = Arc::new(keys);
     let stop = Arc::new(AtomicBool::new(false));
     // Filled by the writer when it is done: (each key's last value, the fresh keys).
-    let last: Arc<std::sync::OnceLock<(Vec<u64>, Vec<(u64, u64)>)>> = Arc::new(std::sync::OnceLock::new());
+    let last: Arc<std::sync::OnceLock<FinalValues>> = Arc::new(std::sync::OnceLock::new());
     let readers: Vec<_> = (0..3)
         .map(|r| {
             let (table, keys, stop, last) = (table.clone(), keys.clone(), stop.clone(), last.clone());
