@@ -417,15 +417,63 @@ impl<T, V: Copy> std::fmt::Debug for CachedView<'_, T, V> {
 /// given its id (thread ids are reused), or to the table's drop. Nothing
 /// global refers to a table's slots, so a dropped table keeps nothing
 /// alive.
+///
+/// Finding the thread's slot: each thread remembers, in one thread-local
+/// memo, the id of the `PerThreadView` it read last and its slot there
+/// (a raw pointer: the memo keeps nothing alive). Ids are never reused, so
+/// a matching id means the slot belongs to `self`, which is alive; a
+/// mismatch (another table read in between, or the first read) takes the
+/// `ThreadLocal` lookup, out of line, and updates the memo.
 pub(crate) struct PerThreadView<T: Send + Sync, V: Copy + Send> {
+    /// Never reused across all `PerThreadView`s of the process.
+    id: u64,
     slots: thread_local::ThreadLocal<ViewSlot<T, V>>,
     make: fn(&T) -> V,
+}
+
+/// The next [`PerThreadView`] id (0 is the memo's "none").
+static NEXT_VIEW_ID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The id of the [`PerThreadView`] this thread read last and the
+    /// address of this thread's slot in it.
+    static LAST_VIEW: Cell<(u64, *const ())> = const { Cell::new((0, std::ptr::null())) };
 }
 
 impl<T: Send + Sync, V: Copy + Send> PerThreadView<T, V> {
     /// No slots yet; each thread's view of a snapshot is `make(snapshot)`.
     pub fn new(make: fn(&T) -> V) -> Self {
-        PerThreadView { slots: thread_local::ThreadLocal::new(), make }
+        // 2^64 ids are never used up, so an id is never given twice.
+        let id = NEXT_VIEW_ID.fetch_add(1, Ordering::Relaxed);
+        PerThreadView { id, slots: thread_local::ThreadLocal::new(), make }
+    }
+
+    /// This thread's slot, through the memo.
+    #[inline(always)]
+    fn slot(&self, src: &Published<T>) -> &ViewSlot<T, V> {
+        let (id, p) = LAST_VIEW.with(Cell::get);
+        if id == self.id {
+            // SAFETY: the memo is this thread's, and only `slot_slow` sets
+            // it, to (`self.id`, this thread's slot in `self.slots`) of the
+            // `PerThreadView` with that id. Ids are never reused, so that
+            // `PerThreadView` is `self`, alive for `&self`; a `ThreadLocal`
+            // never moves or frees an entry before it is dropped (`self`
+            // never clears it), and the entry stays this thread's while the
+            // thread runs. So `p` points to a live `ViewSlot<T, V>` that
+            // only this thread uses.
+            unsafe { &*(p as *const ViewSlot<T, V>) }
+        } else {
+            self.slot_slow(src)
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn slot_slow(&self, src: &Published<T>) -> &ViewSlot<T, V> {
+        let make = self.make;
+        let slot = self.slots.get_or(|| ViewSlot::new(src, make));
+        LAST_VIEW.with(|m| m.set((self.id, slot as *const ViewSlot<T, V> as *const ())));
+        slot
     }
 
     /// Runs `f` on this thread's view of `src`'s current snapshot (the
@@ -437,14 +485,10 @@ impl<T: Send + Sync, V: Copy + Send> PerThreadView<T, V> {
     /// to this value), and `f` must not call `with` on this same value.
     #[inline(always)]
     pub unsafe fn with<R>(&self, src: &Published<T>, f: impl FnOnce(&V) -> R) -> R {
-        let make = self.make;
-        let slot = self.slots.get_or(
-            #[cold]
-            || ViewSlot::new(src, make),
-        );
+        let slot = self.slot(src);
         // SAFETY: the slot belongs to this thread and was made from `src`
         // (the caller's promise); the caller's promise on `f` is the slot's.
-        unsafe { slot.with(src, make, f) }
+        unsafe { slot.with(src, self.make, f) }
     }
 }
 

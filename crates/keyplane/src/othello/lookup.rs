@@ -611,6 +611,33 @@ mod tests {
 
     fn assert_send_sync<T: Send + Sync>() {}
 
+    /// Tables made and dropped one after another in the same place (so
+    /// at the same address) are each read from their own arrays: the
+    /// thread's memo of its last table is keyed by a never-reused id, not by
+    /// the address.
+    #[test]
+    fn a_table_made_where_a_dropped_one_was_reads_its_own_values() {
+        let ctls: Vec<_> = (0..2u64)
+            .map(|v| {
+                super::super::Control::from_items_with(
+                    (0..50u64).map(|k| (u64_key(k), (k + v) & 0xff)),
+                    8,
+                    super::super::Options { seed: 41 + v, ..Default::default() },
+                )
+                .unwrap()
+            })
+            .collect();
+        for round in 0..20u64 {
+            let v = round % 2;
+            let table = ctls[v as usize].export();
+            for k in 0..50u64 {
+                assert_eq!(table.get_u64(k), Some((k + v) & 0xff), "round {round} key {k}");
+                assert_eq!(table.get(&u64_key(k)), Some((k + v) & 0xff));
+            }
+            drop(table);
+        }
+    }
+
     /// Threads that used a table's `&self` lookups keep its snapshots only
     /// inside the table: a stale snapshot stays alive (documented) until the
     /// thread's next lookup on that table, and dropping the table releases
