@@ -13,6 +13,8 @@ use crate::wire::Kind;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 
+mod batch;
+
 /// One seqlock version counter for the whole snapshot. A single lookup
 /// then peeks and validates one counter (not one per array), which is what
 /// keeps the reader's hot path short; a writer holds it only while it
@@ -20,7 +22,6 @@ use std::sync::atomic::{AtomicU64, Ordering, fence};
 /// readers touch every stripe's line at random, so each write invalidated a
 /// line that readers soon missed on anyway.)
 const STRIPES: usize = 1;
-const BATCH: usize = 16;
 /// Slot patches touching at most this many slots sort their stripes on the
 /// stack (no allocation per update).
 const STACK_STRIPES: usize = 64;
@@ -134,17 +135,7 @@ impl Inner {
     }
 
     fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
-        let mut loc = [(0u64, 0usize, 0usize); BATCH];
-        for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
-            for (k, l) in ks.iter().zip(loc.iter_mut()) {
-                *l = self.p.locate(k);
-                prefetch(self.a.word_ptr(l.1));
-                prefetch(self.b.word_ptr(l.2));
-            }
-            for (l, o) in loc.iter().zip(os.iter_mut()).take(ks.len()) {
-                *o = self.read(l.0, l.1, l.2);
-            }
-        }
+        self.view().get_batch(keys, out)
     }
 
     /// Applies a slot patch in place under the seqlock stripes it touches,
@@ -426,7 +417,7 @@ impl FlatReader<'_> {
     #[inline]
     pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
         // SAFETY: see `get`.
-        unsafe { self.0.with(|v| v.inner().get_batch(keys, out)) }
+        unsafe { self.0.with(|v| v.get_batch(keys, out)) }
     }
 }
 
