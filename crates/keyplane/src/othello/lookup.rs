@@ -13,6 +13,7 @@ use crate::wire::Kind;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 
+mod apply;
 mod batch;
 
 /// One seqlock version counter for the whole snapshot. A single lookup
@@ -22,9 +23,6 @@ mod batch;
 /// readers touch every stripe's line at random, so each write invalidated a
 /// line that readers soon missed on anyway.)
 const STRIPES: usize = 1;
-/// Slot patches touching at most this many slots sort their stripes on the
-/// stack (no allocation per update).
-const STACK_STRIPES: usize = 64;
 
 #[derive(Debug)]
 pub(crate) struct Inner {
@@ -157,33 +155,18 @@ impl Inner {
                 return Err(Error::DeltaMismatch("slot value wider than the slot".into()));
             }
         }
-        // Every slot's stripe, sorted and deduplicated (on the stack for
-        // the usual few-slot patch).
-        let n = xors.len() + sets.len();
-        let (mut small, mut big) = ([0usize; STACK_STRIPES], Vec::new());
-        let stripes: &mut [usize] = if n <= STACK_STRIPES {
-            &mut small[..n]
-        } else {
-            big.resize(n, 0);
-            &mut big
-        };
-        for (&s, st) in xors.iter().chain(sets.iter().map(|(s, _)| s)).zip(stripes.iter_mut()) {
+        // Every slot in range first (a bad patch changes nothing). The lock
+        // has one stripe (`STRIPES`), so a patch that writes any slot takes
+        // stripe 0, and no per-slot stripe list is sorted.
+        const { assert!(STRIPES == 1) };
+        for &s in xors.iter().chain(sets.iter().map(|(s, _)| s)) {
             let (side_b, i) = (s & 1 == 1, s >> 1);
             let m = if side_b { self.p.mb } else { self.p.ma } as u64;
             if i >= m {
                 return Err(Error::DeltaMismatch(format!("slot {i} outside array of {m}")));
             }
-            *st = self.stripe(i as usize);
         }
-        stripes.sort_unstable();
-        let mut k = 0;
-        for j in 0..stripes.len() {
-            if k == 0 || stripes[j] != stripes[k - 1] {
-                stripes[k] = stripes[j];
-                k += 1;
-            }
-        }
-        let st = &stripes[..k];
+        let st: &[usize] = if xors.is_empty() && sets.is_empty() { &[] } else { &[0] };
         self.lock.write_begin(st);
         for &s in xors {
             let (side_b, i) = ((s & 1) == 1, (s >> 1) as usize);
