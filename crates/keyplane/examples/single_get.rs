@@ -104,6 +104,28 @@ fn floor_batched(buf: &[u64], q: &[u64], lines: usize) -> u64 {
     acc
 }
 
+/// Typed batched lookups (`get_batch_u64`), where a structure has them.
+trait TypedBatch: LookupTable {
+    /// One pass over `q` in batches of 16 through a reader, summing each
+    /// batch's first answer; `None` for a structure without the path.
+    fn batched_u64(&self, _q: &[u64]) -> Option<u64> {
+        None
+    }
+}
+
+impl TypedBatch for othello::Lookup {
+    fn batched_u64(&self, q: &[u64]) -> Option<u64> {
+        let rd = self.reader();
+        let mut out = [None; 16];
+        Some(q.chunks(16).fold(0u64, |a, ch| {
+            rd.get_batch_u64(ch, &mut out[..ch.len()]);
+            a.wrapping_add(out[0].unwrap_or(1))
+        }))
+    }
+}
+impl TypedBatch for setsep::Lookup {}
+impl TypedBatch for cuckoo::Lookup {}
+
 /// One table under test.
 struct Bench<'a, L> {
     name: &'static str,
@@ -112,7 +134,7 @@ struct Bench<'a, L> {
     t: &'a L,
 }
 
-fn round<L: LookupTable>(b: &Bench<'_, L>, q: &[u64], qb: &[[u8; 8]], reps: usize) -> String {
+fn round<L: TypedBatch>(b: &Bench<'_, L>, q: &[u64], qb: &[[u8; 8]], reps: usize) -> String {
     let ops = q.len();
     let sum = |o: Option<u64>| o.unwrap_or(1);
     let t = b.t;
@@ -132,6 +154,15 @@ fn round<L: LookupTable>(b: &Bench<'_, L>, q: &[u64], qb: &[[u8; 8]], reps: usiz
         }
         a
     });
+    let batched_reader = timed(reps, ops, || {
+        let mut a = 0u64;
+        for ch in refs.chunks(16) {
+            rd.get_batch(ch, &mut out[..ch.len()]);
+            a = a.wrapping_add(sum(out[0]));
+        }
+        a
+    });
+    let batched_u64 = t.batched_u64(&q[..1]).map(|_| timed(reps, ops, || t.batched_u64(q).unwrap_or(0)));
     // Attribution without memory: the typed hash and index arithmetic alone.
     let hash_only = timed(reps, ops, || {
         q.iter().fold(0u64, |a, &k| {
@@ -162,6 +193,7 @@ fn round<L: LookupTable>(b: &Bench<'_, L>, q: &[u64], qb: &[[u8; 8]], reps: usiz
         ("get_u64_self", self_u64),
         ("get_u64_reader", reader_u64),
         ("batched_16", batched),
+        ("batched_16_reader", batched_reader),
         ("hash_u64_only", hash_only),
         ("floor_1_line", f1),
         ("floor_2_lines", f2),
@@ -169,12 +201,15 @@ fn round<L: LookupTable>(b: &Bench<'_, L>, q: &[u64], qb: &[[u8; 8]], reps: usiz
     ] {
         j.push_str(&format!(",\"{k}\":{}", pair(v)));
     }
+    if let Some(v) = batched_u64 {
+        j.push_str(&format!(",\"batched_u64_16_reader\":{}", pair(v)));
+    }
     j.push('}');
     j
 }
 
 /// One pass of one lookup path over the stream (for instruction counts).
-fn only<L: LookupTable>(b: &Bench<'_, L>, path: &str, q: &[u64], qb: &[[u8; 8]]) {
+fn only<L: TypedBatch>(b: &Bench<'_, L>, path: &str, q: &[u64], qb: &[[u8; 8]]) {
     let (t, rd) = (b.t, b.t.reader());
     let sum = |o: Option<u64>| o.unwrap_or(1);
     let acc = match path {
@@ -191,7 +226,18 @@ fn only<L: LookupTable>(b: &Bench<'_, L>, path: &str, q: &[u64], qb: &[[u8; 8]])
                 a.wrapping_add(sum(out[0]))
             })
         }
-        other => usage(&format!("--only {other:?}: none, get_self, get_reader, get_u64_self, get_u64_reader, batched")),
+        "batched_self" => {
+            let refs: Vec<&[u8]> = qb.iter().map(|k| &k[..]).collect();
+            let mut out = [None; 16];
+            refs.chunks(16).fold(0u64, |a, ch| {
+                t.get_batch(ch, &mut out[..ch.len()]);
+                a.wrapping_add(sum(out[0]))
+            })
+        }
+        "batched_u64" => t.batched_u64(q).unwrap_or_else(|| usage("--only batched_u64: Othello only")),
+        other => usage(&format!(
+            "--only {other:?}: none, get_self, get_reader, get_u64_self, get_u64_reader, batched, batched_self, batched_u64"
+        )),
     };
     println!("{} {path} {}", b.name, black_box(acc));
 }

@@ -125,6 +125,18 @@ impl KeyStore {
         self.find(key).map(|id| self.values[id as usize])
     }
 
+    /// Room for `additional` more keys (of the current average length) in
+    /// the id-indexed vectors, so that inserts up to a table's known
+    /// capacity do not copy them (a vector at exactly its length after a
+    /// bulk build would double, copying every span and value, on the first
+    /// insert). The id map grows as before.
+    pub fn reserve(&mut self, additional: usize) {
+        let avg = if self.spans.is_empty() { 8 } else { self.arena.len().div_ceil(self.spans.len()) };
+        self.arena.reserve(additional.saturating_mul(avg));
+        self.spans.reserve(additional);
+        self.values.reserve(additional);
+    }
+
     /// Inserts or overwrites. Keys longer than `u32::MAX - 1` bytes are the
     /// caller's to refuse (no network key comes close).
     pub fn insert(&mut self, key: &[u8], value: u64) -> Inserted {

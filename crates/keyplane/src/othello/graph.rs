@@ -380,6 +380,18 @@ impl Forest {
         }
     }
 
+    /// Starts the cache misses of the first edge records a walk from slots
+    /// `(ia, ib)` reads (the edges their list heads name); the heads
+    /// should be cached already ([`Forest::prefetch`] some time before).
+    #[inline]
+    pub fn prefetch_edges(&self, ia: usize, ib: usize) {
+        for e in [self.head_a.get(ia), self.head_b.get(ib)].into_iter().flatten() {
+            if let Some(x) = self.edges.get(*e as usize) {
+                crate::mem::prefetch(x as *const Edge);
+            }
+        }
+    }
+
     /// Heap bytes of arrays and graph.
     pub fn memory_bytes(&self) -> usize {
         self.a.memory_bytes()

@@ -13,6 +13,9 @@ use crate::wire::Kind;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 
+mod apply;
+mod batch;
+
 /// One seqlock version counter for the whole snapshot. A single lookup
 /// then peeks and validates one counter (not one per array), which is what
 /// keeps the reader's hot path short; a writer holds it only while it
@@ -20,10 +23,6 @@ use std::sync::atomic::{AtomicU64, Ordering, fence};
 /// readers touch every stripe's line at random, so each write invalidated a
 /// line that readers soon missed on anyway.)
 const STRIPES: usize = 1;
-const BATCH: usize = 16;
-/// Slot patches touching at most this many slots sort their stripes on the
-/// stack (no allocation per update).
-const STACK_STRIPES: usize = 64;
 
 #[derive(Debug)]
 pub(crate) struct Inner {
@@ -134,17 +133,7 @@ impl Inner {
     }
 
     fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
-        let mut loc = [(0u64, 0usize, 0usize); BATCH];
-        for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
-            for (k, l) in ks.iter().zip(loc.iter_mut()) {
-                *l = self.p.locate(k);
-                prefetch(self.a.word_ptr(l.1));
-                prefetch(self.b.word_ptr(l.2));
-            }
-            for (l, o) in loc.iter().zip(os.iter_mut()).take(ks.len()) {
-                *o = self.read(l.0, l.1, l.2);
-            }
-        }
+        self.view().get_batch(keys, out)
     }
 
     /// Applies a slot patch in place under the seqlock stripes it touches,
@@ -166,33 +155,18 @@ impl Inner {
                 return Err(Error::DeltaMismatch("slot value wider than the slot".into()));
             }
         }
-        // Every slot's stripe, sorted and deduplicated (on the stack for
-        // the usual few-slot patch).
-        let n = xors.len() + sets.len();
-        let (mut small, mut big) = ([0usize; STACK_STRIPES], Vec::new());
-        let stripes: &mut [usize] = if n <= STACK_STRIPES {
-            &mut small[..n]
-        } else {
-            big.resize(n, 0);
-            &mut big
-        };
-        for (&s, st) in xors.iter().chain(sets.iter().map(|(s, _)| s)).zip(stripes.iter_mut()) {
+        // Every slot in range first (a bad patch changes nothing). The lock
+        // has one stripe (`STRIPES`), so a patch that writes any slot takes
+        // stripe 0, and no per-slot stripe list is sorted.
+        const { assert!(STRIPES == 1) };
+        for &s in xors.iter().chain(sets.iter().map(|(s, _)| s)) {
             let (side_b, i) = (s & 1 == 1, s >> 1);
             let m = if side_b { self.p.mb } else { self.p.ma } as u64;
             if i >= m {
                 return Err(Error::DeltaMismatch(format!("slot {i} outside array of {m}")));
             }
-            *st = self.stripe(i as usize);
         }
-        stripes.sort_unstable();
-        let mut k = 0;
-        for j in 0..stripes.len() {
-            if k == 0 || stripes[j] != stripes[k - 1] {
-                stripes[k] = stripes[j];
-                k += 1;
-            }
-        }
-        let st = &stripes[..k];
+        let st: &[usize] = if xors.is_empty() && sets.is_empty() { &[] } else { &[0] };
         self.lock.write_begin(st);
         for &s in xors {
             let (side_b, i) = ((s & 1) == 1, (s >> 1) as usize);
@@ -426,7 +400,7 @@ impl FlatReader<'_> {
     #[inline]
     pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
         // SAFETY: see `get`.
-        unsafe { self.0.with(|v| v.inner().get_batch(keys, out)) }
+        unsafe { self.0.with(|v| v.get_batch(keys, out)) }
     }
 }
 
