@@ -1540,4 +1540,180 @@ mod tests {
         });
         assert!(dp.seq() >= 300);
     }
+
+    /// A burst of `n` packets over `vips` whose keys are IPv4 states, with
+    /// IPv6 and odd-length keys placed by `pattern`: 0 none, 1 one at a
+    /// random position per 16-packet chunk, 2 every key odd, 3 random (1 in 4).
+    fn mixed_burst(g: &mut Gen, vips: &[VipId], n: usize, pattern: u64) -> (Vec<VipId>, Vec<Vec<u8>>) {
+        let lone = g.below(16) as usize;
+        let vs = (0..n).map(|_| vips[g.below(vips.len() as u64) as usize]).collect();
+        let ks = (0..n)
+            .map(|j| {
+                let i = g.below(20_000);
+                let odd = match pattern {
+                    0 => false,
+                    1 => j % 16 == lone,
+                    2 => true,
+                    _ => g.below(4) == 0,
+                };
+                // `state(i, _)` is IPv6 for i % 5 == 0 and odd-length for 1.
+                let i = if odd { i - i % 5 + g.below(2) } else { i - i % 5 + 2 + g.below(3) };
+                state(i, true)
+            })
+            .collect();
+        (vs, ks)
+    }
+
+    /// The three-pass mixed burst equals per-packet single lookups over 48
+    /// VIPs whose BASes differ in size (0 to 12,000 tracked states: arrays
+    /// of 16 slots up to tens of thousands) and whose pools differ (1 to 300
+    /// backends: narrow and wide rows), for bursts of 1 to 100 packets
+    /// (partial chunks) where IPv6 / odd-length keys (hashed out of line)
+    /// sit nowhere, once per chunk, everywhere or at random; then again
+    /// while a writer grows BASes (new connections + refresh), changes pools
+    /// and removes and re-adds a VIP: readers check every burst against
+    /// single lookups of the same snapshot and that tracked connections keep
+    /// their backends.
+    #[test]
+    fn mixed_bursts_over_vips_of_different_sizes_equal_single_lookups() {
+        let mut ctl = Control::new(Params { max_vips: 64, ..Params::default() }).unwrap();
+        let nv = 48u32;
+        let mut g = Gen(4242);
+        let ids: Vec<VipId> = (0..nv)
+            .map(|v| {
+                let nb = match v % 8 {
+                    0 => 300,
+                    1 => 1,
+                    _ => 2 + g.below(12) as u32,
+                };
+                let pool: Vec<(Backend, u32)> = (0..nb).map(|b| (be(v * 1000 + b), 1 + b % 4)).collect();
+                ctl.add_vip(vip(v), &pool).unwrap().0
+            })
+            .collect();
+        // VIP v tracks about 12,000 / 1.25^v states (VIP 0 the most; the
+        // last ones none): BAS sizes spread over three orders of magnitude.
+        let mut tracked = Vec::new();
+        let mut next = 1_000_000u64;
+        for (v, &id) in ids.iter().enumerate() {
+            let pool = ctl.pool(id);
+            let n = (12_000.0 / 1.25f64.powi(v as i32)) as u64;
+            for _ in 0..n {
+                next += 1;
+                let k = state(next * 5 + 2, false);
+                let b = pool[(next % pool.len() as u64) as usize].0;
+                ctl.connection_start(id, &k, b).unwrap();
+                tracked.push((id, k, b));
+            }
+        }
+        for &id in &ids {
+            ctl.refresh(id).unwrap();
+        }
+        let dp = ctl.export();
+        let rows: std::collections::HashSet<usize> = {
+            let snap = dp.cur.load();
+            snap.hdrs.iter().map(|h| h.ma as usize).collect()
+        };
+        assert!(rows.len() >= 10, "BAS sizes differ across VIPs: {rows:?}");
+        let check = |dp: &DataPlane, g: &mut Gen, bursts: usize| {
+            let mut r = dp.reader();
+            for b in 0..bursts {
+                let n = 1 + g.below(100) as usize;
+                let (vs, ks) = mixed_burst(g, &ids, n, b as u64 % 4);
+                let krefs: Vec<&[u8]> = ks.iter().map(|k| k.as_slice()).collect();
+                let want: Vec<Option<Backend>> = vs.iter().zip(&krefs).map(|(v, k)| dp.lookup(*v, k)).collect();
+                let mut out = vec![None; n];
+                r.lookup_batch(&vs, &krefs, &mut out);
+                assert_eq!(out, want, "burst {b} ({n} packets, pattern {})", b % 4);
+            }
+        };
+        check(&dp, &mut g, 400);
+        // Tracked connections in mixed bursts answer their backends.
+        let mut r = dp.reader();
+        for c in tracked.chunks(37) {
+            let vs: Vec<VipId> = c.iter().map(|t| t.0).collect();
+            let ks: Vec<&[u8]> = c.iter().map(|t| t.1.as_slice()).collect();
+            let mut out = vec![None; c.len()];
+            r.lookup_batch(&vs, &ks, &mut out);
+            assert!(out.iter().zip(c).all(|(o, t)| *o == Some(t.2)), "a tracked connection moved");
+        }
+        drop(r);
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let (dp, done, tracked, ids) = (&dp, &done, &tracked, &ids);
+            let readers: Vec<_> = (0..2u64)
+                .map(|t| {
+                    s.spawn(move || {
+                        let mut g = Gen(900 + t);
+                        let mut r = dp.reader();
+                        let mut bursts = 0u64;
+                        let mut out = vec![None; 100];
+                        // Bounded: stops when the writer is done, or after 20,000 bursts.
+                        while bursts < 20_000 && !(done.load(Ordering::Acquire) && bursts >= 50) {
+                            let n = 1 + g.below(64) as usize;
+                            let pick: Vec<usize> = (0..n).map(|_| g.below(tracked.len() as u64) as usize).collect();
+                            let vs: Vec<VipId> = pick.iter().map(|&i| tracked[i].0).collect();
+                            let ks: Vec<&[u8]> = pick.iter().map(|&i| tracked[i].1.as_slice()).collect();
+                            r.lookup_batch(&vs, &ks, &mut out);
+                            for (j, &i) in pick.iter().enumerate() {
+                                assert_eq!(out[j], Some(tracked[i].2), "tracked connection {i} moved");
+                            }
+                            let (vs, ks) = mixed_burst(&mut g, ids, n, bursts % 4);
+                            let krefs: Vec<&[u8]> = ks.iter().map(|k| k.as_slice()).collect();
+                            let snap = dp.cur.load_full();
+                            batch_mixed(&snap, &vs, &krefs, &mut out);
+                            for (j, (v, k)) in vs.iter().zip(&krefs).enumerate() {
+                                let want =
+                                    snap.vips.get(*v as usize).and_then(|p| p.as_ref()).and_then(|p| p.lookup(k));
+                                assert_eq!(out[j], want, "VIP {v} seq {}", snap.seq);
+                            }
+                            bursts += 1;
+                        }
+                        bursts
+                    })
+                })
+                .collect();
+            let mut g = Gen(17);
+            let mut added: Vec<Vec<Backend>> = vec![Vec::new(); nv as usize];
+            let extra = vip(60);
+            let mut extra_id: Option<VipId> = None;
+            for step in 0..240u32 {
+                // The last VIPs (no tracked states) are the ones that grow,
+                // change pools or come and go, so tracked backends stay.
+                let v = (nv as u64 - 1 - g.below(12)) as usize;
+                let delta = match g.below(5) {
+                    0 => {
+                        let pool = ctl.pool(ids[v]);
+                        for i in 0..(1 + g.below(400)) {
+                            let k = state((5_000_000 + step as u64 * 1000 + i) * 5 + 3, false);
+                            ctl.connection_start(ids[v], &k, pool[(i % pool.len() as u64) as usize].0).unwrap();
+                        }
+                        ctl.refresh(ids[v]).unwrap()
+                    }
+                    1 => {
+                        let b = be(v as u32 * 1000 + 500 + step);
+                        added[v].push(b);
+                        ctl.update_pool(ids[v], &[PoolOp::Add(b, 1 + g.below(4) as u32)]).unwrap()
+                    }
+                    2 if !added[v].is_empty() => {
+                        let b = added[v].swap_remove(0);
+                        ctl.update_pool(ids[v], &[PoolOp::Remove(b)]).unwrap()
+                    }
+                    _ => match extra_id.take() {
+                        Some(id) => ctl.remove_vip(id).unwrap(),
+                        None => {
+                            let (id, d) = ctl.add_vip(extra, &[(be(70_000 + step), 1)]).unwrap();
+                            extra_id = Some(id);
+                            d
+                        }
+                    },
+                };
+                dp.apply(&delta).unwrap();
+            }
+            done.store(true, Ordering::Release);
+            for r in readers {
+                assert!(r.join().unwrap() >= 50);
+            }
+        });
+        check(&dp, &mut g, 200);
+    }
 }
