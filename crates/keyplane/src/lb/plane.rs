@@ -190,19 +190,12 @@ impl VipPlane {
         self.dcode_at(self.slots(key))
     }
 
-    /// Bit positions of a key's two BAS slots and its whitening: computed
-    /// once in a batch for the prefetch ([`Self::prefetch_slots`]) and the
-    /// read ([`Self::dcode_at`]).
+    /// Bit positions of a key's two BAS slots and its whitening (the
+    /// single lookup's step 2; the burst loops check theirs against it).
     #[inline(always)]
     fn slots(&self, key: &[u8]) -> (usize, usize, u32) {
         let (_, ia, ib) = self.p.locate(key);
         (ia * self.dbits as usize, ib * self.dbits as usize, super::whitening(key))
-    }
-
-    #[inline(always)]
-    fn prefetch_slots(&self, s: (usize, usize, u32)) {
-        prefetch(self.a.as_ptr().wrapping_add(s.0 >> 3));
-        prefetch(self.b.as_ptr().wrapping_add(s.1 >> 3));
     }
 
     /// The Dcode at two slot positions and a whitening from [`Self::slots`].
@@ -398,10 +391,11 @@ struct PlaneSet {
     /// packet's plane without a test of its own; `hdrs`' last entry.
     none: Arc<VipPlane>,
     by_addr: HashMap<Vip, VipId>,
-    /// Mixed-VIP bursts: `slot[vip]` indexes `hdrs` (unused indices and the
-    /// one extra entry past the VIP array the last header, the empty
-    /// plane's), and `hdrs` holds one cache line per VIP in use with
-    /// everything a lookup reads of its plane.
+    /// Mixed-VIP bursts: `slot[vip]` is the byte offset of the VIP's entry
+    /// in `hdrs` (unused indices and the one extra entry past the VIP array:
+    /// the last header, the empty plane's; an offset saves the burst a
+    /// shift per packet), and `hdrs` holds one cache line per VIP in use
+    /// with everything a lookup reads of its plane.
     slot: Box<[u32]>,
     hdrs: Box<[Hdr]>,
     /// Every row's entries are one byte (no pool has more than 256 backends).
@@ -583,8 +577,12 @@ impl PlaneSet {
         hdrs.push(Hdr::of(&none));
         let none_ix = hdrs.len() as u32 - 1;
         // One entry past the VIP array: the mixed burst clamps indices to it.
-        let slot =
-            slot.into_iter().map(|i| if i == u32::MAX { none_ix } else { i }).chain(std::iter::once(none_ix)).collect();
+        let slot = slot
+            .into_iter()
+            .map(|i| if i == u32::MAX { none_ix } else { i })
+            .chain(std::iter::once(none_ix))
+            .map(|i| i * size_of::<Hdr>() as u32)
+            .collect();
         let narrow = hdrs.iter().all(|h| h.rshift == 0);
         Ok(Self { table, seq, dbits, vips: vips.into(), none, by_addr, slot, hdrs: hdrs.into(), narrow })
     }
@@ -675,25 +673,81 @@ impl PacketReader<'_> {
     }
 }
 
-/// A packet of a mixed burst between the two stages: its BAS slots' byte
-/// addresses and bit shifts, and its VIP's header.
+/// A packet of a burst between the hash pass and the read pass: its BAS
+/// slots' byte addresses and bit shifts and its key's whitening. (Its VIP's
+/// header, in a mixed burst, is in the burst's header array.)
 #[derive(Clone, Copy)]
 struct Loc {
     pa: *const u8,
     pb: *const u8,
-    h: *const Hdr,
     /// The key's whitening ([`super::whitening`], 16 bits).
     w: u16,
     sa: u8,
     sb: u8,
 }
 
-/// A burst of packets to any VIPs. Two stages over chunks of 16 packets, as
-/// one-VIP bursts: (1) select the packet's VIP header (`slot`, then one
-/// cache line), hash, compute and prefetch the two BAS slots; (2) read
-/// them, the DIP-row entry and the answer. What a one-VIP burst keeps in
-/// registers (seed flips, array sizes and bases, row and answers) a mixed
-/// burst loads per packet from the header; see docs/structures/lb.md.
+const NO_LOC: Loc = Loc { pa: std::ptr::null(), pb: std::ptr::null(), w: 0, sa: 0, sb: 0 };
+
+/// A 9- to 16-byte key's first and last 8 bytes (little endian), the words
+/// its BAS hash and whitening read; `None` for other lengths (the burst
+/// loops flag those packets and hash them out of line).
+#[inline(always)]
+fn words_9_16(key: &[u8]) -> Option<(u64, u64)> {
+    let n = key.len();
+    if n.wrapping_sub(9) < 8 {
+        // SAFETY: 9 <= n <= 16, so bytes 0..8 and n-8..n are inside the key.
+        unsafe {
+            let p = key.as_ptr();
+            Some((
+                u64::from_le(p.cast::<u64>().read_unaligned()),
+                u64::from_le(p.add(n - 8).cast::<u64>().read_unaligned()),
+            ))
+        }
+    } else {
+        None
+    }
+}
+
+/// The [`Loc`] of slot indices `ia`, `ib` and whitening `w` in BAS images
+/// `a`, `b` of `dbits`-bit slots, with both slots' lines prefetched.
+#[inline(always)]
+fn loc_at(a: *const u8, b: *const u8, dbits: usize, ia: usize, ib: usize, w: u32) -> Loc {
+    let (sa, sb) = (ia * dbits, ib * dbits);
+    let (pa, pb) = (a.wrapping_add(sa >> 3), b.wrapping_add(sb >> 3));
+    prefetch(pa);
+    prefetch(pb);
+    Loc { pa, pb, w: w as u16, sa: (sa & 7) as u8, sb: (sb & 7) as u8 }
+}
+
+/// The whitened Dcode a [`Loc`] points at, masked with `dmask`.
+///
+/// # Safety
+/// `l` was made by [`loc_at`] from slot indices below the arrays' slot
+/// counts of images that `VipPlane::from_images` checked (every such
+/// position's 4-byte load lies inside the image) and that are still alive.
+#[inline(always)]
+unsafe fn dcode_of(l: &Loc, dmask: u32) -> usize {
+    // SAFETY: by the caller's guarantee.
+    let (x, y) = unsafe {
+        (
+            u32::from_le(l.pa.cast::<u32>().read_unaligned()) >> l.sa,
+            u32::from_le(l.pb.cast::<u32>().read_unaligned()) >> l.sb,
+        )
+    };
+    ((x ^ y ^ l.w as u32) & dmask) as usize
+}
+
+/// A burst of packets to any VIPs, in three passes over chunks of 16
+/// packets: (1) resolve each packet's VIP to its header (`slot`, one
+/// clamped load; no branch) and prefetch the header; (2) hash each key
+/// with its header's seed flips and array sizes, prefetch its two BAS
+/// slots; (3) read them, the DIP-row entry and the answer. The passes keep
+/// the per-packet dependency chains short (header → hash → slots), so the
+/// header loads of a chunk overlap, and per-VIP shapes (array sizes, row
+/// width) are arithmetic on header fields, not branches. Keys outside 9..=16
+/// bytes (IPv6 states) are hashed out of line after pass 2, so the pass
+/// makes no call and keeps its state in registers. See
+/// docs/structures/lb.md.
 fn batch_mixed(g: &PlaneSet, vips: &[VipId], keys: &[&[u8]], out: &mut [Option<Backend>]) {
     // Dcode length and row width are the same for every packet of a data
     // plane (one `dbits` per table; rows are narrow unless a pool has more
@@ -721,41 +775,57 @@ fn mixed_run<const D: u32, const NARROW: bool>(
     let slots = g.slot.as_ptr();
     // `slot` has one entry past the VIP array (the empty plane's header):
     // every index above it is clamped onto it, without a branch.
-    let last = g.slot.len() - 1;
-    let mut loc = [Loc { pa: std::ptr::null(), pb: std::ptr::null(), h: base, w: 0, sa: 0, sb: 0 }; BATCH];
+    let top = g.slot.len() - 1;
+    let mut hs = [base; BATCH];
+    let mut loc = [NO_LOC; BATCH];
     for ((vs, ks), os) in vips.chunks(BATCH).zip(keys.chunks(BATCH)).zip(out.chunks_mut(BATCH)) {
-        for ((v, k), l) in vs.iter().zip(ks).zip(loc.iter_mut()) {
+        // Pass 1: each packet's VIP header.
+        for (v, h) in vs.iter().zip(hs.iter_mut()) {
             // SAFETY: the index is clamped to `slot`'s last entry, and
-            // `PlaneSet::new` fills `slot` with indices into `hdrs`.
-            let h = unsafe {
-                let i = *slots.add((*v as usize).min(last)) as usize;
-                debug_assert!(i < g.hdrs.len());
-                &*base.add(i)
+            // `PlaneSet::new` fills `slot` with byte offsets of `hdrs`
+            // entries.
+            *h = unsafe {
+                let off = *slots.add((*v as usize).min(top)) as usize;
+                debug_assert!(off % size_of::<Hdr>() == 0 && off / size_of::<Hdr>() < g.hdrs.len());
+                base.byte_add(off)
+            };
+            prefetch(*h);
+        }
+        // Pass 2: hash, locate and prefetch the BAS slots.
+        let mut odd = 0u32;
+        for j in 0..ks.len() {
+            // SAFETY: `j < ks.len() <= BATCH`; pass 1 pointed `hs[j]` into
+            // `g.hdrs`.
+            let (k, h) = unsafe { (*ks.get_unchecked(j), &**hs.get_unchecked(j)) };
+            let Some((first, last)) = words_9_16(k) else {
+                odd |= 1 << j;
+                continue;
             };
             debug_assert!(D == 0 || h.dbits as u32 == D);
             let dbits = if D == 0 { h.dbits as usize } else { D as usize };
-            let (ia, ib, w) = h.locate(k);
-            let (sa, sb) = (ia * dbits, ib * dbits);
-            let (pa, pb) = (h.a.wrapping_add(sa >> 3), h.b.wrapping_add(sb >> 3));
-            prefetch(pa);
-            prefetch(pb);
-            *l = Loc { pa, pb, h, w: w as u16, sa: (sa & 7) as u8, sb: (sb & 7) as u8 };
+            let hv = hash_9_16(first, last, k.len(), h.flo, h.fhi);
+            let (ia, ib) = (crate::hash::reduce(hv as u32, h.ma), crate::hash::reduce((hv >> 32) as u32, h.mb));
+            let w = super::white_words(first, last);
+            debug_assert_eq!((ia as usize, ib as usize, w), h.locate(k));
+            // SAFETY: `j < BATCH`.
+            unsafe { *loc.get_unchecked_mut(j) = loc_at(h.a, h.b, dbits, ia as usize, ib as usize, w) };
         }
-        for (o, l) in os.iter_mut().zip(loc.iter()) {
-            // SAFETY: `l` was filled above for this packet: `h` points into
-            // `g.hdrs`, whose pointers are valid while `g` lives (see `Hdr`);
-            // `pa`/`pb` are slot positions of indices below the arrays' slot
-            // counts, whose 4-byte loads `VipPlane::from_images` checked lie
-            // inside the images; the Dcode is masked to `dbits` bits, so the
-            // row read at `d << rshift` (two bytes; one for a narrow row,
-            // whose `rshift` is 0) is inside the row (entries + padding
-            // byte), and every row entry indexes `outs`.
+        if odd != 0 {
+            mixed_odd::<D>(&hs, ks, &mut loc, odd);
+        }
+        // Pass 3: read the slots, the row entry and the answer.
+        for ((o, l), h) in os.iter_mut().zip(loc.iter()).zip(hs.iter()) {
+            // SAFETY: `h` points into `g.hdrs`, whose pointers are valid
+            // while `g` lives (see `Hdr`); `l` was made for this packet by
+            // `loc_at` from that header (pass 2 or `mixed_odd`); the Dcode
+            // is masked to `dbits` bits, so the row read at `d << rshift`
+            // (two bytes; one for a narrow row, whose `rshift` is 0) is
+            // inside the row (entries + padding byte), and every row entry
+            // indexes `outs`.
             unsafe {
-                let h = &*l.h;
-                let x = u32::from_le(l.pa.cast::<u32>().read_unaligned()) >> l.sa;
-                let y = u32::from_le(l.pb.cast::<u32>().read_unaligned()) >> l.sb;
+                let h = &**h;
                 let dmask = if D == 0 { h.dmask as u32 } else { (1u32 << D) - 1 };
-                let d = ((x ^ y ^ l.w as u32) & dmask) as usize;
+                let d = dcode_of(l, dmask);
                 let e = if NARROW {
                     debug_assert!(h.rshift == 0);
                     *h.row.add(d) as usize
@@ -768,13 +838,35 @@ fn mixed_run<const D: u32, const NARROW: bool>(
     }
 }
 
+/// Pass 2 of [`mixed_run`] for the packets of a chunk whose keys are not
+/// 9 to 16 bytes long (bit `j` of `odd`): out of line, so the common pass
+/// makes no call.
+#[cold]
+#[inline(never)]
+fn mixed_odd<const D: u32>(hs: &[*const Hdr; BATCH], ks: &[&[u8]], loc: &mut [Loc; BATCH], odd: u32) {
+    for (j, k) in ks.iter().enumerate().filter(|(j, _)| odd >> j & 1 != 0) {
+        // SAFETY: pass 1 pointed `hs[j]` into the burst's `hdrs`.
+        let h = unsafe { &*hs[j] };
+        let dbits = if D == 0 { h.dbits as usize } else { D as usize };
+        let (ia, ib, w) = h.locate(k);
+        loc[j] = loc_at(h.a, h.b, dbits, ia, ib, w);
+    }
+}
+
 fn batch_vip(g: &PlaneSet, vip: VipId, keys: &[&[u8]], out: &mut [Option<Backend>]) {
     let Some(p) = g.vips.get(vip as usize).and_then(|p| p.as_deref()) else {
         out.iter_mut().take(keys.len()).for_each(|o| *o = None);
         return;
     };
-    // One row type per burst, so the per-packet loop has no dispatch.
-    if p.da.wide { batch_row::<true>(p, keys, out) } else { batch_row::<false>(p, keys, out) }
+    // One row type and Dcode length per burst, so the per-packet loop has
+    // no dispatch; the default Dcode length is a constant.
+    const D: u32 = super::DEFAULT_DCODE_BITS;
+    match (p.da.wide, p.dbits == D) {
+        (false, true) => batch_row::<false, D>(p, keys, out),
+        (false, false) => batch_row::<false, 0>(p, keys, out),
+        (true, true) => batch_row::<true, D>(p, keys, out),
+        (true, false) => batch_row::<true, 0>(p, keys, out),
+    }
 }
 
 /// Copies an answer into a batch's output as 20 plain bytes: a typed copy
@@ -786,27 +878,59 @@ fn put(o: &mut Option<Backend>, a: &Option<Backend>) {
     unsafe { std::ptr::copy_nonoverlapping(a, o, 1) }
 }
 
-/// [`batch_vip`] for one DIP-row type: hash and prefetch the two BAS slots
-/// of every packet of a chunk, then read them. Not inlined into
-/// `batch_vip`: 84 instead of 89 instructions per packet (callgrind,
-/// `examples/lb_ir.rs concury-batch`).
+/// [`batch_vip`] for one DIP-row type and Dcodes of `D` bits (0: the
+/// plane's): hash and prefetch the two BAS slots of every packet of a
+/// chunk, then read them. Keys outside 9..=16 bytes are hashed out of line
+/// after the hash pass ([`row_odd`]), so that pass makes no call and keeps
+/// the plane's seed flips, sizes and bases in registers. Not inlined into
+/// `batch_vip` (fewer instructions per packet, callgrind).
 #[inline(never)]
-fn batch_row<const WIDE: bool>(p: &VipPlane, keys: &[&[u8]], out: &mut [Option<Backend>]) {
+fn batch_row<const WIDE: bool, const D: u32>(p: &VipPlane, keys: &[&[u8]], out: &mut [Option<Backend>]) {
+    debug_assert!(D == 0 || p.dbits == D);
     let row = &p.da.bytes[..];
     let (flo, fhi) = (XXH3_LO.wrapping_add(p.p.seed), XXH3_HI.wrapping_sub(p.p.seed));
-    let (ma, mb, dbits) = (p.p.ma, p.p.mb, p.dbits as usize);
-    let mut loc = [(0usize, 0usize, 0u32); BATCH];
+    let (ma, mb) = (p.p.ma, p.p.mb);
+    let dbits = if D == 0 { p.dbits as usize } else { D as usize };
+    let dmask = if D == 0 { p.dmask } else { (1u32 << D) - 1 };
+    let (a, b) = (p.a.as_ptr(), p.b.as_ptr());
+    let mut loc = [NO_LOC; BATCH];
     for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
-        for (k, l) in ks.iter().zip(loc.iter_mut()) {
-            let (ia, ib, w) = locate_key(k, flo, fhi, ma, mb);
-            let s = (ia * dbits, ib * dbits, w);
-            debug_assert_eq!(s, p.slots(k));
-            p.prefetch_slots(s);
-            *l = s;
+        let mut odd = 0u32;
+        for j in 0..ks.len() {
+            // SAFETY: `j < ks.len() <= BATCH`.
+            let k = unsafe { *ks.get_unchecked(j) };
+            let Some((first, last)) = words_9_16(k) else {
+                odd |= 1 << j;
+                continue;
+            };
+            let hv = hash_9_16(first, last, k.len(), flo, fhi);
+            let (ia, ib) = (crate::hash::reduce(hv as u32, ma), crate::hash::reduce((hv >> 32) as u32, mb));
+            let w = super::white_words(first, last);
+            debug_assert_eq!((ia as usize * dbits, ib as usize * dbits, w), p.slots(k));
+            // SAFETY: `j < BATCH`.
+            unsafe { *loc.get_unchecked_mut(j) = loc_at(a, b, dbits, ia as usize, ib as usize, w) };
+        }
+        if odd != 0 {
+            row_odd(p, ks, &mut loc, odd);
         }
         for (l, o) in loc.iter().zip(os.iter_mut()) {
-            put(o, p.answer::<WIDE>(row, p.dcode_at(*l)));
+            // SAFETY: `l` was made by `loc_at` for this packet from indices
+            // below `p`'s slot counts (`slots` / `Params::locate`), and `p`
+            // owns the images.
+            let d = unsafe { dcode_of(l, dmask) };
+            put(o, p.answer::<WIDE>(row, d));
         }
+    }
+}
+
+/// The hash pass of [`batch_row`] for keys that are not 9 to 16 bytes long
+/// (bit `j` of `odd`).
+#[cold]
+#[inline(never)]
+fn row_odd(p: &VipPlane, ks: &[&[u8]], loc: &mut [Loc; BATCH], odd: u32) {
+    for (j, k) in ks.iter().enumerate().filter(|(j, _)| odd >> j & 1 != 0) {
+        let (_, ia, ib) = p.p.locate(k);
+        loc[j] = loc_at(p.a.as_ptr(), p.b.as_ptr(), p.dbits as usize, ia, ib, super::whitening(k));
     }
 }
 
@@ -1421,5 +1545,181 @@ mod tests {
             }
         });
         assert!(dp.seq() >= 300);
+    }
+
+    /// A burst of `n` packets over `vips` whose keys are IPv4 states, with
+    /// IPv6 and odd-length keys placed by `pattern`: 0 none, 1 one at a
+    /// random position per 16-packet chunk, 2 every key odd, 3 random (1 in 4).
+    fn mixed_burst(g: &mut Gen, vips: &[VipId], n: usize, pattern: u64) -> (Vec<VipId>, Vec<Vec<u8>>) {
+        let lone = g.below(16) as usize;
+        let vs = (0..n).map(|_| vips[g.below(vips.len() as u64) as usize]).collect();
+        let ks = (0..n)
+            .map(|j| {
+                let i = g.below(20_000);
+                let odd = match pattern {
+                    0 => false,
+                    1 => j % 16 == lone,
+                    2 => true,
+                    _ => g.below(4) == 0,
+                };
+                // `state(i, _)` is IPv6 for i % 5 == 0 and odd-length for 1.
+                let i = if odd { i - i % 5 + g.below(2) } else { i - i % 5 + 2 + g.below(3) };
+                state(i, true)
+            })
+            .collect();
+        (vs, ks)
+    }
+
+    /// The three-pass mixed burst equals per-packet single lookups over 48
+    /// VIPs whose BASes differ in size (0 to 12,000 tracked states: arrays
+    /// of 16 slots up to tens of thousands) and whose pools differ (1 to 300
+    /// backends: narrow and wide rows), for bursts of 1 to 100 packets
+    /// (partial chunks) where IPv6 / odd-length keys (hashed out of line)
+    /// sit nowhere, once per chunk, everywhere or at random; then again
+    /// while a writer grows BASes (new connections + refresh), changes pools
+    /// and removes and re-adds a VIP: readers check every burst against
+    /// single lookups of the same snapshot and that tracked connections keep
+    /// their backends.
+    #[test]
+    fn mixed_bursts_over_vips_of_different_sizes_equal_single_lookups() {
+        let mut ctl = Control::new(Params { max_vips: 64, ..Params::default() }).unwrap();
+        let nv = 48u32;
+        let mut g = Gen(4242);
+        let ids: Vec<VipId> = (0..nv)
+            .map(|v| {
+                let nb = match v % 8 {
+                    0 => 300,
+                    1 => 1,
+                    _ => 2 + g.below(12) as u32,
+                };
+                let pool: Vec<(Backend, u32)> = (0..nb).map(|b| (be(v * 1000 + b), 1 + b % 4)).collect();
+                ctl.add_vip(vip(v), &pool).unwrap().0
+            })
+            .collect();
+        // VIP v tracks about 12,000 / 1.25^v states (VIP 0 the most; the
+        // last ones none): BAS sizes spread over three orders of magnitude.
+        let mut tracked = Vec::new();
+        let mut next = 1_000_000u64;
+        for (v, &id) in ids.iter().enumerate() {
+            let pool = ctl.pool(id);
+            let n = (12_000.0 / 1.25f64.powi(v as i32)) as u64;
+            for _ in 0..n {
+                next += 1;
+                let k = state(next * 5 + 2, false);
+                let b = pool[(next % pool.len() as u64) as usize].0;
+                ctl.connection_start(id, &k, b).unwrap();
+                tracked.push((id, k, b));
+            }
+        }
+        for &id in &ids {
+            ctl.refresh(id).unwrap();
+        }
+        let dp = ctl.export();
+        let rows: std::collections::HashSet<usize> = {
+            let snap = dp.cur.load();
+            snap.hdrs.iter().map(|h| h.ma as usize).collect()
+        };
+        assert!(rows.len() >= 10, "BAS sizes differ across VIPs: {rows:?}");
+        let check = |dp: &DataPlane, g: &mut Gen, bursts: usize| {
+            let mut r = dp.reader();
+            for b in 0..bursts {
+                let n = 1 + g.below(100) as usize;
+                let (vs, ks) = mixed_burst(g, &ids, n, b as u64 % 4);
+                let krefs: Vec<&[u8]> = ks.iter().map(|k| k.as_slice()).collect();
+                let want: Vec<Option<Backend>> = vs.iter().zip(&krefs).map(|(v, k)| dp.lookup(*v, k)).collect();
+                let mut out = vec![None; n];
+                r.lookup_batch(&vs, &krefs, &mut out);
+                assert_eq!(out, want, "burst {b} ({n} packets, pattern {})", b % 4);
+            }
+        };
+        check(&dp, &mut g, 400);
+        // Tracked connections in mixed bursts answer their backends.
+        let mut r = dp.reader();
+        for c in tracked.chunks(37) {
+            let vs: Vec<VipId> = c.iter().map(|t| t.0).collect();
+            let ks: Vec<&[u8]> = c.iter().map(|t| t.1.as_slice()).collect();
+            let mut out = vec![None; c.len()];
+            r.lookup_batch(&vs, &ks, &mut out);
+            assert!(out.iter().zip(c).all(|(o, t)| *o == Some(t.2)), "a tracked connection moved");
+        }
+        drop(r);
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let (dp, done, tracked, ids) = (&dp, &done, &tracked, &ids);
+            let readers: Vec<_> = (0..2u64)
+                .map(|t| {
+                    s.spawn(move || {
+                        let mut g = Gen(900 + t);
+                        let mut r = dp.reader();
+                        let mut bursts = 0u64;
+                        let mut out = vec![None; 100];
+                        // Bounded: stops when the writer is done, or after 20,000 bursts.
+                        while bursts < 20_000 && !(done.load(Ordering::Acquire) && bursts >= 50) {
+                            let n = 1 + g.below(64) as usize;
+                            let pick: Vec<usize> = (0..n).map(|_| g.below(tracked.len() as u64) as usize).collect();
+                            let vs: Vec<VipId> = pick.iter().map(|&i| tracked[i].0).collect();
+                            let ks: Vec<&[u8]> = pick.iter().map(|&i| tracked[i].1.as_slice()).collect();
+                            r.lookup_batch(&vs, &ks, &mut out);
+                            for (j, &i) in pick.iter().enumerate() {
+                                assert_eq!(out[j], Some(tracked[i].2), "tracked connection {i} moved");
+                            }
+                            let (vs, ks) = mixed_burst(&mut g, ids, n, bursts % 4);
+                            let krefs: Vec<&[u8]> = ks.iter().map(|k| k.as_slice()).collect();
+                            let snap = dp.cur.load_full();
+                            batch_mixed(&snap, &vs, &krefs, &mut out);
+                            for (j, (v, k)) in vs.iter().zip(&krefs).enumerate() {
+                                let want =
+                                    snap.vips.get(*v as usize).and_then(|p| p.as_ref()).and_then(|p| p.lookup(k));
+                                assert_eq!(out[j], want, "VIP {v} seq {}", snap.seq);
+                            }
+                            bursts += 1;
+                        }
+                        bursts
+                    })
+                })
+                .collect();
+            let mut g = Gen(17);
+            let mut added: Vec<Vec<Backend>> = vec![Vec::new(); nv as usize];
+            let extra = vip(60);
+            let mut extra_id: Option<VipId> = None;
+            for step in 0..240u32 {
+                // The last VIPs (no tracked states) are the ones that grow,
+                // change pools or come and go, so tracked backends stay.
+                let v = (nv as u64 - 1 - g.below(12)) as usize;
+                let delta = match g.below(5) {
+                    0 => {
+                        let pool = ctl.pool(ids[v]);
+                        for i in 0..(1 + g.below(400)) {
+                            let k = state((5_000_000 + step as u64 * 1000 + i) * 5 + 3, false);
+                            ctl.connection_start(ids[v], &k, pool[(i % pool.len() as u64) as usize].0).unwrap();
+                        }
+                        ctl.refresh(ids[v]).unwrap()
+                    }
+                    1 => {
+                        let b = be(v as u32 * 1000 + 500 + step);
+                        added[v].push(b);
+                        ctl.update_pool(ids[v], &[PoolOp::Add(b, 1 + g.below(4) as u32)]).unwrap()
+                    }
+                    2 if !added[v].is_empty() => {
+                        let b = added[v].swap_remove(0);
+                        ctl.update_pool(ids[v], &[PoolOp::Remove(b)]).unwrap()
+                    }
+                    _ => match extra_id.take() {
+                        Some(id) => ctl.remove_vip(id).unwrap(),
+                        None => {
+                            let (id, d) = ctl.add_vip(extra, &[(be(70_000 + step), 1)]).unwrap();
+                            extra_id = Some(id);
+                            d
+                        }
+                    },
+                };
+                dp.apply(&delta).unwrap();
+            }
+            done.store(true, Ordering::Release);
+            for r in readers {
+                assert!(r.join().unwrap() >= 50);
+            }
+        });
+        check(&dp, &mut g, 200);
     }
 }
