@@ -4,6 +4,7 @@
 
 use super::fasthash::hash_packed;
 use super::path::{Cap, Policy, Seen, search};
+use super::simd::{self, Isa};
 use super::{MAX_BUCKETS, MAX_KEY_LEN, Params, SLOTS, STASH};
 use crate::error::{Error, Result};
 use crate::hash::{hash64, hi, lo, mix64, reduce};
@@ -65,21 +66,23 @@ pub(crate) fn pack(k: &[u8]) -> u64 {
     u64::from_le_bytes(b)
 }
 
-/// [`Params::match_bucket`] for the keyed layout of 7 slots of 8-byte keys
-/// with 1-byte values (`Table::keyed7`): slot `s`'s key is word `s`, its
-/// value byte `s` of word 7, its occupancy bit `56 + s` of word 7. Every
-/// slot is compared without branches on the data: (hit, value, 0 on a miss).
+/// The answer of the keyed layout of 7 slots of 8-byte keys with 1-byte
+/// values (`Table::keyed7`) for both buckets, from the buckets' key-word
+/// equality masks `e1`, `e2` ([`simd::eq_masks`]): slot `s`'s key is word
+/// `s`, its value byte `s` of word 7, its occupancy bit `56 + s` of word 7.
+/// No branches on the data: (hit, value, 0 on a miss); the first bucket's
+/// slot wins when both hit (a torn read; the seqlock discards it).
 #[inline(always)]
-fn match_keyed7(bk: &Bucket, kw: u64) -> (bool, u64) {
-    let mut hits = 0u32;
-    for s in 0..7 {
-        hits |= ((bk.w[s].load(Relaxed) == kw) as u32) << s;
-    }
-    let w7 = bk.w[7].load(Relaxed);
-    hits &= (w7 >> 56) as u32;
+fn answer_keyed7(bk1: &Bucket, bk2: &Bucket, e1: u32, e2: u32) -> (bool, u64) {
+    let (w1, w2) = (bk1.w[7].load(Relaxed), bk2.w[7].load(Relaxed));
+    // Occupancy bits 0..7 (bit 7 masks out word 7's compare).
+    let h1 = e1 & (w1 >> 56) as u32 & 0x7f;
+    let h2 = e2 & (w2 >> 56) as u32 & 0x7f;
+    let hits = h1 | h2 << 8;
+    let t = hits.trailing_zeros();
+    let w = if t < 8 { w1 } else { w2 };
     let hit = hits != 0;
-    let s = hits.trailing_zeros() & 7;
-    (hit, (w7 >> (8 * s)) & 0xff & 0u64.wrapping_sub(hit as u64))
+    (hit, (w >> (8 * (t & 7))) & 0xff & 0u64.wrapping_sub(hit as u64))
 }
 
 /// What a key looks like in a table: its buckets, tag and key word.
@@ -280,20 +283,26 @@ impl Params {
             let vm = self.vmask() & 0u64.wrapping_sub((hits != 0) as u64);
             (hits != 0, (bk.w[s].load(Relaxed) >> (8 * self.kl)) & vm)
         } else {
-            for (s, x) in bk.w[..7].iter().enumerate() {
-                hits |= ((x.load(Relaxed) == kw) as u32) << s;
-            }
-            let w7 = bk.w[7].load(Relaxed);
-            hits &= (w7 >> 56) as u32;
-            let s = hits.trailing_zeros() as usize & 7;
-            let o = self.keyed_val_off(s);
-            let (j, sh) = (o / 8, (o % 8) * 8);
-            let mut v = bk.w[j & 7].load(Relaxed) >> sh;
-            if sh + 8 * self.vb as usize > 64 {
-                v |= bk.w[(j + 1) & 7].load(Relaxed) << (64 - sh);
-            }
-            (hits != 0, v & self.vmask() & 0u64.wrapping_sub((hits != 0) as u64))
+            self.keyed_hit(bk, simd::eq_mask_portable(bk, kw))
         }
+    }
+
+    /// The answer of a keyed bucket whose key-word equality mask is `eq`
+    /// (bit `s` set when word `s` equals the key; [`simd::eq_masks`]):
+    /// occupancy masks out empty slots and the value and occupancy words.
+    /// (hit, value, 0 on a miss).
+    #[inline(always)]
+    pub fn keyed_hit(&self, bk: &Bucket, eq: u32) -> (bool, u64) {
+        let w7 = bk.w[7].load(Relaxed);
+        let hits = eq & (w7 >> 56) as u32 & 0x7f;
+        let s = hits.trailing_zeros() as usize & 7;
+        let o = self.keyed_val_off(s);
+        let (j, sh) = (o / 8, (o % 8) * 8);
+        let mut v = bk.w[j & 7].load(Relaxed) >> sh;
+        if sh + 8 * self.vb as usize > 64 {
+            v |= bk.w[(j + 1) & 7].load(Relaxed) << (64 - sh);
+        }
+        (hits != 0, v & self.vmask() & 0u64.wrapping_sub((hits != 0) as u64))
     }
 
     /// False for the one entry a packed bucket cannot hold (all-zero key
@@ -438,6 +447,8 @@ pub(crate) struct Table {
     /// layout of 8-byte keys with values of up to 8 bits): its values and
     /// occupancy byte all sit in the bucket's last word, at constant offsets.
     keyed7: bool,
+    /// Key compares of the fixed-width lookups ([`simd`]), detected once.
+    isa: Isa,
 }
 
 impl std::fmt::Debug for Table {
@@ -478,6 +489,7 @@ impl Table {
             smask,
             flip: super::fasthash::flip(p.seed),
             keyed7: p.kl == 8 && !p.packed && p.sb == 7 && p.vb == 1,
+            isa: Isa::detect(),
         }
     }
 
@@ -679,7 +691,11 @@ impl Table {
         let l = self.lock.view();
         let (v1, v2) = (l.peek(b1), l.peek(b2));
         let ((h1, x1), (h2, x2)) = if self.keyed7 {
-            (match_keyed7(bk1, kw), match_keyed7(bk2, kw))
+            let (e1, e2) = simd::eq_masks(self.isa, bk1, bk2, kw);
+            (answer_keyed7(bk1, bk2, e1, e2), (false, 0))
+        } else if !self.p.packed {
+            let (e1, e2) = simd::eq_masks(self.isa, bk1, bk2, kw);
+            (self.p.keyed_hit(bk1, e1), self.p.keyed_hit(bk2, e2))
         } else {
             (self.p.match_bucket(bk1, kw), self.p.match_bucket(bk2, kw))
         };
@@ -761,11 +777,11 @@ impl Table {
         let (bk1, bk2) = unsafe { (self.buckets.get_unchecked(b1), self.buckets.get_unchecked(b2)) };
         let l = self.lock.view();
         let (v1, v2) = (l.peek(b1), l.peek(b2));
-        let (h1, x1) = match_keyed7(bk1, kw);
-        let (h2, x2) = match_keyed7(bk2, kw);
+        let (e1, e2) = simd::eq_masks(self.isa, bk1, bk2, kw);
+        let (hit, x) = answer_keyed7(bk1, bk2, e1, e2);
         let stash = self.stash_n.load(Relaxed);
-        if l.still(b1, v1) & l.still(b2, v2) & (h1 | h2 | (stash == 0)) {
-            return (h1 | h2).then_some(x1 | x2);
+        if l.still(b1, v1) & l.still(b2, v2) & (hit | (stash == 0)) {
+            return hit.then_some(x);
         }
         self.get_fixed_retry(kw, b1, b2)
     }
