@@ -31,10 +31,10 @@ use std::sync::atomic::Ordering::Relaxed;
 pub(crate) enum Isa {
     /// Eight atomic loads and compares per bucket (every CPU).
     Portable,
-    /// x86-64 AVX2: two 256-bit compares per bucket.
+    /// x86-64 AVX2 (and BMI1): two 256-bit compares per bucket.
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     Avx2,
-    /// x86-64 AVX-512F: one 512-bit compare per bucket.
+    /// x86-64 AVX-512F (and BMI1): one 512-bit compare per bucket.
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     Avx512,
 }
@@ -44,11 +44,13 @@ impl Isa {
     pub(crate) fn detect() -> Self {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::is_x86_feature_detected!("avx512f") {
-                return Isa::Avx512;
-            }
-            if std::is_x86_feature_detected!("avx2") {
-                return Isa::Avx2;
+            if std::is_x86_feature_detected!("bmi1") {
+                if std::is_x86_feature_detected!("avx512f") {
+                    return Isa::Avx512;
+                }
+                if std::is_x86_feature_detected!("avx2") {
+                    return Isa::Avx2;
+                }
             }
         }
         Isa::Portable
@@ -61,10 +63,10 @@ impl Isa {
         let mut v = vec![Isa::Portable];
         #[cfg(target_arch = "x86_64")]
         {
-            if std::is_x86_feature_detected!("avx2") {
+            if std::is_x86_feature_detected!("bmi1") && std::is_x86_feature_detected!("avx2") {
                 v.push(Isa::Avx2);
             }
-            if std::is_x86_feature_detected!("avx512f") {
+            if std::is_x86_feature_detected!("bmi1") && std::is_x86_feature_detected!("avx512f") {
                 v.push(Isa::Avx512);
             }
         }
@@ -93,7 +95,7 @@ pub(crate) fn eq_masks(isa: Isa, b1: &Bucket, b2: &Bucket, kw: u64) -> (u32, u32
         match isa {
             Isa::Avx512 => {
                 let (m1, m2): (u32, u32);
-                // SAFETY: `isa` is `Avx512` only when AVX-512F was detected
+                // SAFETY: `isa` is `Avx512` only when AVX-512F (and BMI1) was detected
                 // on this CPU (`Isa::detect`, or `Isa::available` in
                 // tests), so every instruction exists.
                 // Memory: the block only reads, the 64 bytes at `p1` and
@@ -132,7 +134,7 @@ pub(crate) fn eq_masks(isa: Isa, b1: &Bucket, b2: &Bucket, kw: u64) -> (u32, u32
             }
             Isa::Avx2 => {
                 let (a, b, c, d): (u32, u32, u32, u32);
-                // SAFETY: `isa` is `Avx2` only when AVX2 was detected on
+                // SAFETY: `isa` is `Avx2` only when AVX2 (and BMI1) was detected on
                 // this CPU (`Isa::detect`, or `Isa::available` in tests), so
                 // every instruction exists. Memory: as
                 // for AVX-512, only reads of the two live, 64-byte aligned
@@ -178,6 +180,129 @@ pub(crate) fn eq_masks(isa: Isa, b1: &Bucket, b2: &Bucket, kw: u64) -> (u32, u32
     }
     let _ = isa;
     (eq_mask_portable(b1, kw), eq_mask_portable(b2, kw))
+}
+
+/// The keyed layout of 7 slots of 8-byte keys with 1-byte values (the
+/// table's `keyed7`; slot `s`'s key is word `s`, its value byte `s` of word
+/// 7, its occupancy bit `56 + s` of word 7) searched in both buckets at
+/// once: `(hits, value)`, where bit `s` (bucket 1) or `8 + s` (bucket 2) of
+/// `hits` is set for an occupied slot holding `kw`, and `value` is the value
+/// byte of the lowest set bit's slot (meaningless when `hits` is 0).
+/// Without branches on the data. `isa` as for [`eq_masks`].
+#[inline(always)]
+pub(crate) fn keyed7(isa: Isa, b1: &Bucket, b2: &Bucket, kw: u64) -> (u32, u64) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let (p1, p2) = (b1 as *const Bucket, b2 as *const Bucket);
+        let (hits, value): (u32, u64);
+        match isa {
+            Isa::Avx512 => {
+                // SAFETY: as in `eq_masks` (AVX-512F and BMI1 detected;
+                // reads only, of the two live, aligned 64-byte buckets, each
+                // access within one of them: `p + 63` and `p + 56 + (t & 7)`
+                // are bytes of the line, read as the hardware's loads, which
+                // amount to relaxed atomic loads of the words; torn
+                // combinations are discarded by the caller's seqlock
+                // validation). Registers: `zmm16`, `k1` and `k2` are declared
+                // clobbered (no `vzeroupper` needed, see `eq_masks`), `p`
+                // is an in-out scratch copy of `p1`; flags are clobbered (not
+                // `preserves_flags`). No stack use.
+                unsafe {
+                    std::arch::asm!(
+                        "vpbroadcastq zmm16, {kw}",
+                        "vpcmpeqq k1, zmm16, zmmword ptr [{p}]",
+                        "vpcmpeqq k2, zmm16, zmmword ptr [{p2}]",
+                        "kunpckbw k1, k2, k1",
+                        "kmovw {h:e}, k1",
+                        "movzx {o:e}, byte ptr [{p2} + 63]",
+                        "shl {o:e}, 8",
+                        "mov {o:l}, byte ptr [{p} + 63]",
+                        "and {o:e}, 0x7f7f",
+                        "and {h:e}, {o:e}",
+                        "tzcnt {o:e}, {h:e}",
+                        "cmp {o:e}, 8",
+                        "cmovae {p}, {p2}",
+                        "and {o:e}, 7",
+                        "movzx {v:e}, byte ptr [{p} + {o} + 56]",
+                        kw = in(reg) kw,
+                        p = inout(reg) p1 => _,
+                        p2 = in(reg) p2,
+                        h = out(reg) hits,
+                        o = out(reg) _,
+                        v = out(reg) value,
+                        out("k1") _,
+                        out("k2") _,
+                        out("xmm16") _,
+                        options(nostack, readonly),
+                    );
+                }
+                return (hits, value);
+            }
+            Isa::Avx2 => {
+                // SAFETY: as for `Avx512` above, with AVX2 (and BMI1)
+                // detected, `xmm0..xmm2` declared clobbered and the closing
+                // `vzeroupper` of `eq_masks`.
+                unsafe {
+                    std::arch::asm!(
+                        "vmovq xmm0, {kw}",
+                        "vpbroadcastq ymm0, xmm0",
+                        "vpcmpeqq ymm1, ymm0, ymmword ptr [{p}]",
+                        "vpcmpeqq ymm2, ymm0, ymmword ptr [{p} + 32]",
+                        "vmovmskpd {h:e}, ymm1",
+                        "vmovmskpd {o:e}, ymm2",
+                        "shl {o:e}, 4",
+                        "or {h:e}, {o:e}",
+                        "vpcmpeqq ymm1, ymm0, ymmword ptr [{p2}]",
+                        "vpcmpeqq ymm2, ymm0, ymmword ptr [{p2} + 32]",
+                        "vmovmskpd {o:e}, ymm1",
+                        "shl {o:e}, 8",
+                        "or {h:e}, {o:e}",
+                        "vmovmskpd {o:e}, ymm2",
+                        "shl {o:e}, 12",
+                        "or {h:e}, {o:e}",
+                        "vzeroupper",
+                        "movzx {o:e}, byte ptr [{p2} + 63]",
+                        "shl {o:e}, 8",
+                        "mov {o:l}, byte ptr [{p} + 63]",
+                        "and {o:e}, 0x7f7f",
+                        "and {h:e}, {o:e}",
+                        "tzcnt {o:e}, {h:e}",
+                        "cmp {o:e}, 8",
+                        "cmovae {p}, {p2}",
+                        "and {o:e}, 7",
+                        "movzx {v:e}, byte ptr [{p} + {o} + 56]",
+                        kw = in(reg) kw,
+                        p = inout(reg) p1 => _,
+                        p2 = in(reg) p2,
+                        h = out(reg) hits,
+                        o = out(reg) _,
+                        v = out(reg) value,
+                        out("xmm0") _,
+                        out("xmm1") _,
+                        out("xmm2") _,
+                        options(nostack, readonly),
+                    );
+                }
+                return (hits, value);
+            }
+            Isa::Portable => {}
+        }
+    }
+    let _ = isa;
+    keyed7_portable(b1, b2, kw)
+}
+
+/// [`keyed7`] with relaxed atomic loads (every CPU; the reference the
+/// SIMD forms are tested against).
+#[inline(always)]
+pub(crate) fn keyed7_portable(b1: &Bucket, b2: &Bucket, kw: u64) -> (u32, u64) {
+    let (e1, e2) = (eq_mask_portable(b1, kw), eq_mask_portable(b2, kw));
+    let (w1, w2) = (b1.w[7].load(Relaxed), b2.w[7].load(Relaxed));
+    // Occupancy bits 0..7 (bit 7 masks out word 7's own compare).
+    let hits = (e1 & (w1 >> 56) as u32 & 0x7f) | (e2 & (w2 >> 56) as u32 & 0x7f) << 8;
+    let t = hits.trailing_zeros();
+    let w = if t < 8 { w1 } else { w2 };
+    (hits, (w >> (8 * (t & 7))) & 0xff)
 }
 
 #[cfg(test)]
@@ -227,5 +352,50 @@ mod tests {
                 assert_eq!(eq_masks(isa, &b2, &b1, kw), (want.1, want.0), "{isa:?} swapped");
             }
         }
+    }
+
+    /// Every implementation answers the keyed7 search as the portable one
+    /// does (hits, and the value whenever there is a hit), for random
+    /// occupancy, keys in several slots of either bucket, and key words equal
+    /// to the value/occupancy word.
+    #[test]
+    fn every_isa_answers_keyed7_as_the_portable_form() {
+        let isas = Isa::available();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            x = crate::hash::mix64(x);
+            x
+        };
+        let mut hits_seen = [0u32; 2];
+        for round in 0..8192u32 {
+            let kw = if round % 5 == 0 { 0 } else { next() };
+            let make = |n: &mut dyn FnMut() -> u64| -> [u64; 8] {
+                let mut w: [u64; 8] = std::array::from_fn(|_| if n() % 4 == 0 { kw } else { n() });
+                if n() % 8 == 0 {
+                    w[7] = kw;
+                }
+                w
+            };
+            let (w1, w2) = (make(&mut next), make(&mut next));
+            let (b1, b2) = (bucket(w1), bucket(w2));
+            let want = keyed7_portable(&b1, &b2, kw);
+            // By hand: the first occupied matching slot, bucket 1 first.
+            let slot = |w: &[u64; 8]| (0..7).find(|&s| w[s] == kw && (w[7] >> (56 + s)) & 1 == 1);
+            match (slot(&w1), slot(&w2)) {
+                (Some(s), _) => assert_eq!(want.1, (w1[7] >> (8 * s)) & 0xff),
+                (None, Some(s)) => assert_eq!(want.1, (w2[7] >> (8 * s)) & 0xff),
+                (None, None) => assert_eq!(want.0, 0),
+            }
+            assert_eq!(want.0 != 0, slot(&w1).is_some() || slot(&w2).is_some());
+            hits_seen[(want.0 != 0) as usize] += 1;
+            for &isa in &isas {
+                let got = keyed7(isa, &b1, &b2, kw);
+                assert_eq!(got.0, want.0, "{isa:?} hits, round {round}");
+                if want.0 != 0 {
+                    assert_eq!(got.1, want.1, "{isa:?} value, round {round}");
+                }
+            }
+        }
+        assert!(hits_seen[0] > 1000 && hits_seen[1] > 1000, "{hits_seen:?}");
     }
 }

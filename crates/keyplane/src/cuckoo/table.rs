@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::hash::{hash64, hi, lo, mix64, reduce};
 use crate::mem::prefetch;
 use crate::sync::{StripeSet, StripedSeqLock};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Acquire, Ordering::Relaxed, fence};
 
 pub(crate) const INLINE_MAX: usize = 8;
 const OOL: u64 = 9;
@@ -64,25 +64,6 @@ pub(crate) fn pack(k: &[u8]) -> u64 {
     let n = k.len().min(8);
     b[..n].copy_from_slice(&k[..n]);
     u64::from_le_bytes(b)
-}
-
-/// The answer of the keyed layout of 7 slots of 8-byte keys with 1-byte
-/// values (`Table::keyed7`) for both buckets, from the buckets' key-word
-/// equality masks `e1`, `e2` ([`simd::eq_masks`]): slot `s`'s key is word
-/// `s`, its value byte `s` of word 7, its occupancy bit `56 + s` of word 7.
-/// No branches on the data: (hit, value, 0 on a miss); the first bucket's
-/// slot wins when both hit (a torn read; the seqlock discards it).
-#[inline(always)]
-fn answer_keyed7(bk1: &Bucket, bk2: &Bucket, e1: u32, e2: u32) -> (bool, u64) {
-    let (w1, w2) = (bk1.w[7].load(Relaxed), bk2.w[7].load(Relaxed));
-    // Occupancy bits 0..7 (bit 7 masks out word 7's compare).
-    let h1 = e1 & (w1 >> 56) as u32 & 0x7f;
-    let h2 = e2 & (w2 >> 56) as u32 & 0x7f;
-    let hits = h1 | h2 << 8;
-    let t = hits.trailing_zeros();
-    let w = if t < 8 { w1 } else { w2 };
-    let hit = hits != 0;
-    (hit, (w >> (8 * (t & 7))) & 0xff & 0u64.wrapping_sub(hit as u64))
 }
 
 /// What a key looks like in a table: its buckets, tag and key word.
@@ -443,10 +424,11 @@ pub(crate) struct Table {
     smask: usize,
     /// `fasthash::flip(p.seed)`, for the fixed-width lookups.
     flip: u64,
-    /// The keyed layout with 7 slots of 8-byte keys and 1-byte values (the
-    /// layout of 8-byte keys with values of up to 8 bits): its values and
-    /// occupancy byte all sit in the bucket's last word, at constant offsets.
-    keyed7: bool,
+    /// `Some(isa)` for the keyed layout with 7 slots of 8-byte keys and
+    /// 1-byte values (the layout of 8-byte keys with values of up to 8
+    /// bits): its values and occupancy byte all sit in the bucket's last
+    /// word, at constant offsets ([`simd::keyed7`]).
+    keyed7: Option<Isa>,
     /// Key compares of the fixed-width lookups ([`simd`]), detected once.
     isa: Isa,
 }
@@ -488,7 +470,7 @@ impl Table {
             lock,
             smask,
             flip: super::fasthash::flip(p.seed),
-            keyed7: p.kl == 8 && !p.packed && p.sb == 7 && p.vb == 1,
+            keyed7: (p.kl == 8 && !p.packed && p.sb == 7 && p.vb == 1).then(Isa::detect),
             isa: Isa::detect(),
         }
     }
@@ -690,9 +672,9 @@ impl Table {
         prefetch(bk2 as *const Bucket);
         let l = self.lock.view();
         let (v1, v2) = (l.peek(b1), l.peek(b2));
-        let ((h1, x1), (h2, x2)) = if self.keyed7 {
-            let (e1, e2) = simd::eq_masks(self.isa, bk1, bk2, kw);
-            (answer_keyed7(bk1, bk2, e1, e2), (false, 0))
+        let ((h1, x1), (h2, x2)) = if self.keyed7.is_some() {
+            let (hits, x) = simd::keyed7(self.isa, bk1, bk2, kw);
+            ((hits != 0, x & 0u64.wrapping_sub((hits != 0) as u64)), (false, 0))
         } else if !self.p.packed {
             let (e1, e2) = simd::eq_masks(self.isa, bk1, bk2, kw);
             (self.p.keyed_hit(bk1, e1), self.p.keyed_hit(bk2, e2))
@@ -715,18 +697,34 @@ impl Table {
         self.get_probe(&pr, &[])
     }
 
+    /// This table's lookups with the key compares of `isa` (one
+    /// `Isa::available` on this CPU), for tests comparing the paths.
+    #[cfg(test)]
+    pub(crate) fn force_isa(&mut self, isa: Isa) {
+        self.isa = isa;
+        self.keyed7 = self.keyed7.map(|_| isa);
+    }
+
     /// Exact lookup.
     #[inline]
     pub fn get(&self, key: &[u8]) -> Option<u64> {
-        if self.keyed7 && key.len() == 8 {
-            return self.get_keyed7(pack(key));
+        if key.len() == 8 {
+            if self.keyed7 == Some(Isa::Avx512) {
+                return self.get_keyed7(Isa::Avx512, pack(key));
+            } else if self.keyed7 == Some(Isa::Avx2) {
+                return self.get_keyed7(Isa::Avx2, pack(key));
+            }
         }
         self.get_other(key)
     }
 
-    /// [`Self::get`] for every layout but `keyed7`'s 8-byte keys.
+    /// [`Self::get`] for every layout but `keyed7`'s 8-byte keys on a SIMD
+    /// CPU.
     #[inline(never)]
     fn get_other(&self, key: &[u8]) -> Option<u64> {
+        if let (Some(isa), 8) = (self.keyed7, key.len()) {
+            return self.get_keyed7(isa, pack(key));
+        }
         if self.p.kl != 0 {
             if key.len() != self.p.kl as usize {
                 return None;
@@ -745,17 +743,25 @@ impl Table {
 
     /// Exact lookup of an 8-byte key given as an integer (its little-endian
     /// bytes), hashed from the integer directly.
-    #[inline]
+    #[inline(always)]
     pub fn get_u64(&self, key: u64) -> Option<u64> {
-        if self.keyed7 {
-            return self.get_keyed7(key);
+        // One compare on an AVX-512 CPU; the portable path and the other
+        // layouts out of line.
+        if self.keyed7 == Some(Isa::Avx512) {
+            self.get_keyed7(Isa::Avx512, key)
+        } else if self.keyed7 == Some(Isa::Avx2) {
+            self.get_keyed7(Isa::Avx2, key)
+        } else {
+            self.get_u64_other(key)
         }
-        self.get_u64_other(key)
     }
 
-    /// [`Self::get_u64`] for every layout but `keyed7`.
+    /// [`Self::get_u64`] for every layout but `keyed7` on a SIMD CPU.
     #[inline(never)]
     fn get_u64_other(&self, key: u64) -> Option<u64> {
+        if let Some(isa) = self.keyed7 {
+            return self.get_keyed7(isa, key);
+        }
         if self.p.kl == 8 {
             return self.get_fixed(key, hash_packed(key, 8, self.flip));
         }
@@ -766,10 +772,11 @@ impl Table {
     }
 
     /// [`Self::get_fixed`] of an 8-byte key in the `keyed7` layout, with
-    /// the layout's constants in the code.
+    /// the layout's constants in the code and both buckets searched by
+    /// [`simd::keyed7`] with `isa` (the table's `keyed7` instruction set).
     #[inline(always)]
-    fn get_keyed7(&self, kw: u64) -> Option<u64> {
-        debug_assert!(self.keyed7);
+    fn get_keyed7(&self, isa: Isa, kw: u64) -> Option<u64> {
+        debug_assert_eq!(self.keyed7, Some(isa));
         let (b1, b2) = self.p.buckets_of(hash_packed(kw, 8, self.flip));
         debug_assert!(b1 < self.buckets.len() && b2 < self.buckets.len());
         // SAFETY: as in `get_fixed`: `buckets_of` gives indices below
@@ -777,11 +784,16 @@ impl Table {
         let (bk1, bk2) = unsafe { (self.buckets.get_unchecked(b1), self.buckets.get_unchecked(b2)) };
         let l = self.lock.view();
         let (v1, v2) = (l.peek(b1), l.peek(b2));
-        let (e1, e2) = simd::eq_masks(self.isa, bk1, bk2, kw);
-        let (hit, x) = answer_keyed7(bk1, bk2, e1, e2);
+        let (hits, x) = simd::keyed7(isa, bk1, bk2, kw);
         let stash = self.stash_n.load(Relaxed);
-        if l.still(b1, v1) & l.still(b2, v2) & (hit | (stash == 0)) {
-            return hit.then_some(x);
+        // Seqlock validation with one branch: the data loads above, an
+        // acquire fence, the versions again (`Stripes::still` for both
+        // stripes, folded); a miss also goes the long way when the stash
+        // holds keys.
+        fence(Acquire);
+        let moved = (l.peek(b1) ^ v1) | (l.peek(b2) ^ v2) | ((v1 | v2) & 1);
+        if moved | (stash & 0u64.wrapping_sub((hits == 0) as u64)) == 0 {
+            return (hits != 0).then_some(x);
         }
         self.get_fixed_retry(kw, b1, b2)
     }
@@ -1441,6 +1453,83 @@ mod tests {
             let k = format!("key number {i}");
             let _ = t.get(k.as_bytes());
             let _ = t.get(&i.to_le_bytes());
+        }
+    }
+
+    /// The SIMD key compares answer as the portable path does, in every
+    /// fixed-width layout (packed with and without a spare bit, keyed with
+    /// 4 to 7 slots, `keyed7`) and the wide one: `get`, `get_u64` and the
+    /// batch for every resident key (also the ones in the stash) and for
+    /// absent keys, on a table filled to its first failed insert.
+    #[test]
+    fn every_isa_answers_like_the_portable_path_in_every_layout() {
+        let isas = crate::cuckoo::simd::Isa::available();
+        let layouts = [
+            (8, 8),
+            (8, 1),
+            (8, 16),
+            (8, 24),
+            (8, 48),
+            (7, 8),
+            (6, 16),
+            (6, 8),
+            (5, 40),
+            (4, 8),
+            (4, 32),
+            (2, 8),
+            (0, 8),
+        ];
+        for (li, (kl, bits)) in layouts.into_iter().enumerate() {
+            let p = Params::new(bits, &Options { seed: 0x5eed_0000 + li as u64, ..Options::default() }, 64).unwrap();
+            let p = p.relayout(kl, 64);
+            let t = Table::new(p, 4096);
+            let (mut st, mut sink) = (WriteStats::default(), Sink::default());
+            let mut keys: Vec<(Vec<u8>, u64)> = Vec::new();
+            let width = if kl == 0 { 8 } else { kl as usize };
+            for i in 0u64..100_000 {
+                let v = crate::hash::mix64(i ^ 0x77) & crate::mask(bits);
+                let k = if i == 0 { vec![0; width] } else { crate::hash::mix64(i).to_le_bytes()[..width].to_vec() };
+                let pr = t.p.probe(&k);
+                if t.find_writer(&pr, &k).is_some() {
+                    continue;
+                }
+                if !t.insert_absent(&pr, pr.kw, v, &mut sink, &mut st).unwrap() {
+                    break;
+                }
+                keys.push((k, v));
+            }
+            assert!(t.len() > p.slots() * 9 / 10, "layout {kl}/{bits}: {} of {} slots", t.len(), p.slots());
+            let absent: Vec<Vec<u8>> =
+                (0..2000u64).map(|i| crate::hash::mix64(i ^ 1 << 50).to_le_bytes()[..width].to_vec()).collect();
+            let mut portable = t.clone_table();
+            portable.force_isa(crate::cuckoo::simd::Isa::Portable);
+            for &isa in &isas {
+                let mut u = t.clone_table();
+                u.force_isa(isa);
+                for (k, v) in &keys {
+                    assert_eq!(portable.get(k), Some(*v), "layout {kl}/{bits}");
+                    assert_eq!(u.get(k), Some(*v), "layout {kl}/{bits} {isa:?}");
+                    if k.len() == 8 {
+                        let w = u64::from_le_bytes(k[..].try_into().unwrap());
+                        assert_eq!(u.get_u64(w), Some(*v), "layout {kl}/{bits} {isa:?} get_u64");
+                    }
+                }
+                for k in &absent {
+                    let want = keys.iter().find(|(kk, _)| kk == k).map(|(_, v)| *v);
+                    assert_eq!(portable.get(k), want);
+                    assert_eq!(u.get(k), want, "layout {kl}/{bits} {isa:?} absent key");
+                    if k.len() == 8 {
+                        let w = u64::from_le_bytes(k[..].try_into().unwrap());
+                        assert_eq!(u.get_u64(w), want, "layout {kl}/{bits} {isa:?} absent get_u64");
+                    }
+                }
+                let ks: Vec<&[u8]> = keys.iter().map(|(k, _)| &k[..]).chain(absent.iter().map(|k| &k[..])).collect();
+                let mut out = vec![None; ks.len()];
+                u.get_batch(&ks, &mut out);
+                for (i, k) in ks.iter().enumerate() {
+                    assert_eq!(out[i], portable.get(k), "layout {kl}/{bits} {isa:?} batch");
+                }
+            }
         }
     }
 }
