@@ -41,8 +41,9 @@ pub(crate) struct Inner {
     flip8: u64,
     /// Record layout constants for [`Inner::eval`].
     dec: Decode,
-    /// This CPU runs AVX2: the l = 8 records are evaluated by [`eval8_avx2`].
-    avx2: bool,
+    /// The records are word-aligned with l = 8 (`Records::Words`, `k = 1`)
+    /// and this CPU runs AVX2: single lookups take [`Inner::read_once8`].
+    simd8: bool,
 }
 
 /// Record layout constants, derived once from [`Params`].
@@ -98,16 +99,18 @@ impl Inner {
             (0..p.buckets().min(img.choices.len())).for_each(|i| c.set(i, img.choices.get(i)));
             c
         };
+        let rec = Records::from_packed(&p, img.rec);
+        let simd8 = matches!(rec, Records::Words { k: 1, .. }) && avx2_detected();
         Self {
             p,
             choices,
-            rec: Records::from_packed(&p, img.rec),
+            rec,
             fallback: Published::new(img.fallback),
             lock,
             smask,
             flip8: crate::hash::short_flip(img.p.seed),
             dec: Decode::new(&img.p),
-            avx2: avx2_detected(),
+            simd8,
         }
     }
 
@@ -138,20 +141,6 @@ impl Inner {
     fn eval(&self, g: usize, g1: u32, g2: u32) -> Eval {
         debug_assert!(g < self.p.groups());
         match &self.rec {
-            Records::Words { words, k: 1 } if self.avx2 => {
-                let first = g * 3;
-                debug_assert!(first + 3 <= words.len());
-                // SAFETY: `g < p.groups()` (see `eval_words`) and
-                // `Records::Words` with `k = 1` holds exactly `p.groups() · 3`
-                // words, so words `3g .. 3g + 3` exist.
-                let w0 = unsafe { words.get_unchecked(first) }.load(Ordering::Relaxed);
-                if w0 & 0xffff == self.dec.marker {
-                    return Eval::Fallback(g);
-                }
-                // SAFETY: as above, the three words from `3g` are in
-                // bounds; `avx2` is set only where AVX2 was detected.
-                Eval::Value(unsafe { eval8_avx2(words.as_ptr().add(first), g1, g2) })
-            }
             Records::Words { words, k: 1 } => self.eval_words(words, 1, 29, g, g1, g2),
             _ => self.eval_other(g, g1, g2),
         }
@@ -254,6 +243,48 @@ impl Inner {
     /// [`Self::read_retry`], so consecutive lookups overlap their misses.
     #[inline(always)]
     fn read_once(&self, key: &[u8], h: u64) -> Option<u64> {
+        if self.simd8 {
+            if let Records::Words { words, .. } = &self.rec {
+                return self.read_once8(words, key, h);
+            }
+        }
+        self.read_once_other(key, h)
+    }
+
+    /// [`Self::read_once`] for word-aligned l = 8 records on an AVX2 CPU:
+    /// the same steps with the layout's constants (three words per group)
+    /// and the record evaluated by [`eval8_avx2`].
+    #[inline(always)]
+    fn read_once8(&self, words: &[AtomicU64], key: &[u8], h: u64) -> Option<u64> {
+        let kh = self.p.key_hash(h);
+        let s = self.stripe(kh.bucket);
+        let st = self.lock.view();
+        let ver = st.peek(s);
+        let base = (kh.bucket / BUCKETS_PER_BLOCK) * GROUPS_PER_BLOCK;
+        let cand = &super::CANDIDATES[kh.bucket % BUCKETS_PER_BLOCK];
+        // The four candidate records before the choice (see `read_once_other`).
+        for &c in cand {
+            prefetch(words.as_ptr().wrapping_add((base + c as usize) * 3));
+        }
+        let g = base + cand[(self.choice(kh.bucket) & 3) as usize] as usize;
+        debug_assert_eq!(g, self.p.group(kh.bucket, self.choice(kh.bucket)));
+        debug_assert!(3 * g + 3 <= words.len());
+        // SAFETY: `g < p.groups()` (block `< blocks` times 64 plus a
+        // candidate `< 64`), and `Records::Words` with `k = 1` holds exactly
+        // `p.groups() · 3` words, so words `3g .. 3g + 3` exist.
+        let w0 = unsafe { words.get_unchecked(3 * g) }.load(Ordering::Relaxed);
+        // SAFETY: as above, the three words from `3g` are in bounds; `simd8`
+        // is set only where AVX2 was detected.
+        let v = unsafe { eval8_avx2(words.as_ptr().add(3 * g), kh.g1, kh.g2) };
+        if (w0 & 0xffff != self.dec.marker) & st.still(s, ver) {
+            return Some(v);
+        }
+        self.read_retry(key, h)
+    }
+
+    /// [`Self::read_once`] for every other shape or CPU, out of line.
+    #[inline(never)]
+    fn read_once_other(&self, key: &[u8], h: u64) -> Option<u64> {
         let kh = self.p.key_hash(h);
         let s = self.stripe(kh.bucket);
         let st = self.lock.view();
@@ -371,7 +402,7 @@ unsafe fn eval8_avx2(rec: *const AtomicU64, g1: u32, g2: u32) -> u64 {
     v as u64
 }
 
-/// Never called: `avx2` is false off x86-64.
+/// Never called: `simd8` is false off x86-64.
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
 unsafe fn eval8_avx2(_rec: *const AtomicU64, _g1: u32, _g2: u32) -> u64 {
@@ -621,14 +652,14 @@ impl Inner {
 }
 
 impl Inner {
-    #[inline]
+    #[inline(always)]
     pub(crate) fn get(&self, key: &[u8]) -> Option<u64> {
         self.read_once(key, hash64(key, self.p.seed))
     }
 
     /// `get(&u64_key(key))`: the same hash bit for bit
     /// ([`crate::hash::hash_u64`]), with the seed's constant precomputed.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn get_u64(&self, key: u64) -> Option<u64> {
         let h = crate::hash::hash_word_flipped(key.rotate_left(32), 8, self.flip8);
         self.read_once(&key.to_le_bytes(), h)
@@ -722,6 +753,35 @@ mod tests {
             // SAFETY: AVX2 was detected; `words` holds three live words.
             let got = unsafe { eval8_avx2(words.as_ptr(), g1, g2) };
             assert_eq!(got, want, "record {w:x?} g1 {g1:#x} g2 {g2:#x}");
+        }
+    }
+
+    /// A lookup form on the AVX2 path answers every present and absent key
+    /// as the same snapshot on the portable path does (l = 8, the
+    /// word-aligned records), through `get` and `get_u64`.
+    #[test]
+    fn simd8_path_answers_like_the_portable_path() {
+        use crate::{ControlTable, LookupTable};
+        let items: Vec<([u8; 8], u64)> =
+            (0..20_000u64).map(|i| (crate::hash::mix64(i).to_le_bytes(), crate::hash::mix64(i ^ 9) & 0xff)).collect();
+        let ctl = crate::setsep::Control::from_items(items.iter().map(|(k, v)| (*k, *v)), 8).unwrap();
+        let lk = ctl.export();
+        let inner = lk.raw.load_full();
+        let fast = Inner::new(SetSep::image(&inner));
+        let mut slow = Inner::new(SetSep::image(&inner));
+        slow.simd8 = false;
+        assert_eq!(fast.simd8, avx2_detected(), "l = 8 records are word-aligned");
+        for (k, v) in &items {
+            let w = u64::from_le_bytes(*k);
+            assert_eq!(slow.get(k), Some(*v));
+            assert_eq!(fast.get(k), Some(*v));
+            assert_eq!(fast.get_u64(w), Some(*v));
+            assert_eq!(lk.get_u64(w), Some(*v));
+        }
+        for i in 0..20_000u64 {
+            let w = crate::hash::mix64(i ^ 1 << 45);
+            assert_eq!(fast.get_u64(w), slow.get_u64(w), "absent key {w:#x}");
+            assert_eq!(fast.get(&w.to_le_bytes()), slow.get(&w.to_le_bytes()));
         }
     }
 }
