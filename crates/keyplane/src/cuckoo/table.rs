@@ -822,7 +822,8 @@ impl Table {
         None
     }
 
-    /// Batched lookup with two-round prefetching (CuckooSwitch Algorithm 3):
+    /// Batched lookup. A `keyed7` round whose keys all have 8 bytes takes
+    /// `batch_keyed7`. Otherwise two-round prefetching (CuckooSwitch Algorithm 3):
     /// hash every key of a round of up to 16 and prefetch its first bucket;
     /// snapshot versions and search the first buckets, prefetching the second
     /// bucket only for misses; search those; validate each key's versions
@@ -831,6 +832,64 @@ impl Table {
     /// separate value array — those are prefetched for the whole round and
     /// read in a third pass, so they overlap as well.
     pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        let Some(isa) = self.keyed7 else {
+            return self.get_batch_general(keys, out);
+        };
+        let n = keys.len().min(out.len());
+        for (ks, os) in keys[..n].chunks(BATCH).zip(out[..n].chunks_mut(BATCH)) {
+            if ks.iter().all(|k| k.len() == 8) {
+                match isa {
+                    Isa::Avx512 => self.batch_keyed7(Isa::Avx512, ks, os),
+                    Isa::Avx2 => self.batch_keyed7(Isa::Avx2, ks, os),
+                    Isa::Portable => self.batch_keyed7(Isa::Portable, ks, os),
+                }
+            } else {
+                self.get_batch_general(ks, os);
+            }
+        }
+    }
+
+    /// A batch round (at most `BATCH` keys, all 8 bytes) of the `keyed7`
+    /// layout: hash every key and prefetch both its buckets (one
+    /// [`simd::keyed7`] search covers both, so the second bucket is not
+    /// worth a round of its own), then search and validate each key as
+    /// [`Self::get_keyed7`] does; a moved version or a miss with keys in the
+    /// stash takes the general path for that key.
+    #[inline(always)]
+    fn batch_keyed7(&self, isa: Isa, ks: &[&[u8]], os: &mut [Option<u64>]) {
+        let mut at = [(0usize, 0usize, 0u64); BATCH];
+        for (i, k) in ks.iter().enumerate().take(BATCH) {
+            let kw = pack(k);
+            let (b1, b2) = self.p.buckets_of(hash_packed(kw, 8, self.flip));
+            debug_assert!(b1 < self.buckets.len() && b2 < self.buckets.len());
+            // SAFETY: `buckets_of` gives indices below `p.nb`, the number
+            // of buckets `Table::new` allocated (see `get_fixed`).
+            let (bk1, bk2) = unsafe { (self.buckets.get_unchecked(b1), self.buckets.get_unchecked(b2)) };
+            prefetch(bk1 as *const Bucket);
+            prefetch(bk2 as *const Bucket);
+            at[i] = (b1, b2, kw);
+        }
+        let l = self.lock.view();
+        for (i, o) in os.iter_mut().enumerate().take(ks.len().min(BATCH)) {
+            let (b1, b2, kw) = at[i];
+            // SAFETY: as above.
+            let (bk1, bk2) = unsafe { (self.buckets.get_unchecked(b1), self.buckets.get_unchecked(b2)) };
+            let (v1, v2) = (l.peek(b1), l.peek(b2));
+            let (hits, x) = simd::keyed7(isa, bk1, bk2, kw);
+            let stash = self.stash_n.load(Relaxed);
+            fence(Acquire);
+            let moved = (l.peek(b1) ^ v1) | (l.peek(b2) ^ v2) | ((v1 | v2) & 1);
+            *o = if moved | (stash & 0u64.wrapping_sub((hits == 0) as u64)) == 0 {
+                (hits != 0).then_some(x)
+            } else {
+                self.get_fixed_retry(kw, b1, b2)
+            };
+        }
+    }
+
+    /// [`Self::get_batch`] for every layout (and for rounds with keys of
+    /// other lengths in `keyed7`).
+    fn get_batch_general(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
         const DONE: u8 = 0;
         const SECOND: u8 = 1;
         const CAND: u8 = 2;
@@ -1529,6 +1588,11 @@ mod tests {
                 for (i, k) in ks.iter().enumerate() {
                     assert_eq!(out[i], portable.get(k), "layout {kl}/{bits} {isa:?} batch");
                 }
+                // A round with a key of another length takes the general path.
+                let odd = [&keys[0].0[..], &keys[1].0[..width - 1], &keys[2].0[..], &[1u8; 9][..]];
+                let mut out = [Some(u64::MAX); 4];
+                u.get_batch(&odd, &mut out);
+                assert_eq!(out, odd.map(|k| portable.get(k)), "layout {kl}/{bits} {isa:?} mixed lengths");
             }
         }
     }
