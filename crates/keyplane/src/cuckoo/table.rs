@@ -44,15 +44,22 @@ fn zeroed_buckets(n: usize) -> Box<[Bucket]> {
         return Box::new([]);
     }
     let layout = std::alloc::Layout::array::<Bucket>(n).expect("bucket count is bounded by MAX_BUCKETS");
-    // SAFETY: the layout has non-zero size; an all-zero Bucket is a valid
-    // value (AtomicU64 has the bit validity of u64); the pointer comes from
-    // the global allocator with exactly `Layout::array::<Bucket>(n)`, which
-    // is the layout `Box<[Bucket]>` deallocates with.
+    // SAFETY: the layout has non-zero size; the pointer comes from the
+    // global allocator with exactly `Layout::array::<Bucket>(n)`, which is
+    // the layout `Box<[Bucket]>` deallocates with; the advice only reads
+    // the range's address (a slice of `MaybeUninit`, valid uninitialised);
+    // `write_bytes` then initialises all `n` buckets, and an all-zero
+    // Bucket is a valid value (AtomicU64 has the bit validity of u64).
     unsafe {
-        let p = std::alloc::alloc_zeroed(layout) as *mut Bucket;
+        let p = std::alloc::alloc(layout) as *mut Bucket;
         if p.is_null() {
             std::alloc::handle_alloc_error(layout);
         }
+        // Huge-page advice before the first touch: `alloc_zeroed` of this
+        // 64-byte aligned type is `aligned_alloc` plus a memset, which maps
+        // every page as a small page before any advice could apply.
+        crate::mem::advise_hugepages(std::slice::from_raw_parts(p as *const std::mem::MaybeUninit<Bucket>, n));
+        std::ptr::write_bytes(p, 0, n);
         Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n))
     }
 }
@@ -453,7 +460,6 @@ impl Table {
     pub fn new(p: Params, arena_cap: usize) -> Self {
         let nb = p.nb as usize;
         let buckets = zeroed_buckets(nb);
-        crate::mem::advise_hugepages(&buckets);
         let vals = if p.separate { crate::bits::zeroed_atomics(p.slots() + STASH) } else { Box::new([]) };
         let lock = StripedSeqLock::new(nb.next_power_of_two().clamp(64, MAX_STRIPES));
         let smask = lock.stripes() - 1;
