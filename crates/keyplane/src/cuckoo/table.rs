@@ -865,7 +865,9 @@ impl Table {
     fn batch_keyed7(&self, isa: Isa, ks: &[&[u8]], os: &mut [Option<u64>]) {
         let mut at = [(0usize, 0usize, 0u64); BATCH];
         for (i, k) in ks.iter().enumerate().take(BATCH) {
-            let kw = pack(k);
+            // Every key has 8 bytes (the caller checked): a plain load, not
+            // `pack`'s variable-length copy.
+            let kw = k.first_chunk::<8>().map_or(0, |c| u64::from_le_bytes(*c));
             let (b1, b2) = self.p.buckets_of(hash_packed(kw, 8, self.flip));
             debug_assert!(b1 < self.buckets.len() && b2 < self.buckets.len());
             // SAFETY: `buckets_of` gives indices below `p.nb`, the number
