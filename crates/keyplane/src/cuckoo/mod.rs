@@ -31,6 +31,7 @@ mod delta;
 mod lookup;
 pub mod partial;
 pub(crate) mod path;
+mod simd;
 mod table;
 
 pub use control::{Control, Stats};

@@ -4,12 +4,13 @@
 
 use super::fasthash::hash_packed;
 use super::path::{Cap, Policy, Seen, search};
+use super::simd::{self, Isa};
 use super::{MAX_BUCKETS, MAX_KEY_LEN, Params, SLOTS, STASH};
 use crate::error::{Error, Result};
 use crate::hash::{hash64, hi, lo, mix64, reduce};
 use crate::mem::prefetch;
 use crate::sync::{StripeSet, StripedSeqLock};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Acquire, Ordering::Relaxed, fence};
 
 pub(crate) const INLINE_MAX: usize = 8;
 const OOL: u64 = 9;
@@ -43,15 +44,22 @@ fn zeroed_buckets(n: usize) -> Box<[Bucket]> {
         return Box::new([]);
     }
     let layout = std::alloc::Layout::array::<Bucket>(n).expect("bucket count is bounded by MAX_BUCKETS");
-    // SAFETY: the layout has non-zero size; an all-zero Bucket is a valid
-    // value (AtomicU64 has the bit validity of u64); the pointer comes from
-    // the global allocator with exactly `Layout::array::<Bucket>(n)`, which
-    // is the layout `Box<[Bucket]>` deallocates with.
+    // SAFETY: the layout has non-zero size; the pointer comes from the
+    // global allocator with exactly `Layout::array::<Bucket>(n)`, which is
+    // the layout `Box<[Bucket]>` deallocates with; the advice only reads
+    // the range's address (a slice of `MaybeUninit`, valid uninitialised);
+    // `write_bytes` then initialises all `n` buckets, and an all-zero
+    // Bucket is a valid value (AtomicU64 has the bit validity of u64).
     unsafe {
-        let p = std::alloc::alloc_zeroed(layout) as *mut Bucket;
+        let p = std::alloc::alloc(layout) as *mut Bucket;
         if p.is_null() {
             std::alloc::handle_alloc_error(layout);
         }
+        // Huge-page advice before the first touch: `alloc_zeroed` of this
+        // 64-byte aligned type is `aligned_alloc` plus a memset, which maps
+        // every page as a small page before any advice could apply.
+        crate::mem::advise_hugepages(std::slice::from_raw_parts(p as *const std::mem::MaybeUninit<Bucket>, n));
+        std::ptr::write_bytes(p, 0, n);
         Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n))
     }
 }
@@ -63,23 +71,6 @@ pub(crate) fn pack(k: &[u8]) -> u64 {
     let n = k.len().min(8);
     b[..n].copy_from_slice(&k[..n]);
     u64::from_le_bytes(b)
-}
-
-/// [`Params::match_bucket`] for the keyed layout of 7 slots of 8-byte keys
-/// with 1-byte values (`Table::keyed7`): slot `s`'s key is word `s`, its
-/// value byte `s` of word 7, its occupancy bit `56 + s` of word 7. Every
-/// slot is compared without branches on the data: (hit, value, 0 on a miss).
-#[inline(always)]
-fn match_keyed7(bk: &Bucket, kw: u64) -> (bool, u64) {
-    let mut hits = 0u32;
-    for s in 0..7 {
-        hits |= ((bk.w[s].load(Relaxed) == kw) as u32) << s;
-    }
-    let w7 = bk.w[7].load(Relaxed);
-    hits &= (w7 >> 56) as u32;
-    let hit = hits != 0;
-    let s = hits.trailing_zeros() & 7;
-    (hit, (w7 >> (8 * s)) & 0xff & 0u64.wrapping_sub(hit as u64))
 }
 
 /// What a key looks like in a table: its buckets, tag and key word.
@@ -280,20 +271,26 @@ impl Params {
             let vm = self.vmask() & 0u64.wrapping_sub((hits != 0) as u64);
             (hits != 0, (bk.w[s].load(Relaxed) >> (8 * self.kl)) & vm)
         } else {
-            for (s, x) in bk.w[..7].iter().enumerate() {
-                hits |= ((x.load(Relaxed) == kw) as u32) << s;
-            }
-            let w7 = bk.w[7].load(Relaxed);
-            hits &= (w7 >> 56) as u32;
-            let s = hits.trailing_zeros() as usize & 7;
-            let o = self.keyed_val_off(s);
-            let (j, sh) = (o / 8, (o % 8) * 8);
-            let mut v = bk.w[j & 7].load(Relaxed) >> sh;
-            if sh + 8 * self.vb as usize > 64 {
-                v |= bk.w[(j + 1) & 7].load(Relaxed) << (64 - sh);
-            }
-            (hits != 0, v & self.vmask() & 0u64.wrapping_sub((hits != 0) as u64))
+            self.keyed_hit(bk, simd::eq_mask_portable(bk, kw))
         }
+    }
+
+    /// The answer of a keyed bucket whose key-word equality mask is `eq`
+    /// (bit `s` set when word `s` equals the key; [`simd::eq_masks`]):
+    /// occupancy masks out empty slots and the value and occupancy words.
+    /// (hit, value, 0 on a miss).
+    #[inline(always)]
+    pub fn keyed_hit(&self, bk: &Bucket, eq: u32) -> (bool, u64) {
+        let w7 = bk.w[7].load(Relaxed);
+        let hits = eq & (w7 >> 56) as u32 & 0x7f;
+        let s = hits.trailing_zeros() as usize & 7;
+        let o = self.keyed_val_off(s);
+        let (j, sh) = (o / 8, (o % 8) * 8);
+        let mut v = bk.w[j & 7].load(Relaxed) >> sh;
+        if sh + 8 * self.vb as usize > 64 {
+            v |= bk.w[(j + 1) & 7].load(Relaxed) << (64 - sh);
+        }
+        (hits != 0, v & self.vmask() & 0u64.wrapping_sub((hits != 0) as u64))
     }
 
     /// False for the one entry a packed bucket cannot hold (all-zero key
@@ -434,10 +431,13 @@ pub(crate) struct Table {
     smask: usize,
     /// `fasthash::flip(p.seed)`, for the fixed-width lookups.
     flip: u64,
-    /// The keyed layout with 7 slots of 8-byte keys and 1-byte values (the
-    /// layout of 8-byte keys with values of up to 8 bits): its values and
-    /// occupancy byte all sit in the bucket's last word, at constant offsets.
-    keyed7: bool,
+    /// `Some(isa)` for the keyed layout with 7 slots of 8-byte keys and
+    /// 1-byte values (the layout of 8-byte keys with values of up to 8
+    /// bits): its values and occupancy byte all sit in the bucket's last
+    /// word, at constant offsets ([`simd::keyed7`]).
+    keyed7: Option<Isa>,
+    /// Key compares of the fixed-width lookups ([`simd`]), detected once.
+    isa: Isa,
 }
 
 impl std::fmt::Debug for Table {
@@ -460,7 +460,6 @@ impl Table {
     pub fn new(p: Params, arena_cap: usize) -> Self {
         let nb = p.nb as usize;
         let buckets = zeroed_buckets(nb);
-        crate::mem::advise_hugepages(&buckets);
         let vals = if p.separate { crate::bits::zeroed_atomics(p.slots() + STASH) } else { Box::new([]) };
         let lock = StripedSeqLock::new(nb.next_power_of_two().clamp(64, MAX_STRIPES));
         let smask = lock.stripes() - 1;
@@ -477,7 +476,8 @@ impl Table {
             lock,
             smask,
             flip: super::fasthash::flip(p.seed),
-            keyed7: p.kl == 8 && !p.packed && p.sb == 7 && p.vb == 1,
+            keyed7: (p.kl == 8 && !p.packed && p.sb == 7 && p.vb == 1).then(Isa::detect),
+            isa: Isa::detect(),
         }
     }
 
@@ -678,8 +678,12 @@ impl Table {
         prefetch(bk2 as *const Bucket);
         let l = self.lock.view();
         let (v1, v2) = (l.peek(b1), l.peek(b2));
-        let ((h1, x1), (h2, x2)) = if self.keyed7 {
-            (match_keyed7(bk1, kw), match_keyed7(bk2, kw))
+        let ((h1, x1), (h2, x2)) = if self.keyed7.is_some() {
+            let (hits, x) = simd::keyed7(self.isa, bk1, bk2, kw);
+            ((hits != 0, x & 0u64.wrapping_sub((hits != 0) as u64)), (false, 0))
+        } else if !self.p.packed {
+            let (e1, e2) = simd::eq_masks(self.isa, bk1, bk2, kw);
+            (self.p.keyed_hit(bk1, e1), self.p.keyed_hit(bk2, e2))
         } else {
             (self.p.match_bucket(bk1, kw), self.p.match_bucket(bk2, kw))
         };
@@ -699,18 +703,34 @@ impl Table {
         self.get_probe(&pr, &[])
     }
 
+    /// This table's lookups with the key compares of `isa` (one
+    /// `Isa::available` on this CPU), for tests comparing the paths.
+    #[cfg(test)]
+    pub(crate) fn force_isa(&mut self, isa: Isa) {
+        self.isa = isa;
+        self.keyed7 = self.keyed7.map(|_| isa);
+    }
+
     /// Exact lookup.
     #[inline]
     pub fn get(&self, key: &[u8]) -> Option<u64> {
-        if self.keyed7 && key.len() == 8 {
-            return self.get_keyed7(pack(key));
+        if key.len() == 8 {
+            if self.keyed7 == Some(Isa::Avx512) {
+                return self.get_keyed7(Isa::Avx512, pack(key));
+            } else if self.keyed7 == Some(Isa::Avx2) {
+                return self.get_keyed7(Isa::Avx2, pack(key));
+            }
         }
         self.get_other(key)
     }
 
-    /// [`Self::get`] for every layout but `keyed7`'s 8-byte keys.
+    /// [`Self::get`] for every layout but `keyed7`'s 8-byte keys on a SIMD
+    /// CPU.
     #[inline(never)]
     fn get_other(&self, key: &[u8]) -> Option<u64> {
+        if let (Some(isa), 8) = (self.keyed7, key.len()) {
+            return self.get_keyed7(isa, pack(key));
+        }
         if self.p.kl != 0 {
             if key.len() != self.p.kl as usize {
                 return None;
@@ -729,17 +749,25 @@ impl Table {
 
     /// Exact lookup of an 8-byte key given as an integer (its little-endian
     /// bytes), hashed from the integer directly.
-    #[inline]
+    #[inline(always)]
     pub fn get_u64(&self, key: u64) -> Option<u64> {
-        if self.keyed7 {
-            return self.get_keyed7(key);
+        // One compare on an AVX-512 CPU; the portable path and the other
+        // layouts out of line.
+        if self.keyed7 == Some(Isa::Avx512) {
+            self.get_keyed7(Isa::Avx512, key)
+        } else if self.keyed7 == Some(Isa::Avx2) {
+            self.get_keyed7(Isa::Avx2, key)
+        } else {
+            self.get_u64_other(key)
         }
-        self.get_u64_other(key)
     }
 
-    /// [`Self::get_u64`] for every layout but `keyed7`.
+    /// [`Self::get_u64`] for every layout but `keyed7` on a SIMD CPU.
     #[inline(never)]
     fn get_u64_other(&self, key: u64) -> Option<u64> {
+        if let Some(isa) = self.keyed7 {
+            return self.get_keyed7(isa, key);
+        }
         if self.p.kl == 8 {
             return self.get_fixed(key, hash_packed(key, 8, self.flip));
         }
@@ -750,10 +778,11 @@ impl Table {
     }
 
     /// [`Self::get_fixed`] of an 8-byte key in the `keyed7` layout, with
-    /// the layout's constants in the code.
+    /// the layout's constants in the code and both buckets searched by
+    /// [`simd::keyed7`] with `isa` (the table's `keyed7` instruction set).
     #[inline(always)]
-    fn get_keyed7(&self, kw: u64) -> Option<u64> {
-        debug_assert!(self.keyed7);
+    fn get_keyed7(&self, isa: Isa, kw: u64) -> Option<u64> {
+        debug_assert_eq!(self.keyed7, Some(isa));
         let (b1, b2) = self.p.buckets_of(hash_packed(kw, 8, self.flip));
         debug_assert!(b1 < self.buckets.len() && b2 < self.buckets.len());
         // SAFETY: as in `get_fixed`: `buckets_of` gives indices below
@@ -761,11 +790,16 @@ impl Table {
         let (bk1, bk2) = unsafe { (self.buckets.get_unchecked(b1), self.buckets.get_unchecked(b2)) };
         let l = self.lock.view();
         let (v1, v2) = (l.peek(b1), l.peek(b2));
-        let (h1, x1) = match_keyed7(bk1, kw);
-        let (h2, x2) = match_keyed7(bk2, kw);
+        let (hits, x) = simd::keyed7(isa, bk1, bk2, kw);
         let stash = self.stash_n.load(Relaxed);
-        if l.still(b1, v1) & l.still(b2, v2) & (h1 | h2 | (stash == 0)) {
-            return (h1 | h2).then_some(x1 | x2);
+        // Seqlock validation with one branch: the data loads above, an
+        // acquire fence, the versions again (`Stripes::still` for both
+        // stripes, folded); a miss also goes the long way when the stash
+        // holds keys.
+        fence(Acquire);
+        let moved = (l.peek(b1) ^ v1) | (l.peek(b2) ^ v2) | ((v1 | v2) & 1);
+        if moved | (stash & 0u64.wrapping_sub((hits == 0) as u64)) == 0 {
+            return (hits != 0).then_some(x);
         }
         self.get_fixed_retry(kw, b1, b2)
     }
@@ -794,7 +828,8 @@ impl Table {
         None
     }
 
-    /// Batched lookup with two-round prefetching (CuckooSwitch Algorithm 3):
+    /// Batched lookup. A `keyed7` round whose keys all have 8 bytes takes
+    /// `batch_keyed7`. Otherwise two-round prefetching (CuckooSwitch Algorithm 3):
     /// hash every key of a round of up to 16 and prefetch its first bucket;
     /// snapshot versions and search the first buckets, prefetching the second
     /// bucket only for misses; search those; validate each key's versions
@@ -803,6 +838,66 @@ impl Table {
     /// separate value array — those are prefetched for the whole round and
     /// read in a third pass, so they overlap as well.
     pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        let Some(isa) = self.keyed7 else {
+            return self.get_batch_general(keys, out);
+        };
+        let n = keys.len().min(out.len());
+        for (ks, os) in keys[..n].chunks(BATCH).zip(out[..n].chunks_mut(BATCH)) {
+            if ks.iter().all(|k| k.len() == 8) {
+                match isa {
+                    Isa::Avx512 => self.batch_keyed7(Isa::Avx512, ks, os),
+                    Isa::Avx2 => self.batch_keyed7(Isa::Avx2, ks, os),
+                    Isa::Portable => self.batch_keyed7(Isa::Portable, ks, os),
+                }
+            } else {
+                self.get_batch_general(ks, os);
+            }
+        }
+    }
+
+    /// A batch round (at most `BATCH` keys, all 8 bytes) of the `keyed7`
+    /// layout: hash every key and prefetch both its buckets (one
+    /// [`simd::keyed7`] search covers both, so the second bucket is not
+    /// worth a round of its own), then search and validate each key as
+    /// [`Self::get_keyed7`] does; a moved version or a miss with keys in the
+    /// stash takes the general path for that key.
+    #[inline(always)]
+    fn batch_keyed7(&self, isa: Isa, ks: &[&[u8]], os: &mut [Option<u64>]) {
+        let mut at = [(0usize, 0usize, 0u64); BATCH];
+        for (i, k) in ks.iter().enumerate().take(BATCH) {
+            // Every key has 8 bytes (the caller checked): a plain load, not
+            // `pack`'s variable-length copy.
+            let kw = k.first_chunk::<8>().map_or(0, |c| u64::from_le_bytes(*c));
+            let (b1, b2) = self.p.buckets_of(hash_packed(kw, 8, self.flip));
+            debug_assert!(b1 < self.buckets.len() && b2 < self.buckets.len());
+            // SAFETY: `buckets_of` gives indices below `p.nb`, the number
+            // of buckets `Table::new` allocated (see `get_fixed`).
+            let (bk1, bk2) = unsafe { (self.buckets.get_unchecked(b1), self.buckets.get_unchecked(b2)) };
+            prefetch(bk1 as *const Bucket);
+            prefetch(bk2 as *const Bucket);
+            at[i] = (b1, b2, kw);
+        }
+        let l = self.lock.view();
+        for (i, o) in os.iter_mut().enumerate().take(ks.len().min(BATCH)) {
+            let (b1, b2, kw) = at[i];
+            // SAFETY: as above.
+            let (bk1, bk2) = unsafe { (self.buckets.get_unchecked(b1), self.buckets.get_unchecked(b2)) };
+            let (v1, v2) = (l.peek(b1), l.peek(b2));
+            let (hits, x) = simd::keyed7(isa, bk1, bk2, kw);
+            let stash = self.stash_n.load(Relaxed);
+            fence(Acquire);
+            let moved = (l.peek(b1) ^ v1) | (l.peek(b2) ^ v2) | ((v1 | v2) & 1);
+            *o = if moved | (stash & 0u64.wrapping_sub((hits == 0) as u64)) == 0 {
+                (hits != 0).then_some(x)
+            } else {
+                self.get_fixed_retry(kw, b1, b2)
+            };
+        }
+    }
+
+    /// [`Self::get_batch`] for every layout (and for rounds with keys of
+    /// other lengths in `keyed7`).
+    fn get_batch_general(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
         const DONE: u8 = 0;
         const SECOND: u8 = 1;
         const CAND: u8 = 2;
@@ -1425,6 +1520,88 @@ mod tests {
             let k = format!("key number {i}");
             let _ = t.get(k.as_bytes());
             let _ = t.get(&i.to_le_bytes());
+        }
+    }
+
+    /// The SIMD key compares answer as the portable path does, in every
+    /// fixed-width layout (packed with and without a spare bit, keyed with
+    /// 4 to 7 slots, `keyed7`) and the wide one: `get`, `get_u64` and the
+    /// batch for every resident key (also the ones in the stash) and for
+    /// absent keys, on a table filled to its first failed insert.
+    #[test]
+    fn every_isa_answers_like_the_portable_path_in_every_layout() {
+        let isas = crate::cuckoo::simd::Isa::available();
+        let layouts = [
+            (8, 8),
+            (8, 1),
+            (8, 16),
+            (8, 24),
+            (8, 48),
+            (7, 8),
+            (6, 16),
+            (6, 8),
+            (5, 40),
+            (4, 8),
+            (4, 32),
+            (2, 8),
+            (0, 8),
+        ];
+        for (li, (kl, bits)) in layouts.into_iter().enumerate() {
+            let p = Params::new(bits, &Options { seed: 0x5eed_0000 + li as u64, ..Options::default() }, 64).unwrap();
+            let p = p.relayout(kl, 64);
+            let t = Table::new(p, 4096);
+            let (mut st, mut sink) = (WriteStats::default(), Sink::default());
+            let mut keys: Vec<(Vec<u8>, u64)> = Vec::new();
+            let width = if kl == 0 { 8 } else { kl as usize };
+            for i in 0u64..100_000 {
+                let v = crate::hash::mix64(i ^ 0x77) & crate::mask(bits);
+                let k = if i == 0 { vec![0; width] } else { crate::hash::mix64(i).to_le_bytes()[..width].to_vec() };
+                let pr = t.p.probe(&k);
+                if t.find_writer(&pr, &k).is_some() {
+                    continue;
+                }
+                if !t.insert_absent(&pr, pr.kw, v, &mut sink, &mut st).unwrap() {
+                    break;
+                }
+                keys.push((k, v));
+            }
+            assert!(t.len() > p.slots() * 9 / 10, "layout {kl}/{bits}: {} of {} slots", t.len(), p.slots());
+            let absent: Vec<Vec<u8>> =
+                (0..2000u64).map(|i| crate::hash::mix64(i ^ 1 << 50).to_le_bytes()[..width].to_vec()).collect();
+            let mut portable = t.clone_table();
+            portable.force_isa(crate::cuckoo::simd::Isa::Portable);
+            for &isa in &isas {
+                let mut u = t.clone_table();
+                u.force_isa(isa);
+                for (k, v) in &keys {
+                    assert_eq!(portable.get(k), Some(*v), "layout {kl}/{bits}");
+                    assert_eq!(u.get(k), Some(*v), "layout {kl}/{bits} {isa:?}");
+                    if k.len() == 8 {
+                        let w = u64::from_le_bytes(k[..].try_into().unwrap());
+                        assert_eq!(u.get_u64(w), Some(*v), "layout {kl}/{bits} {isa:?} get_u64");
+                    }
+                }
+                for k in &absent {
+                    let want = keys.iter().find(|(kk, _)| kk == k).map(|(_, v)| *v);
+                    assert_eq!(portable.get(k), want);
+                    assert_eq!(u.get(k), want, "layout {kl}/{bits} {isa:?} absent key");
+                    if k.len() == 8 {
+                        let w = u64::from_le_bytes(k[..].try_into().unwrap());
+                        assert_eq!(u.get_u64(w), want, "layout {kl}/{bits} {isa:?} absent get_u64");
+                    }
+                }
+                let ks: Vec<&[u8]> = keys.iter().map(|(k, _)| &k[..]).chain(absent.iter().map(|k| &k[..])).collect();
+                let mut out = vec![None; ks.len()];
+                u.get_batch(&ks, &mut out);
+                for (i, k) in ks.iter().enumerate() {
+                    assert_eq!(out[i], portable.get(k), "layout {kl}/{bits} {isa:?} batch");
+                }
+                // A round with a key of another length takes the general path.
+                let odd = [&keys[0].0[..], &keys[1].0[..width - 1], &keys[2].0[..], &[1u8; 9][..]];
+                let mut out = [Some(u64::MAX); 4];
+                u.get_batch(&odd, &mut out);
+                assert_eq!(out, odd.map(|k| portable.get(k)), "layout {kl}/{bits} {isa:?} mixed lengths");
+            }
         }
     }
 }

@@ -41,6 +41,9 @@ pub(crate) struct Inner {
     flip8: u64,
     /// Record layout constants for [`Inner::eval`].
     dec: Decode,
+    /// The records are word-aligned with l = 8 (`Records::Words`, `k = 1`)
+    /// and this CPU runs AVX2: single lookups take [`Inner::read_once8`].
+    simd8: bool,
 }
 
 /// Record layout constants, derived once from [`Params`].
@@ -96,15 +99,18 @@ impl Inner {
             (0..p.buckets().min(img.choices.len())).for_each(|i| c.set(i, img.choices.get(i)));
             c
         };
+        let rec = Records::from_packed(&p, img.rec);
+        let simd8 = matches!(rec, Records::Words { k: 1, .. }) && avx2_detected();
         Self {
             p,
             choices,
-            rec: Records::from_packed(&p, img.rec),
+            rec,
             fallback: Published::new(img.fallback),
             lock,
             smask,
             flip8: crate::hash::short_flip(img.p.seed),
             dec: Decode::new(&img.p),
+            simd8,
         }
     }
 
@@ -237,6 +243,48 @@ impl Inner {
     /// [`Self::read_retry`], so consecutive lookups overlap their misses.
     #[inline(always)]
     fn read_once(&self, key: &[u8], h: u64) -> Option<u64> {
+        if self.simd8 {
+            if let Records::Words { words, .. } = &self.rec {
+                return self.read_once8(words, key, h);
+            }
+        }
+        self.read_once_other(key, h)
+    }
+
+    /// [`Self::read_once`] for word-aligned l = 8 records on an AVX2 CPU:
+    /// the same steps with the layout's constants (three words per group)
+    /// and the record evaluated by [`eval8_avx2`].
+    #[inline(always)]
+    fn read_once8(&self, words: &[AtomicU64], key: &[u8], h: u64) -> Option<u64> {
+        let kh = self.p.key_hash(h);
+        let s = self.stripe(kh.bucket);
+        let st = self.lock.view();
+        let ver = st.peek(s);
+        let base = (kh.bucket / BUCKETS_PER_BLOCK) * GROUPS_PER_BLOCK;
+        let cand = &super::CANDIDATES[kh.bucket % BUCKETS_PER_BLOCK];
+        // The four candidate records before the choice (see `read_once_other`).
+        for &c in cand {
+            prefetch(words.as_ptr().wrapping_add((base + c as usize) * 3));
+        }
+        let g = base + cand[(self.choice(kh.bucket) & 3) as usize] as usize;
+        debug_assert_eq!(g, self.p.group(kh.bucket, self.choice(kh.bucket)));
+        debug_assert!(3 * g + 3 <= words.len());
+        // SAFETY: `g < p.groups()` (block `< blocks` times 64 plus a
+        // candidate `< 64`), and `Records::Words` with `k = 1` holds exactly
+        // `p.groups() · 3` words, so words `3g .. 3g + 3` exist.
+        let w0 = unsafe { words.get_unchecked(3 * g) }.load(Ordering::Relaxed);
+        // SAFETY: as above, the three words from `3g` are in bounds; `simd8`
+        // is set only where AVX2 was detected.
+        let v = unsafe { eval8_avx2(words.as_ptr().add(3 * g), kh.g1, kh.g2) };
+        if (w0 & 0xffff != self.dec.marker) & st.still(s, ver) {
+            return Some(v);
+        }
+        self.read_retry(key, h)
+    }
+
+    /// [`Self::read_once`] for every other shape or CPU, out of line.
+    #[inline(never)]
+    fn read_once_other(&self, key: &[u8], h: u64) -> Option<u64> {
         let kh = self.p.key_hash(h);
         let s = self.stripe(kh.bucket);
         let st = self.lock.view();
@@ -281,6 +329,84 @@ impl Inner {
             }
         }
     }
+}
+
+/// True when this CPU runs AVX2 (std caches the CPUID query).
+fn avx2_detected() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// The 8 value bits of a word-aligned l = 8, y = 8 record (`Records::Words`
+/// with `k = 1`) at `rec` for the key hashes `g1`, `g2`: what
+/// `Inner::eval_words(_, 1, 29, ..)` computes, with AVX2 on all 8 bits at
+/// once. Lane `b` takes index `b` (16 bits at bit `16 · (b % 4)` of word
+/// `b / 4`) and array `b` (byte `b` of word 2), computes the array position
+/// `(g1 + index · g2) mod 2^32 >> 29`, shifts the array right by it and the
+/// selected bit into the lane's sign; `vmovmskps` gathers the 8 signs, lane
+/// `b` into value bit `b`.
+///
+/// Why `asm!`: the records are written concurrently by deltas through
+/// `AtomicU64` stores (under the block seqlock), and plain SIMD loads of
+/// them would be a data race in Rust's memory model. The block's loads are
+/// the hardware's, equivalent to relaxed atomic loads of the bytes read (the
+/// `atomic-memcpy` pattern); a record read while a writer changes it may mix
+/// old and new bytes, and the caller's seqlock validation discards that
+/// answer, as it does for the portable form's three atomic loads.
+///
+/// # Safety
+///
+/// The CPU runs AVX2, and `rec` points to three readable `AtomicU64` words
+/// (24 bytes) that stay allocated for the call.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn eval8_avx2(rec: *const AtomicU64, g1: u32, g2: u32) -> u64 {
+    let v: u32;
+    // SAFETY: the caller guarantees AVX2 and that the 24 bytes at `rec` are
+    // live words; the block only reads them (16 bytes at `rec`, 8 at
+    // `rec + 16`, no alignment required by either instruction), writes only
+    // `v` and the declared-clobbered `xmm0`/`xmm1` (whose upper halves this
+    // crate's non-AVX code never holds values in; the closing `vzeroupper`
+    // clears every ymm upper half, so the SSE code that follows pays no
+    // transition penalty), uses no stack and leaves the flags alone.
+    unsafe {
+        std::arch::asm!(
+            "vmovd xmm0, {g2:e}",
+            "vpbroadcastd ymm0, xmm0",
+            "vpmovzxwd ymm1, xmmword ptr [{p}]",
+            "vpmulld ymm1, ymm1, ymm0",
+            "vmovd xmm0, {g1:e}",
+            "vpbroadcastd ymm0, xmm0",
+            "vpaddd ymm1, ymm1, ymm0",
+            "vpsrld ymm1, ymm1, 29",
+            "vpmovzxbd ymm0, qword ptr [{p} + 16]",
+            "vpsrlvd ymm0, ymm0, ymm1",
+            "vpslld ymm0, ymm0, 31",
+            "vmovmskps {v:e}, ymm0",
+            "vzeroupper",
+            p = in(reg) rec,
+            g1 = in(reg) g1,
+            g2 = in(reg) g2,
+            v = lateout(reg) v,
+            out("xmm0") _,
+            out("xmm1") _,
+            options(nostack, preserves_flags, readonly),
+        );
+    }
+    v as u64
+}
+
+/// Never called: `simd8` is false off x86-64.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+unsafe fn eval8_avx2(_rec: *const AtomicU64, _g1: u32, _g2: u32) -> u64 {
+    unreachable!("AVX2 is only detected on x86-64")
 }
 
 /// A per-thread read handle ([`crate::LookupTable::reader`]): the same
@@ -526,14 +652,14 @@ impl Inner {
 }
 
 impl Inner {
-    #[inline]
+    #[inline(always)]
     pub(crate) fn get(&self, key: &[u8]) -> Option<u64> {
         self.read_once(key, hash64(key, self.p.seed))
     }
 
     /// `get(&u64_key(key))`: the same hash bit for bit
     /// ([`crate::hash::hash_u64`]), with the seed's constant precomputed.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn get_u64(&self, key: u64) -> Option<u64> {
         let h = crate::hash::hash_word_flipped(key.rotate_left(32), 8, self.flip8);
         self.read_once(&key.to_le_bytes(), h)
@@ -584,6 +710,78 @@ impl Inner {
                 };
                 os[i] = r;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The AVX2 evaluation of an l = 8 record equals the per-bit
+    /// definition (§4.1: bit `b` is bit `pos(index_b)` of array `b`) for
+    /// random records and key hashes, including indices and multipliers at
+    /// the extremes.
+    #[test]
+    fn avx2_record_evaluation_equals_the_definition() {
+        if !avx2_detected() {
+            eprintln!("no AVX2 on this CPU: only the portable evaluation runs here");
+            return;
+        }
+        let mut x = 0x0123_4567_89ab_cdefu64;
+        let mut next = || {
+            x = crate::hash::mix64(x);
+            x
+        };
+        for round in 0..200_000u32 {
+            let mut w = [next(), next(), next()];
+            if round % 7 == 0 {
+                w[0] |= 0xffff_0000_ffff_0000;
+            }
+            let (g1, g2) = match round % 5 {
+                0 => (u32::MAX, u32::MAX),
+                1 => (0, next() as u32),
+                _ => (next() as u32, (next() >> 32) as u32),
+            };
+            let want = (0..8u32).fold(0u64, |v, b| {
+                let idx = ((w[(b / 4) as usize] >> (16 * (b % 4))) & 0xffff) as u32;
+                let arr = (w[2] >> (8 * b)) & 0xff;
+                let pos = g1.wrapping_add(idx.wrapping_mul(g2)) >> 29;
+                v | ((arr >> pos) & 1) << b
+            });
+            let words: Vec<AtomicU64> = w.iter().map(|&v| AtomicU64::new(v)).collect();
+            // SAFETY: AVX2 was detected; `words` holds three live words.
+            let got = unsafe { eval8_avx2(words.as_ptr(), g1, g2) };
+            assert_eq!(got, want, "record {w:x?} g1 {g1:#x} g2 {g2:#x}");
+        }
+    }
+
+    /// A lookup form on the AVX2 path answers every present and absent key
+    /// as the same snapshot on the portable path does (l = 8, the
+    /// word-aligned records), through `get` and `get_u64`.
+    #[test]
+    fn simd8_path_answers_like_the_portable_path() {
+        use crate::{ControlTable, LookupTable};
+        let items: Vec<([u8; 8], u64)> =
+            (0..20_000u64).map(|i| (crate::hash::mix64(i).to_le_bytes(), crate::hash::mix64(i ^ 9) & 0xff)).collect();
+        let ctl = crate::setsep::Control::from_items(items.iter().map(|(k, v)| (*k, *v)), 8).unwrap();
+        let lk = ctl.export();
+        let inner = lk.raw.load_full();
+        let fast = Inner::new(SetSep::image(&inner));
+        let mut slow = Inner::new(SetSep::image(&inner));
+        slow.simd8 = false;
+        assert_eq!(fast.simd8, avx2_detected(), "l = 8 records are word-aligned");
+        for (k, v) in &items {
+            let w = u64::from_le_bytes(*k);
+            assert_eq!(slow.get(k), Some(*v));
+            assert_eq!(fast.get(k), Some(*v));
+            assert_eq!(fast.get_u64(w), Some(*v));
+            assert_eq!(lk.get_u64(w), Some(*v));
+        }
+        for i in 0..20_000u64 {
+            let w = crate::hash::mix64(i ^ 1 << 45);
+            assert_eq!(fast.get_u64(w), slow.get_u64(w), "absent key {w:#x}");
+            assert_eq!(fast.get(&w.to_le_bytes()), slow.get(&w.to_le_bytes()));
         }
     }
 }
