@@ -53,6 +53,36 @@ def callgrind(binary, keys, structure, updates):
     return (counts[1] - counts[0]) / (2 * (updates - 1)), counts[0]
 
 
+def summarize(rows, f):
+    """Per (structure, keys, what): before/after medians and ranges of the CPU figure."""
+    summary = {}
+    for r in rows:
+        summary.setdefault((r["structure"], r["keys"], r["what"]), {"before": [], "after": []})[r["binary"]].append(
+            r["cpu"]
+        )
+    loads = [r["load1"] for r in rows]
+    for (s, k, w), v in summary.items():
+        if not v["before"] or not v["after"]:
+            continue
+        mb, ma = statistics.median(v["before"]), statistics.median(v["after"])
+        row = {
+            "summary": "cpu",
+            "structure": s,
+            "keys": k,
+            "what": w,
+            "before_median": round(mb, 2),
+            "before_range": [round(min(v["before"]), 2), round(max(v["before"]), 2)],
+            "after_median": round(ma, 2),
+            "after_range": [round(min(v["after"]), 2), round(max(v["after"]), 2)],
+            "ratio": round(ma / mb, 4) if mb else None,
+            "within_3pct": bool(mb) and ma <= 1.03 * mb,
+            "rounds": min(len(v["after"]), len(v["before"])),
+            "load1_range": [min(loads), max(loads)],
+        }
+        f.write(json.dumps(row) + "\n")
+        print(json.dumps(row))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", required=True)
@@ -63,7 +93,16 @@ def main():
     ap.add_argument("--updates", type=int, default=20_000, help="updates timed per run (SetSep: 2000)")
     ap.add_argument("--callgrind", action="store_true", help="also count instructions per update at 64K keys")
     ap.add_argument("--out", required=True)
+    ap.add_argument(
+        "--summarize",
+        help="only summarise the measured rows of this JSONL file (e.g. of a run stopped early) into --out",
+    )
     a = ap.parse_args()
+    if a.summarize:
+        rows = [r for r in map(json.loads, open(a.summarize)) if "binary" in r]
+        with open(a.out, "a") as f:
+            summarize(rows, f)
+        return
     structures = a.structures.split(",")
     bins = {"before": a.before, "after": a.after}
     rows = []
@@ -80,32 +119,7 @@ def main():
                         f.write(json.dumps(r) + "\n")
                     f.flush()
                     print(f"round {rnd} {s} {b} {time.time() - t0:.1f}s load {load:.2f}", file=sys.stderr)
-        summary = {}
-        for r in rows:
-            summary.setdefault((r["structure"], r["keys"], r["what"]), {"before": [], "after": []})[r["binary"]].append(
-                r["cpu"]
-            )
-        loads = [r["load1"] for r in rows]
-        for (s, k, w), v in summary.items():
-            if not v["before"] or not v["after"]:
-                continue
-            mb, ma = statistics.median(v["before"]), statistics.median(v["after"])
-            row = {
-                "summary": "cpu",
-                "structure": s,
-                "keys": k,
-                "what": w,
-                "before_median": round(mb, 2),
-                "before_range": [round(min(v["before"]), 2), round(max(v["before"]), 2)],
-                "after_median": round(ma, 2),
-                "after_range": [round(min(v["after"]), 2), round(max(v["after"]), 2)],
-                "ratio": round(ma / mb, 4) if mb else None,
-                "within_3pct": bool(mb) and ma <= 1.03 * mb,
-                "rounds": len(v["after"]),
-                "load1_range": [min(loads), max(loads)],
-            }
-            f.write(json.dumps(row) + "\n")
-            print(json.dumps(row))
+        summarize(rows, f)
         if a.callgrind:
             for s in structures:
                 ib, fb = callgrind(a.before, 65536, s, 16385)
