@@ -234,13 +234,42 @@ pub(crate) struct RawLookup<S: Scheme> {
     table: Lineage,
     cur: Published<S::Inner>,
     seq: AtomicU64,
-    writer: Mutex<()>,
+    /// The writer lock, holding the writer's own reference to the current
+    /// snapshot with the generation it was loaded at: `apply` clones it
+    /// (one reference-count increment) instead of an arc-swap load, and
+    /// reloads it only after a replacement.
+    writer: Mutex<WriterSnapshot<S::Inner>>,
+}
+
+/// The writer's reference to the published snapshot (see `RawLookup::writer`).
+#[derive(Debug)]
+struct WriterSnapshot<T> {
+    generation: u64,
+    cur: Arc<T>,
+}
+
+impl<T> WriterSnapshot<T> {
+    fn new(p: &Published<T>) -> Self {
+        // Generation first, as in `Cached::new`.
+        let generation = p.generation();
+        WriterSnapshot { generation, cur: p.load_full() }
+    }
+
+    /// Follows a replacement (only writers replace, and they hold the lock).
+    #[inline]
+    fn refresh(&mut self, p: &Published<T>) {
+        if p.generation() != self.generation {
+            *self = Self::new(p);
+        }
+    }
 }
 
 impl<S: Scheme> RawLookup<S> {
     /// A lookup form at sequence number `seq` of lineage `table`.
     pub fn new(inner: S::Inner, table: Lineage, seq: u64) -> Self {
-        Self { table, cur: Published::new(inner), seq: AtomicU64::new(seq), writer: Mutex::new(()) }
+        let cur = Published::new(inner);
+        let writer = Mutex::new(WriterSnapshot::new(&cur));
+        Self { table, cur, seq: AtomicU64::new(seq), writer }
     }
 
     /// From an image (a control form's export).
@@ -304,12 +333,17 @@ impl<S: Scheme> RawLookup<S> {
     /// Applies a delta: lineage and sequence checks, then the patch or the
     /// replacement, then the new sequence number; one writer at a time.
     pub fn apply(&self, d: &RawDelta<S>) -> Result<()> {
-        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         lineage::check_next(self.table, self.seq.load(Ordering::Relaxed), d.table, d.seq)?;
-        let c = self.cur.load_full();
+        w.refresh(&self.cur);
+        let c = w.cur.clone();
         match &d.change {
             Change::Patch(p) => {
-                if let Err((e, torn)) = S::apply_patch_torn(&self.cur, c, p) {
+                let r = S::apply_patch_torn(&self.cur, c, p);
+                // A patch may publish a new snapshot (a rebuild inside it):
+                // drop the old one now rather than at the next delta.
+                w.refresh(&self.cur);
+                if let Err((e, torn)) = r {
                     if torn {
                         // Half applied: refuse every later delta (see `apply_patch_torn`).
                         self.seq.store(u64::MAX, Ordering::Release);
@@ -319,8 +353,10 @@ impl<S: Scheme> RawLookup<S> {
             }
             Change::Replace(img) => {
                 S::check_replace(&c, img)?;
+                drop(c);
                 let inner = S::build((**img).clone()).map_err(|e| Error::DeltaMismatch(e.to_string()))?;
                 self.cur.replace(inner);
+                w.refresh(&self.cur);
             }
         }
         self.seq.store(d.seq, Ordering::Release);

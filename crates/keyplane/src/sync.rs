@@ -207,6 +207,12 @@ impl<T> Published<T> {
     pub fn load_full(&self) -> Arc<T> {
         self.cur.load_full()
     }
+    /// Number of replacements so far (acquire: a snapshot loaded after it
+    /// is at least that new).
+    #[inline]
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
     /// Replaces the structure; readers holding the old one finish on it.
     pub fn replace(&self, t: T) {
         self.cur.store(Arc::new(t));

@@ -9,7 +9,8 @@ use keyplane::key::u64_key;
 use keyplane::{ControlTable, LookupTable, ReadHandle, Wire, cuckoo, ludo, othello, setsep};
 use proptest::prelude::*;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+
+mod support;
 
 /// `get_u64(x) == get(&u64_key(x))` through `&self`, a reader, and a lookup
 /// form decoded from the table's bytes.
@@ -118,26 +119,17 @@ where
 {
     let table = Arc::new(ctl.export());
     let keys: Arc<Vec<u64>> = Arc::new(keys.to_vec());
-    let stop = Arc::new(AtomicBool::new(false));
-    let readers: Vec<_> = (0..2)
-        .map(|r| {
-            let (table, keys, stop) = (table.clone(), keys.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let rd = table.reader();
-                let mut checked = 0u64;
-                let mut i = r * 7;
-                while !stop.load(Ordering::Relaxed) || checked < 1_000 {
-                    let k = keys[i % keys.len()];
-                    let got = if i % 3 == 0 { table.get_u64(k) } else { rd.get_u64(k) };
-                    let ok = pair(k);
-                    assert!(got == Some(ok[0]) || got == Some(ok[1]), "key {k:#x}: {got:?} is neither {ok:x?}");
-                    checked += 1;
-                    i += 1;
-                }
-                checked
-            })
-        })
-        .collect();
+    let readers =
+        support::Readers::spawn(
+            2,
+            7,
+            &table,
+            &keys,
+            pair,
+            |t: &C::Lookup, rd, k, i| {
+                if i % 3 == 0 { t.get_u64(k) } else { rd.get_u64(k) }
+            },
+        );
     let mut state = vec![0usize; keys.len()];
     for d in 0..deltas {
         let j = keyplane::hash::mix64(d as u64) as usize % keys.len();
@@ -145,8 +137,7 @@ where
         let delta = ctl.insert(&u64_key(keys[j]), pair(keys[j])[state[j]]).unwrap();
         table.apply(&delta).unwrap();
     }
-    stop.store(true, Ordering::Relaxed);
-    let checked = readers.into_iter().map(|h| h.join().unwrap()).sum();
+    let checked = readers.finish();
     // Finally every key reads its last value on every path.
     for (j, &k) in keys.iter().enumerate() {
         assert_eq!(table.get_u64(k), Some(pair(k)[state[j]]));

@@ -10,7 +10,8 @@ use keyplane::key::u64_key;
 use keyplane::lineage::DeltaInfo;
 use keyplane::{ControlTable, LookupTable, ReadHandle, othello};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+
+mod support;
 
 /// The two legal values of key `k` at `vbits` bits (always different).
 fn pair(k: u64, vbits: u32) -> [u64; 2] {
@@ -30,30 +31,13 @@ fn stress(vbits: u32, opts: othello::Options, deltas: usize) -> (u64, usize) {
         othello::Control::from_items_with(keys.iter().map(|&k| (u64_key(k), pair(k, vbits)[0])), vbits, opts).unwrap();
     let table = Arc::new(ctl.export());
     let keys = Arc::new(keys);
-    let stop = Arc::new(AtomicBool::new(false));
-    let readers: Vec<_> = (0..2)
-        .map(|r| {
-            let (table, keys, stop) = (table.clone(), keys.clone(), stop.clone());
-            std::thread::spawn(move || {
-                // Made before any replacement, kept across all of them.
-                let rd = table.reader();
-                let (mut checked, mut i) = (0u64, r * 5);
-                while !stop.load(Ordering::Relaxed) || checked < 1_000 {
-                    let k = keys[i % keys.len()];
-                    let got = match i % 4 {
-                        0 => table.get_u64(k),
-                        1 => rd.get(&u64_key(k)),
-                        _ => rd.get_u64(k),
-                    };
-                    let ok = pair(k, vbits);
-                    assert!(got == Some(ok[0]) || got == Some(ok[1]), "key {k:#x}: {got:?} is neither of {ok:x?}");
-                    checked += 1;
-                    i += 1;
-                }
-                checked
-            })
-        })
-        .collect();
+    // Reader handles made before any replacement, kept across all of them.
+    let legal = move |k| pair(k, vbits);
+    let readers = support::Readers::spawn(2, 5, &table, &keys, legal, |t: &othello::Lookup, rd, k, i| match i % 4 {
+        0 => t.get_u64(k),
+        1 => rd.get(&u64_key(k)),
+        _ => rd.get_u64(k),
+    });
     let mut state = vec![0usize; keys.len()];
     let mut fresh = Vec::new();
     let mut rebuilds = 0;
@@ -70,8 +54,7 @@ fn stress(vbits: u32, opts: othello::Options, deltas: usize) -> (u64, usize) {
         rebuilds += delta.is_rebuild() as usize;
         table.apply(&delta).unwrap();
     }
-    stop.store(true, Ordering::Relaxed);
-    let checked = readers.into_iter().map(|h| h.join().unwrap()).sum();
+    let checked = readers.finish();
     // Finally every key, old and new, reads its last value on every path.
     let rd = table.reader();
     for (j, &k) in keys.iter().enumerate() {

@@ -17,8 +17,9 @@ use std::sync::Arc;
 pub(crate) struct Cuckoo;
 
 impl Cuckoo {
-    fn apply_op(cur: &Published<Table>, op: &Op) -> Result<()> {
-        let t = cur.load_full();
+    /// Applies one operation to `t`, the current table; a rebuild
+    /// publishes its result and makes it `t` for the next operation.
+    fn apply_op(cur: &Published<Table>, t: &mut Arc<Table>, op: &Op) -> Result<()> {
         match op {
             Op::Arena { off, words } => t.apply_arena(*off, words),
             Op::Step(ws) => t.apply_step(ws),
@@ -40,6 +41,7 @@ impl Cuckoo {
                     return Err(Error::DeltaMismatch(format!("rebuild gave {} buckets, the writer had {nb}", n.p.nb)));
                 }
                 cur.replace(n);
+                *t = cur.load_full();
                 Ok(())
             }
         }
@@ -86,9 +88,9 @@ impl Scheme for Cuckoo {
             let e = format!("delta is for seed {:#x}, table has {:#x}", patch.seed, c.p.seed);
             return Err((Error::DeltaMismatch(e), false));
         }
-        drop(c);
+        let mut t = c;
         for (i, op) in patch.ops.iter().enumerate() {
-            Self::apply_op(cur, op).map_err(|e| (e, i > 0))?;
+            Self::apply_op(cur, &mut t, op).map_err(|e| (e, i > 0))?;
         }
         Ok(())
     }

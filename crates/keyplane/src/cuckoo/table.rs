@@ -396,12 +396,17 @@ impl super::path::Graph for PathGraph<'_> {
     }
     fn alt(&mut self, b: usize, s: usize) -> Option<usize> {
         let t = self.t;
-        let (k, m, _) = t.raw(b * t.p.sb as usize + s);
+        let (k, m) = t.bucket_slot(b, s);
         if m == 0 {
             return None;
         }
-        t.key_of(k, m, &mut self.buf);
-        let (b1, b2) = t.p.buckets_of(t.p.hash(&self.buf));
+        let (b1, b2) = if t.p.kl != 0 {
+            let pr = t.probe_fixed(k);
+            (pr.b1, pr.b2)
+        } else {
+            t.key_of(k, m, &mut self.buf);
+            t.p.buckets_of(t.p.hash(&self.buf))
+        };
         Some(if b1 == b { b2 } else { b1 })
     }
     fn free(&self, b: usize) -> Option<usize> {
@@ -536,7 +541,7 @@ impl Table {
         let v = if self.p.separate { self.vals[slot].load(Relaxed) } else { 0 };
         if slot < main {
             let sb = self.p.sb as usize;
-            let (k, m) = self.p.slot_from_words(&self.words(slot / sb), slot % sb);
+            let (k, m) = self.bucket_slot(slot / sb, slot % sb);
             (k, m, v)
         } else {
             let (k, m) = self.stash_pair(slot - main);
@@ -544,7 +549,82 @@ impl Table {
         }
     }
 
+    /// [`Params::slot_from_words`] of slot `s` of bucket `b`, loading only
+    /// the words that slot occupies (its key word; in keyed buckets the
+    /// occupancy word and the value's one or two words).
+    #[inline(always)]
+    fn bucket_slot(&self, b: usize, s: usize) -> (u64, u64) {
+        let p = &self.p;
+        let bk = &self.buckets[b];
+        if p.kl == 0 {
+            return (bk.w[2 * s].load(Relaxed), bk.w[2 * s + 1].load(Relaxed));
+        }
+        let (k, v) = if p.packed {
+            let x = bk.w[s & 7].load(Relaxed);
+            if x == 0 {
+                return (0, 0);
+            }
+            (x & crate::mask(8 * p.kl), (x >> (8 * p.kl)) & p.vmask())
+        } else {
+            let w7 = bk.w[7].load(Relaxed);
+            if (w7 >> 56) >> s & 1 == 0 {
+                return (0, 0);
+            }
+            let o = p.keyed_val_off(s);
+            let (j, sh) = (o / 8, (o % 8) * 8);
+            let word = |i: usize| if i == 7 { w7 } else { bk.w[i & 7].load(Relaxed) };
+            let mut v = word(j) >> sh;
+            if sh + 8 * p.vb as usize > 64 {
+                v |= word(j + 1) << (64 - sh);
+            }
+            (bk.w[s & 7].load(Relaxed), v & p.vmask())
+        };
+        (k, OCC | p.fixed_tag() << 48 | v)
+    }
+
+    /// [`Params::slot_into_words`] of slot `s` of bucket `b` in place: one
+    /// read-modify-write of only the words the slot occupies (the writer,
+    /// under the bucket's stripe). The bucket's bits end up exactly as
+    /// `slot_into_words` would leave them.
+    #[inline(always)]
+    fn store_bucket_slot(&self, b: usize, s: usize, k: u64, m: u64) {
+        let p = &self.p;
+        let bk = &self.buckets[b];
+        if p.kl == 0 {
+            bk.w[2 * s].store(k, Relaxed);
+            bk.w[2 * s + 1].store(m, Relaxed);
+            return;
+        }
+        let v = if m == 0 { 0 } else { m & VAL48 };
+        if p.packed {
+            bk.w[s & 7].store(if m == 0 { 0 } else { p.packed_word(k, v) }, Relaxed);
+            return;
+        }
+        bk.w[s & 7].store(k, Relaxed);
+        let occ = 1u64 << (56 + s);
+        let mut w7 = bk.w[7].load(Relaxed);
+        w7 = if m == 0 { w7 & !occ } else { w7 | occ };
+        let o = p.keyed_val_off(s);
+        let (j, sh) = (o / 8, (o % 8) * 8);
+        let vm = p.vmask();
+        let mut put = |i: usize, clear: u64, set: u64| {
+            if i == 7 {
+                w7 = (w7 & !clear) | set;
+            } else {
+                let x = &bk.w[i & 7];
+                x.store((x.load(Relaxed) & !clear) | set, Relaxed);
+            }
+        };
+        put(j, vm << sh, v << sh);
+        if sh + 8 * p.vb as usize > 64 {
+            let hs = 64 - sh;
+            put(j + 1, vm >> hs, v >> hs);
+        }
+        bk.w[7].store(w7, Relaxed);
+    }
+
     /// Stores a normalised entry into a slot (writer, under the slot's stripe).
+    #[inline]
     fn store(&self, slot: usize, k: u64, m: u64, v: u64) {
         let main = self.p.slots();
         if self.p.separate {
@@ -552,15 +632,7 @@ impl Table {
         }
         if slot < main {
             let sb = self.p.sb as usize;
-            let b = slot / sb;
-            let old = self.words(b);
-            let mut w = old;
-            self.p.slot_into_words(&mut w, slot % sb, k, m);
-            for i in 0..8 {
-                if w[i] != old[i] {
-                    self.buckets[b].w[i].store(w[i], Relaxed);
-                }
-            }
+            self.store_bucket_slot(slot / sb, slot % sb, k, m);
         } else {
             let (kk, mm) = self.stash_pair(slot - main);
             kk.store(k, Relaxed);
@@ -632,7 +704,39 @@ impl Table {
 
     /// Writer-side lookup (no concurrent writer exists).
     pub fn find_writer(&self, pr: &Probe, key: &[u8]) -> Option<(usize, u64)> {
+        if self.p.kl != 0 && pr.tag == self.p.fixed_tag() {
+            // Fixed width: compare the key words in place (no copy of the lines).
+            let sb = self.p.sb as usize;
+            for b in [pr.b1, pr.b2] {
+                if let Some(s) = self.fixed_slot(b, pr.kw) {
+                    return Some((b * sb + s, self.bucket_slot(b, s).1 & VAL48));
+                }
+            }
+            return if self.stash_n.load(Relaxed) != 0 { self.find_stash(pr, key) } else { None };
+        }
         self.find_raw(pr, key)
+    }
+
+    /// Slot of the packed key `kw` in fixed-width bucket `b`.
+    #[inline(always)]
+    fn fixed_slot(&self, b: usize, kw: u64) -> Option<usize> {
+        let p = &self.p;
+        let bk = &self.buckets[b];
+        let mut hits = 0u32;
+        if p.packed {
+            let cm = crate::mask(8 * p.kl) | p.mark();
+            let target = kw | p.mark();
+            for (s, x) in bk.w.iter().enumerate() {
+                let x = x.load(Relaxed);
+                hits |= ((((x ^ target) & cm) == 0) as u32 & (x != 0) as u32) << s;
+            }
+        } else {
+            for (s, x) in bk.w[..7].iter().enumerate() {
+                hits |= ((x.load(Relaxed) == kw) as u32) << s;
+            }
+            hits &= (bk.w[7].load(Relaxed) >> 56) as u32;
+        }
+        (hits != 0).then(|| hits.trailing_zeros() as usize)
     }
 
     /// Optimistic read (CuckooSwitch Algorithm 2).
@@ -1149,10 +1253,23 @@ impl Table {
         SlotWrite { slot: slot as u64, key: kword, meta: pr.tag << 48 | meta_v, val: v }
     }
 
+    /// First free slot of bucket `b`, from the words that mark occupancy
+    /// (wide: the meta words; packed: the slot words; keyed: the
+    /// occupancy byte).
+    #[inline]
     fn free_in(&self, b: usize) -> Option<usize> {
-        let w = self.words(b);
-        let sb = self.p.sb as usize;
-        (0..sb).find(|&s| self.p.slot_from_words(&w, s).1 == 0).map(|s| b * sb + s)
+        let p = &self.p;
+        let bk = &self.buckets[b];
+        let sb = p.sb as usize;
+        let s = if p.kl == 0 {
+            (0..SLOTS).find(|&s| bk.w[2 * s + 1].load(Relaxed) == 0)
+        } else if p.packed {
+            (0..sb).find(|&s| bk.w[s & 7].load(Relaxed) == 0)
+        } else {
+            let free = !(bk.w[7].load(Relaxed) >> 56) & crate::mask(sb as u32);
+            (free != 0).then(|| free.trailing_zeros() as usize)
+        };
+        s.map(|s| b * sb + s)
     }
 
     /// Breadth-first search for a cuckoo path from `b1`/`b2` to a free slot
@@ -1195,9 +1312,10 @@ impl Table {
                 Some((moves, root)) => {
                     for (from, to) in moves {
                         let (k, m, v) = self.raw(from);
-                        let step = vec![SlotWrite { slot: to as u64, key: k, meta: m, val: v }, SlotWrite::clear(from)];
-                        self.apply_step(&step)?;
-                        sink.push(Op::Step(step));
+                        self.step(
+                            &[SlotWrite { slot: to as u64, key: k, meta: m, val: v }, SlotWrite::clear(from)],
+                            sink,
+                        )?;
                         st.moves += 1;
                     }
                     root
@@ -1214,10 +1332,34 @@ impl Table {
                 }
             },
         };
-        let step = vec![self.entry(target, pr, kword, val)];
-        self.apply_step(&step)?;
-        sink.push(Op::Step(step));
+        self.step(&[self.entry(target, pr, kword, val)], sink)?;
         Ok(true)
+    }
+
+    /// Applies a step and records it in `sink` (a heap copy only when the
+    /// sink records: rebuilds and bulk loads apply without one).
+    #[inline]
+    fn step(&self, ws: &[SlotWrite], sink: &mut Sink) -> Result<()> {
+        self.apply_step(ws)?;
+        if sink.on {
+            sink.ops.push(Op::Step(ws.to_vec()));
+        }
+        Ok(())
+    }
+
+    /// [`Params::probe`] of the key of a fixed-width table whose packed
+    /// word is `kw` (a key of `p.kl` bytes), without its bytes.
+    #[inline(always)]
+    fn probe_fixed(&self, kw: u64) -> Probe {
+        debug_assert!(self.p.kl != 0);
+        let kl = self.p.kl as usize;
+        let h = if (4..=8).contains(&kl) {
+            hash_packed(kw, kl as u32, self.flip)
+        } else {
+            hash64(&kw.to_le_bytes()[..kl.min(8)], self.p.seed)
+        };
+        let (b1, b2) = self.p.buckets_of(h);
+        Probe { b1, b2, tag: self.p.fixed_tag(), kw, ool: false }
     }
 
     /// After a remove: moves stashed keys whose buckets now have room back
@@ -1239,9 +1381,7 @@ impl Table {
             self.key_of(k, m, &mut buf);
             let (b1, b2) = self.p.buckets_of(self.p.hash(&buf));
             if let Some(to) = self.free_in(b1).or_else(|| self.free_in(b2)) {
-                let step = vec![SlotWrite { slot: to as u64, key: k, meta: m, val: v }, SlotWrite::clear(main + i)];
-                self.apply_step(&step)?;
-                sink.push(Op::Step(step));
+                self.step(&[SlotWrite { slot: to as u64, key: k, meta: m, val: v }, SlotWrite::clear(main + i)], sink)?;
             }
         }
         Ok(())
@@ -1278,33 +1418,61 @@ impl Table {
             Resize::Narrow => (extra as u32, 0),
             _ => (self.p.kl, extra),
         };
+        loop {
+            let t = Table::new(self.p.relayout(kl, nb), arena_cap_for(self.arena_live(), extra));
+            if self.refill(&t)? {
+                return Ok(t);
+            }
+            nb = next(nb)?;
+        }
+    }
+
+    /// Inserts every key of this table into `t`, in slot order (bucket
+    /// slots, then the stash); false when one does not fit. Keys of the
+    /// same fixed width move as their packed words (no key bytes, no
+    /// slot-number division).
+    fn refill(&self, t: &Table) -> Result<bool> {
         let mut buf = Vec::new();
         let mut st = WriteStats::default();
-        'attempt: loop {
-            let t = Table::new(self.p.relayout(kl, nb), arena_cap_for(self.arena_live(), extra));
-            let mut sink = Sink::default();
-            for slot in 0..self.p.slots() + STASH {
-                let (k, m, v) = self.raw(slot);
-                if m == 0 {
-                    continue;
-                }
+        let mut sink = Sink::default();
+        let same_width = self.p.kl != 0 && t.p.kl == self.p.kl;
+        let mut place = |slot: usize, k: u64, m: u64| -> Result<bool> {
+            if m == 0 {
+                return Ok(true);
+            }
+            let pr = if same_width {
+                t.probe_fixed(k)
+            } else {
                 self.key_of(k, m, &mut buf);
-                let pr = t.p.probe(&buf);
-                let kword = if pr.ool {
-                    let off = t.arena_used() as u64;
-                    t.apply_arena(off, &Table::arena_entry(&buf))?;
-                    pr.kw | off
-                } else {
-                    pr.kw
-                };
-                let val = if self.p.separate { v } else { m & VAL48 };
-                if !t.insert_absent(&pr, kword, val, &mut sink, &mut st)? {
-                    nb = next(nb)?;
-                    continue 'attempt;
+                t.p.probe(&buf)
+            };
+            let kword = if pr.ool {
+                let off = t.arena_used() as u64;
+                t.apply_arena(off, &Table::arena_entry(&buf))?;
+                pr.kw | off
+            } else {
+                pr.kw
+            };
+            let val = if self.p.separate { self.vals[slot].load(Relaxed) } else { m & VAL48 };
+            t.insert_absent(&pr, kword, val, &mut sink, &mut st)
+        };
+        let sb = self.p.sb as usize;
+        for b in 0..self.p.nb as usize {
+            for s in 0..sb {
+                let (k, m) = self.bucket_slot(b, s);
+                if !place(b * sb + s, k, m)? {
+                    return Ok(false);
                 }
             }
-            return Ok(t);
         }
+        let main = self.p.slots();
+        for i in 0..STASH {
+            let (k, m) = self.stash_pair(i);
+            if !place(main + i, k.load(Relaxed), m.load(Relaxed))? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// A copy of the table (export).
@@ -1501,6 +1669,50 @@ mod tests {
         }
         assert_eq!(mirror.len(), 0);
         assert_eq!(mirror.stash_len(), 0);
+    }
+
+    /// The in-place slot reads and writes of the writer (`bucket_slot`,
+    /// `store_bucket_slot`) agree bit for bit with the word-array forms the
+    /// blob validation uses (`slot_from_words`, `slot_into_words`), in every
+    /// fixed-width layout and the wide one, for random entries and clears.
+    #[test]
+    fn in_place_slot_access_matches_the_word_forms() {
+        let mut x = 7u64;
+        for (kl, bits) in [(0, 8), (8, 8), (8, 16), (6, 16), (6, 8), (4, 24), (3, 8), (2, 16), (1, 4), (5, 40)] {
+            let p = Params::new(bits, &Options::default(), 8).unwrap().relayout(kl, 8);
+            let t = Table::new(p, 64);
+            let sb = p.sb as usize;
+            for _ in 0..4000 {
+                x = crate::hash::mix64(x);
+                let (b, s) = ((x % 8) as usize, ((x >> 8) % sb as u64) as usize);
+                let (k, m) = if x >> 60 < 4 {
+                    (0, 0)
+                } else if kl == 0 {
+                    (crate::hash::mix64(x ^ 1) & 0xff_ffff, OCC | 3 << 56 | (x >> 16) & crate::mask(bits))
+                } else {
+                    let k = crate::hash::mix64(x ^ 1) & crate::mask(8 * kl);
+                    let m = OCC | p.fixed_tag() << 48 | (x >> 16) & crate::mask(bits);
+                    if !p.bucket_can_hold(k, m) {
+                        continue;
+                    }
+                    (k, m)
+                };
+                let mut w = t.words(b);
+                p.slot_into_words(&mut w, s, k, m);
+                t.store_bucket_slot(b, s, k, m);
+                assert_eq!(t.words(b), w, "layout kl={kl} bits={bits} slot {s}");
+                for s2 in 0..sb {
+                    assert_eq!(t.bucket_slot(b, s2), p.slot_from_words(&w, s2), "layout kl={kl} bits={bits}");
+                }
+                assert_eq!(t.free_in(b), (0..sb).find(|&s2| p.slot_from_words(&w, s2).1 == 0).map(|s2| b * sb + s2));
+                if kl != 0 && m != 0 {
+                    let key = k.to_le_bytes();
+                    let pr = p.probe(&key[..kl as usize]);
+                    let q = t.probe_fixed(k);
+                    assert_eq!((q.b1, q.b2, q.tag, q.kw), (pr.b1, pr.b2, pr.tag, pr.kw));
+                }
+            }
+        }
     }
 
     #[test]

@@ -209,7 +209,12 @@ impl OthelloMap {
     pub fn new(seed: u64, dcode_bits: u32) -> Result<Self> {
         crate::check_value_bits(dcode_bits, super::MIN_DCODE_BITS, super::MAX_DCODE_BITS)?;
         let opts = othello::Options { seed, ..othello::Options::default() };
-        let o = othello::Control::with_min_capacity(INDEX_BITS + dcode_bits, opts, MIN_BAS_STATES)?;
+        let mut o = othello::Control::with_min_capacity(INDEX_BITS + dcode_bits, opts, MIN_BAS_STATES)?;
+        // Embedded: its deltas never leave the control plane (the plane's
+        // BAS slices are patched from them), so it carries the fixed
+        // embedded lineage, not a random table id of its own, and control
+        // planes in equal states save byte-identical snapshots.
+        o.set_lineage(crate::lineage::Lineage::EMBEDDED);
         let s = o.export().snapshot_arc();
         let bas = NarrowBas::of(&s.p, &s.a, &s.b, dcode_bits);
         Ok(Self {
