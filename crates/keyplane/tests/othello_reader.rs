@@ -10,6 +10,7 @@ use keyplane::key::u64_key;
 use keyplane::lineage::DeltaInfo;
 use keyplane::{ControlTable, LookupTable, ReadHandle, othello};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 mod support;
 
