@@ -647,7 +647,7 @@ pub(crate) use inner_lookups;
 /// visibility given as a second argument). With a third argument, the name
 /// of a field of `Lookup` whose type has `Default` and `get(&raw, key)` /
 /// `get_u64(&raw, key)` (Othello's per-thread snapshot cache), `&self`
-/// `get` and `get_u64` go through that field instead of pinning the
+/// `get`, `get_u64` and `get_batch` go through that field instead of pinning the
 /// snapshot per call.
 macro_rules! lookup_form {
     ($scheme:ty) => {
@@ -662,6 +662,10 @@ macro_rules! lookup_form {
         fn get_u64(&self, key: u64) -> Option<u64> {
             self.raw.get_u64(key)
         }
+        #[inline]
+        fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+            self.raw.get_batch(keys, out)
+        }
     };
     // Through the per-thread cache: as short as a reader's lookup, so
     // `get_u64` is inlined like `ReadHandle::get_u64`.
@@ -673,6 +677,10 @@ macro_rules! lookup_form {
         #[inline(always)]
         fn get_u64(&self, key: u64) -> Option<u64> {
             self.$local.get_u64(&self.raw, key)
+        }
+        #[inline]
+        fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
+            self.$local.get_batch(&self.raw, keys, out)
         }
     };
     // `$vis`: visibility of the inherent accessors (`pub` for a structure
@@ -690,10 +698,6 @@ macro_rules! lookup_form {
                 Reader(self.raw.reader().into())
             }
             $crate::engine::lookup_form!(@self_gets $($local)?);
-            #[inline]
-            fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
-                self.raw.get_batch(keys, out)
-            }
             fn apply(&self, delta: &Delta) -> $crate::Result<()> {
                 self.raw.apply(&delta.0)
             }

@@ -405,7 +405,7 @@ impl FlatReader<'_> {
 }
 
 /// The `&self` lookups' per-thread snapshot cache ([`PerThreadView`]):
-/// each thread that calls `get` / `get_u64` on a [`Lookup`] keeps, inside
+/// each thread that calls `get` / `get_u64` / `get_batch` on a [`Lookup`] keeps, inside
 /// that table, its own snapshot `Arc` and [`View`], checked against the
 /// generation per call like a [`Reader`]'s, instead of pinning the snapshot
 /// with arc-swap on every call.
@@ -448,6 +448,18 @@ impl LocalViews {
                 |v| v.get_u64(key),
             )
         }
+    }
+
+    #[inline]
+    fn get_batch(&self, raw: &RawLookup<Othello>, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        // SAFETY: see `get`.
+        unsafe { self.0.with(raw.publisher(), |v| v.get_batch(keys, out)) }
+    }
+
+    #[inline]
+    pub(super) fn get_batch_u64(&self, raw: &RawLookup<Othello>, keys: &[u64], out: &mut [Option<u64>]) {
+        // SAFETY: see `get`.
+        unsafe { self.0.with(raw.publisher(), |v| v.get_batch_u64(keys, out)) }
     }
 }
 

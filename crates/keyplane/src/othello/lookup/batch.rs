@@ -216,7 +216,7 @@ impl super::Lookup {
     /// ```
     #[inline]
     pub fn get_batch_u64(&self, keys: &[u64], out: &mut [Option<u64>]) {
-        self.raw.load().view().get_batch_u64(keys, out)
+        self.local.get_batch_u64(&self.raw, keys, out)
     }
 }
 
