@@ -23,7 +23,12 @@ fn l2_learning_ping_all_pairs_and_tcp() {
     let stop = Shutdown::new();
     let sw = t.start(&cfg, &stop);
     let c = sw.counters.clone();
-    assert_eq!(c.events.learned.load(Ordering::Relaxed), 0, "hosts start unknown");
+    // Hosts start unknown, but a host's kernel may send a frame of its own
+    // (IPv6 duplicate-address detection, router solicitation) as soon as
+    // the switch runs, and the switch learns from it: at most the four host
+    // MACs can be known before the first ping (seen once in CI-like runs).
+    let early = c.events.learned.load(Ordering::Relaxed);
+    assert!(early <= 4, "only host MACs can be learned before the first ping, got {early}");
 
     // Round 1: everything is unknown at first, ARP / ND broadcasts flood and teach the switch.
     t.ping_all();
