@@ -182,6 +182,30 @@ pub(crate) fn eq_masks(isa: Isa, b1: &Bucket, b2: &Bucket, kw: u64) -> (u32, u32
     (eq_mask_portable(b1, kw), eq_mask_portable(b2, kw))
 }
 
+/// The end of both `keyed7` asm blocks, once the 16-bit compare mask of the
+/// two buckets is in `{h}`: keep only occupied slots (bits 0–6 of byte 63 of
+/// each bucket), take the lowest hit (`tzcnt`: 32 when there is none), pick
+/// its bucket (`{p}` becomes `{p2}` for bits 8 and up) and load its value
+/// byte (byte `56 + slot`; with no hit, a byte of bucket 2 that the caller
+/// ignores). Uses `{o}` as scratch and leaves the byte in `{v}`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! keyed7_pick {
+    () => {
+        concat!(
+            "movzx {o:e}, byte ptr [{p2} + 63]\n",
+            "shl {o:e}, 8\n",
+            "mov {o:l}, byte ptr [{p} + 63]\n",
+            "and {o:e}, 0x7f7f\n",
+            "and {h:e}, {o:e}\n",
+            "tzcnt {o:e}, {h:e}\n",
+            "cmp {o:e}, 8\n",
+            "cmovae {p}, {p2}\n",
+            "and {o:e}, 7\n",
+            "movzx {v:e}, byte ptr [{p} + {o} + 56]",
+        )
+    };
+}
+
 /// The keyed layout of 7 slots of 8-byte keys with 1-byte values (the
 /// table's `keyed7`; slot `s`'s key is word `s`, its value byte `s` of word
 /// 7, its occupancy bit `56 + s` of word 7) searched in both buckets at
@@ -214,16 +238,7 @@ pub(crate) fn keyed7(isa: Isa, b1: &Bucket, b2: &Bucket, kw: u64) -> (u32, u64) 
                         "vpcmpeqq k2, zmm16, zmmword ptr [{p2}]",
                         "kunpckbw k1, k2, k1",
                         "kmovw {h:e}, k1",
-                        "movzx {o:e}, byte ptr [{p2} + 63]",
-                        "shl {o:e}, 8",
-                        "mov {o:l}, byte ptr [{p} + 63]",
-                        "and {o:e}, 0x7f7f",
-                        "and {h:e}, {o:e}",
-                        "tzcnt {o:e}, {h:e}",
-                        "cmp {o:e}, 8",
-                        "cmovae {p}, {p2}",
-                        "and {o:e}, 7",
-                        "movzx {v:e}, byte ptr [{p} + {o} + 56]",
+                        keyed7_pick!(),
                         kw = in(reg) kw,
                         p = inout(reg) p1 => _,
                         p2 = in(reg) p2,
@@ -261,16 +276,7 @@ pub(crate) fn keyed7(isa: Isa, b1: &Bucket, b2: &Bucket, kw: u64) -> (u32, u64) 
                         "shl {o:e}, 12",
                         "or {h:e}, {o:e}",
                         "vzeroupper",
-                        "movzx {o:e}, byte ptr [{p2} + 63]",
-                        "shl {o:e}, 8",
-                        "mov {o:l}, byte ptr [{p} + 63]",
-                        "and {o:e}, 0x7f7f",
-                        "and {h:e}, {o:e}",
-                        "tzcnt {o:e}, {h:e}",
-                        "cmp {o:e}, 8",
-                        "cmovae {p}, {p2}",
-                        "and {o:e}, 7",
-                        "movzx {v:e}, byte ptr [{p} + {o} + 56]",
+                        keyed7_pick!(),
                         kw = in(reg) kw,
                         p = inout(reg) p1 => _,
                         p2 = in(reg) p2,
