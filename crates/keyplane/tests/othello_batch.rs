@@ -12,6 +12,9 @@ use keyplane::{ControlTable, LookupTable, ReadHandle, othello};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+mod support;
+use support::pair;
+
 /// Slot layouts: (value bits, options). Plain 8/16/32-bit slots (their
 /// own read loops), a plain 5-bit slot, fingerprints without and with the
 /// emptiness bit (straddling words: the general read).
@@ -100,14 +103,6 @@ fn batches_answer_exactly_what_single_lookups_answer() {
             at += len;
         }
     }
-}
-
-/// The two legal values of key `k` at `vbits` bits (always different).
-fn pair(k: u64, vbits: u32) -> [u64; 2] {
-    let m = keyplane::mask(vbits);
-    let a = keyplane::hash::mix64(k) & m;
-    let d = (keyplane::hash::mix64(!k) & m).max(1);
-    [a, a ^ d]
 }
 
 /// Readers look keys up in batches (`&self` and reader, byte and integer

@@ -14,13 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 mod support;
 
-/// The two legal values of key `k` at `vbits` bits (always different).
-fn pair(k: u64, vbits: u32) -> [u64; 2] {
-    let m = keyplane::mask(vbits);
-    let a = keyplane::hash::mix64(k) & m;
-    let d = (keyplane::hash::mix64(!k) & m).max(1);
-    [a, a ^ d]
-}
+use support::pair;
 
 /// Readers (reader handles for the typed and the byte-key path, and
 /// `&self`) check the original keys while the writer flips their values,

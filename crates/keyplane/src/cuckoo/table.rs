@@ -259,20 +259,28 @@ impl Params {
     /// copy of the line): (hit, value, 0 on a miss).
     #[inline(always)]
     pub fn match_bucket(&self, bk: &Bucket, kw: u64) -> (bool, u64) {
-        let mut hits = 0u32;
         if self.packed {
-            let cm = crate::mask(8 * self.kl) | self.mark();
-            let target = kw | self.mark();
-            for (s, x) in bk.w.iter().enumerate() {
-                let x = x.load(Relaxed);
-                hits |= ((((x ^ target) & cm) == 0) as u32 & (x != 0) as u32) << s;
-            }
+            let hits = self.packed_hits(bk, kw);
             let s = hits.trailing_zeros() as usize & 7;
             let vm = self.vmask() & 0u64.wrapping_sub((hits != 0) as u64);
             (hits != 0, (bk.w[s].load(Relaxed) >> (8 * self.kl)) & vm)
         } else {
             self.keyed_hit(bk, simd::eq_mask_portable(bk, kw))
         }
+    }
+
+    /// Bit `s` set for each occupied slot `s` of packed bucket `bk` that
+    /// holds the packed key `kw` (an occupied slot's word is never 0).
+    #[inline(always)]
+    pub fn packed_hits(&self, bk: &Bucket, kw: u64) -> u32 {
+        let cm = crate::mask(8 * self.kl) | self.mark();
+        let target = kw | self.mark();
+        let mut hits = 0u32;
+        for (s, x) in bk.w.iter().enumerate() {
+            let x = x.load(Relaxed);
+            hits |= ((((x ^ target) & cm) == 0) as u32 & (x != 0) as u32) << s;
+        }
+        hits
     }
 
     /// The answer of a keyed bucket whose key-word equality mask is `eq`
@@ -722,20 +730,13 @@ impl Table {
     fn fixed_slot(&self, b: usize, kw: u64) -> Option<usize> {
         let p = &self.p;
         let bk = &self.buckets[b];
-        let mut hits = 0u32;
-        if p.packed {
-            let cm = crate::mask(8 * p.kl) | p.mark();
-            let target = kw | p.mark();
-            for (s, x) in bk.w.iter().enumerate() {
-                let x = x.load(Relaxed);
-                hits |= ((((x ^ target) & cm) == 0) as u32 & (x != 0) as u32) << s;
-            }
+        let hits = if p.packed {
+            p.packed_hits(bk, kw)
         } else {
-            for (s, x) in bk.w[..7].iter().enumerate() {
-                hits |= ((x.load(Relaxed) == kw) as u32) << s;
-            }
-            hits &= (bk.w[7].load(Relaxed) >> 56) as u32;
-        }
+            // Key words 0..7 occupied (word 7 holds the values and the
+            // occupancy byte, so its compare bit is masked off).
+            simd::eq_mask_portable(bk, kw) & (bk.w[7].load(Relaxed) >> 56) as u32 & 0x7f
+        };
         (hits != 0).then(|| hits.trailing_zeros() as usize)
     }
 

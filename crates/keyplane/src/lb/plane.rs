@@ -1302,6 +1302,16 @@ mod tests {
     /// Every burst answer of `dp` (shared and per-thread forms) equals the
     /// per-packet lookup, for random bursts of 0 to 70 packets over every
     /// VIP index in use, unused ones and ones outside the VIP array.
+    /// A mixed burst over one snapshot answers what that snapshot's
+    /// per-packet lookups answer (`out` holds at least `vs.len()` entries).
+    fn burst_equals_single_lookups(snap: &PlaneSet, vs: &[VipId], ks: &[&[u8]], out: &mut [Option<Backend>]) {
+        batch_mixed(snap, vs, ks, out);
+        for (j, (v, k)) in vs.iter().zip(ks).enumerate() {
+            let want = snap.vips.get(*v as usize).and_then(|p| p.as_ref()).and_then(|p| p.lookup(k));
+            assert_eq!(out[j], want, "VIP {v} seq {}", snap.seq);
+        }
+    }
+
     fn check_bursts(dp: &DataPlane, ids: &[VipId], g: &mut Gen, bursts: usize) {
         let max = dp.max_vips() as u32;
         let mut r = dp.reader();
@@ -1492,13 +1502,7 @@ mod tests {
                             for v in vs.iter_mut().step_by(3) {
                                 *v = [churn, 30, 1000, ids[0]][g.below(4) as usize];
                             }
-                            let snap = dp.cur.load_full();
-                            batch_mixed(&snap, &vs, &ks, &mut out);
-                            for (j, (v, k)) in vs.iter().zip(&ks).enumerate() {
-                                let want =
-                                    snap.vips.get(*v as usize).and_then(|p| p.as_ref()).and_then(|p| p.lookup(k));
-                                assert_eq!(out[j], want, "VIP {v} seq {}", snap.seq);
-                            }
+                            burst_equals_single_lookups(&dp.cur.load_full(), &vs, &ks, &mut out);
                             bursts += 1;
                         }
                         bursts
@@ -1665,13 +1669,7 @@ mod tests {
                             }
                             let (vs, ks) = mixed_burst(&mut g, ids, n, bursts % 4);
                             let krefs: Vec<&[u8]> = ks.iter().map(|k| k.as_slice()).collect();
-                            let snap = dp.cur.load_full();
-                            batch_mixed(&snap, &vs, &krefs, &mut out);
-                            for (j, (v, k)) in vs.iter().zip(&krefs).enumerate() {
-                                let want =
-                                    snap.vips.get(*v as usize).and_then(|p| p.as_ref()).and_then(|p| p.lookup(k));
-                                assert_eq!(out[j], want, "VIP {v} seq {}", snap.seq);
-                            }
+                            burst_equals_single_lookups(&dp.cur.load_full(), &vs, &krefs, &mut out);
                             bursts += 1;
                         }
                         bursts

@@ -313,31 +313,42 @@ impl View {
     /// `A ^ B` (no fingerprint, no emptiness bit, the value fills the slot).
     #[inline(always)]
     fn read_plain<const LG: u32>(&self, h: u64, ia: usize, ib: usize) -> Option<u64> {
-        let c = self.counter();
-        let v = c.load(Ordering::Acquire);
-        let (x, y) = (self.slot_pow2::<LG>(self.a, ia), self.slot_pow2::<LG>(self.b, ib));
-        fence(Ordering::Acquire);
-        // A writer was in (`v` odd) or has been in (moved) the snapshot:
-        // the counter only grows, so for an odd `v` it is never `v & !1`.
-        if c.load(Ordering::Relaxed) != v & !1 {
-            return self.inner().read_retry(h, ia, ib);
-        }
-        Some(x ^ y)
+        self.read_validated(
+            h,
+            ia,
+            ib,
+            |v| (v.slot_pow2::<LG>(v.a, ia), v.slot_pow2::<LG>(v.b, ib)),
+            |_, x, y| Some(x ^ y),
+        )
     }
 
     #[inline(always)]
     fn read_general(&self, h: u64, ia: usize, ib: usize) -> Option<u64> {
+        self.read_validated(h, ia, ib, |v| (v.slot(v.a, ia), v.slot(v.b, ib)), |v, x, y| v.answer(h, x, y))
+    }
+
+    /// The two slots `read` returns, validated against the seqlock counter
+    /// and turned into the answer; a writer in the snapshot sends the
+    /// lookup to the locked retry, out of line.
+    #[inline(always)]
+    fn read_validated(
+        &self,
+        h: u64,
+        ia: usize,
+        ib: usize,
+        read: impl FnOnce(&Self) -> (u64, u64),
+        answer: impl FnOnce(&Self, u64, u64) -> Option<u64>,
+    ) -> Option<u64> {
         let c = self.counter();
         let v = c.load(Ordering::Acquire);
-        let (x, y) = (self.slot(self.a, ia), self.slot(self.b, ib));
+        let (x, y) = read(self);
         fence(Ordering::Acquire);
         // A writer was in (`v` odd) or has been in (moved) the snapshot:
         // the counter only grows, so for an odd `v` it is never `v & !1`.
         if c.load(Ordering::Relaxed) != v & !1 {
             return self.inner().read_retry(h, ia, ib);
         }
-        // Same answer as `p.answer` (no fingerprint or emptiness bit to check).
-        if self.plain { Some((x ^ y) & self.vmask) } else { self.inner().p.answer(h, x, y) }
+        answer(self, x, y)
     }
 
     #[inline(always)]
@@ -353,12 +364,27 @@ impl View {
         self.read_once(h, ia, ib)
     }
 
+    /// Hash and slot indices of an 8-byte key: `hash_u64` bit for bit (the
+    /// seed's constant precomputed), then `reduce(lo(h), p.ma)` and
+    /// `reduce(hi(h), p.mb)`, below `ma` / `mb` because both halves of `h`
+    /// are below 2^32.
+    #[inline(always)]
+    fn locate_u64(&self, key: u64) -> (u64, usize, usize) {
+        let h = crate::hash::hash_word_flipped(key.rotate_left(32), 8, self.flip8);
+        (h, ((lo(h) as u64 * self.ma) >> 32) as usize, ((hi(h) as u64 * self.mb) >> 32) as usize)
+    }
+
+    /// The answer of a general (not fixed-width plain) layout from the two
+    /// slots: `A ^ B` masked for plain slots, else `p.answer` (fingerprint,
+    /// emptiness bit).
+    #[inline(always)]
+    fn answer(&self, h: u64, x: u64, y: u64) -> Option<u64> {
+        if self.plain { Some((x ^ y) & self.vmask) } else { self.inner().p.answer(h, x, y) }
+    }
+
     #[inline(always)]
     fn get_u64(&self, key: u64) -> Option<u64> {
-        let h = crate::hash::hash_word_flipped(key.rotate_left(32), 8, self.flip8);
-        // `reduce(lo(h), p.ma)` and `reduce(hi(h), p.mb)`: below `ma` / `mb`
-        // because both halves of `h` are below 2^32.
-        let (ia, ib) = (((lo(h) as u64 * self.ma) >> 32) as usize, ((hi(h) as u64 * self.mb) >> 32) as usize);
+        let (h, ia, ib) = self.locate_u64(key);
         self.read_once(h, ia, ib)
     }
 }

@@ -1,9 +1,22 @@
 //! Helpers shared by several test files (each says `mod support;`).
 
+// Each test file compiles its own copy and uses only some of the helpers.
+#![allow(dead_code)]
+
 use keyplane::LookupTable;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
+
+/// The two legal values of key `k` at `vbits` bits (always different): a
+/// writer flips a key between them, so a reader's answer outside the pair
+/// is a torn read.
+pub fn pair(k: u64, vbits: u32) -> [u64; 2] {
+    let m = keyplane::mask(vbits);
+    let a = keyplane::hash::mix64(k) & m;
+    let d = (keyplane::hash::mix64(!k) & m).max(1);
+    [a, a ^ d]
+}
 
 /// Reader threads that look keys up in a shared lookup form while the test
 /// applies deltas to it, asserting that every answer for key `k` is one of

@@ -9,7 +9,6 @@
 //! and the layout is dispatched once per batch, not per key.
 
 use super::View;
-use crate::hash::{hi, lo};
 use crate::mem::prefetch;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 
@@ -26,15 +25,6 @@ struct Located {
 }
 
 impl View {
-    /// Hash and slot indices of an 8-byte key: the same as
-    /// [`View::get_u64`]'s (`hash_u64` bit for bit, `reduce` into each array).
-    #[inline(always)]
-    fn batch_locate_u64(&self, key: u64) -> (u64, usize, usize) {
-        let h = crate::hash::hash_word_flipped(key.rotate_left(32), 8, self.flip8);
-        // Below `ma` / `mb`: both halves of `h` are below 2^32.
-        (h, ((lo(h) as u64 * self.ma) >> 32) as usize, ((hi(h) as u64 * self.mb) >> 32) as usize)
-    }
-
     /// Locates the `m ≤ BATCH` keys of one batch and starts the cache
     /// misses of their slots (both lines of every key before any is read).
     #[inline(always)]
@@ -78,7 +68,7 @@ impl View {
             for (j, o) in out.iter_mut().enumerate() {
                 let (ia, ib) = unpack(loc.ix[j]);
                 let (x, y) = (self.slot(a, ia), self.slot(b, ib));
-                *o = if self.plain { Some((x ^ y) & self.vmask) } else { self.inner().p.answer(loc.h[j], x, y) };
+                *o = self.answer(loc.h[j], x, y);
             }
         }
         fence(Ordering::Acquire);
@@ -146,7 +136,7 @@ impl View {
             out,
             #[inline(always)]
             |v, k| match <[u8; 8]>::try_from(k) {
-                Ok(k8) => v.batch_locate_u64(u64::from_le_bytes(k8)),
+                Ok(k8) => v.locate_u64(u64::from_le_bytes(k8)),
                 Err(_) => v.inner().p.locate(k),
             },
         )
@@ -159,7 +149,7 @@ impl View {
             keys,
             out,
             #[inline(always)]
-            |v, k| v.batch_locate_u64(k),
+            |v, k| v.locate_u64(k),
         )
     }
 }
