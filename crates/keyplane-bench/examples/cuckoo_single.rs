@@ -14,11 +14,9 @@ use keyplane::{ControlTable, LookupTable, ReadHandle};
 use std::hint::black_box;
 use std::io::BufRead;
 
+/// This thread's CPU time in ns.
 fn cpu_ns() -> f64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes one timespec into the valid, live `ts`.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64
+    keyplane_perf::ludo::thread_cpu_ns() as f64
 }
 
 /// Median (thread CPU ns, wall ns) per query over `reps` passes.

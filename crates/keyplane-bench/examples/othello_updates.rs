@@ -24,11 +24,9 @@ use keyplane::othello::{Control, Delta, Lookup, Options, Sizing};
 use keyplane::{ControlTable, LookupTable, Wire};
 use std::time::Instant;
 
+/// This thread's CPU time in ns.
 fn cpu_ns() -> f64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64
+    keyplane_perf::ludo::thread_cpu_ns() as f64
 }
 
 fn key(i: u64) -> [u8; 8] {
