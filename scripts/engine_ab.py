@@ -53,6 +53,52 @@ def callgrind(binary, keys, structure, updates):
     return (counts[1] - counts[0]) / (2 * (updates - 1)), counts[0]
 
 
+WHATS = ["get_ns", "batch_ns", "reader_ns", "reader_batch_ns", "get_u64_ns", "reader_u64_ns", "update_ns"]
+
+
+def callgrind_sections(binary, keys, structure, updates, tmp):
+    """Instructions of each timed section of one run, split by a callgrind dump
+    before every clock_gettime call (Clock::start and per() call it twice each:
+    Instant::now and the thread CPU clock). Counting back from the end, the
+    sections are every fourth dump (per()'s pair, the untimed gap and start()'s
+    pair lie between); the build is everything between the first start() and
+    its per(), whatever clock calls the build itself makes. Returns
+    {what: instructions per operation} (build_ms: instructions of the build)."""
+    import glob
+    import shutil
+
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--dump-before=*clock_gettime*",
+            f"--callgrind-out-file={tmp}/cg.out",
+            binary,
+            str(keys),
+            structure,
+            str(updates),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dumps = {}
+    for f in glob.glob(f"{tmp}/cg.out.*"):
+        with open(f) as fh:
+            total = next(int(l.split()[1]) for l in fh if l.startswith("summary:"))
+        dumps[int(f.rsplit(".", 1)[1])] = total
+    shutil.rmtree(tmp, ignore_errors=True)
+    m = max(dumps)
+    ops = {w: keys for w in WHATS}
+    ops["update_ns"] = 2 * updates
+    out = {"build_ms": sum(dumps[i] for i in range(3, m - 28))}
+    for j, w in enumerate(reversed(WHATS)):
+        out[w] = dumps[m - 1 - 4 * j] / ops[w]
+    return out
+
+
 def summarize(rows, f):
     """Per (structure, keys, what): before/after medians and ranges of the CPU figure."""
     summary = {}
@@ -92,6 +138,13 @@ def main():
     ap.add_argument("--structures", default=",".join(ALL))
     ap.add_argument("--updates", type=int, default=20_000, help="updates timed per run (SetSep: 2000)")
     ap.add_argument("--callgrind", action="store_true", help="also count instructions per update at 64K keys")
+    ap.add_argument(
+        "--callgrind-sections",
+        type=int,
+        metavar="KEYS",
+        help="instead of timing: instructions per operation of every timed section "
+        "(build, each lookup pass, updates) of both binaries under callgrind at KEYS keys",
+    )
     ap.add_argument("--out", required=True)
     ap.add_argument(
         "--summarize",
@@ -105,6 +158,29 @@ def main():
         return
     structures = a.structures.split(",")
     bins = {"before": a.before, "after": a.after}
+    if a.callgrind_sections:
+        n = a.callgrind_sections
+        with open(a.out, "a") as f:
+            for s in structures:
+                u = min(UPDATES.get(s, a.updates), max(n // 10, 1))
+                got = {b: callgrind_sections(bins[b], n, s, u, f"/tmp/engine_ab_cg.{os.getpid()}") for b in bins}
+                for w in ["build_ms"] + WHATS:
+                    ib, ia = got["before"][w], got["after"][w]
+                    row = {
+                        "summary": "callgrind_sections",
+                        "structure": s,
+                        "keys": n,
+                        "updates": u,
+                        "what": w.replace("_ms", "").replace("_ns", ""),
+                        "before": round(ib, 1),
+                        "after": round(ia, 1),
+                        "ratio": round(ia / ib, 4) if ib else None,
+                        "within_3pct": ia <= 1.03 * ib,
+                    }
+                    f.write(json.dumps(row) + "\n")
+                    f.flush()
+                    print(json.dumps(row), flush=True)
+        return
     rows = []
     with open(a.out, "a") as f:
         for rnd in range(a.rounds):

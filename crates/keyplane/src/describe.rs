@@ -450,9 +450,18 @@ mod cuckoo_impl {
         const NAME: &'static str = "cuckoo";
         const SUMMARY: &'static str =
             "Concurrent (2,4) cuckoo hash with full keys: exact, one writer and lock-free readers (CuckooSwitch)";
-        const OPTIONS: &'static [(&'static str, &'static str)] =
-            &[("values", "auto, interleaved (values beside keys) or separate (a value array)"), ("seed", SEED_HELP)];
+        const OPTIONS: &'static [(&'static str, &'static str)] = &[
+            ("values", "auto, interleaved (values beside keys) or separate (a value array)"),
+            (
+                "build_load",
+                "bulk-build fill in percent, 50..=97 (default: 90 for four-slot buckets, 93 for the fixed-width layouts, leaving room for updates before a growth; 97 builds dense tables)",
+            ),
+            ("seed", SEED_HELP),
+        ];
         configure_build!(cuckoo, |o, opts| {
+            if opts.get("build_load").is_some() {
+                o.build_load_percent = Some(opts.u32("build_load", 0)?);
+            }
             o.values = opts.choice(
                 "values",
                 o.values,

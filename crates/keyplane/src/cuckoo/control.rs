@@ -4,17 +4,33 @@
 use super::delta::Delta;
 use super::lookup::Lookup;
 use super::table::{MAX_ENTRY_WORDS, Op, Probe, Resize, Sink, SlotWrite, Table, VAL48, WriteStats, arena_cap_for};
-use super::{MAX_BUCKETS, MAX_KEY_LEN, Options, Params, SLOTS, fixed_fits};
+use super::{
+    BUILD_LOAD_RANGE, DEFAULT_BUILD_LOAD, DEFAULT_BUILD_LOAD_WIDE_BUCKETS, MAX_BUCKETS, MAX_KEY_LEN, Options, Params,
+    SLOTS, fixed_fits,
+};
 use crate::ControlTable;
 use crate::engine::ControlLimits;
 use crate::error::{Error, Result};
 use crate::sync::{Cached, Published};
 use std::sync::Arc;
 
-/// Initial fill of a bulk-loaded table of four-slot buckets (grows at 95 %).
-const BUILD_LOAD: f64 = 0.90;
-/// The same for five- to eight-slot buckets (grow at 98 %).
-const BUILD_LOAD_WIDE_BUCKETS: f64 = 0.97;
+/// Fill (percent) of a bulk build: the option's, capped one point below the
+/// layout's growth threshold, or the layout's default (headroom for updates).
+fn build_load(p: &Params, opts: &Options) -> Result<f64> {
+    let default = if p.sb > SLOTS as u32 { DEFAULT_BUILD_LOAD_WIDE_BUCKETS } else { DEFAULT_BUILD_LOAD };
+    let pct = match opts.build_load_percent {
+        None => default,
+        Some(b) if BUILD_LOAD_RANGE.contains(&b) => b.min(p.max_load_pct() as u32 - 1),
+        Some(b) => {
+            return Err(Error::InvalidParameter(format!(
+                "cuckoo build load {b} % outside {}..={} %; leave it unset for the default ({DEFAULT_BUILD_LOAD} % or {DEFAULT_BUILD_LOAD_WIDE_BUCKETS} %)",
+                BUILD_LOAD_RANGE.start(),
+                BUILD_LOAD_RANGE.end()
+            )));
+        }
+    };
+    Ok(pct as f64 / 100.0)
+}
 
 /// Counters describing the writer's history.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -136,7 +152,7 @@ impl Control {
     fn sized(value_bits: u32, opts: &Options, n: usize, arena_words: usize, kl: u32) -> Result<Self> {
         let p0 = Params::new(value_bits, opts, 2)?;
         let p0 = p0.relayout(kl, 2);
-        let load = if p0.sb > SLOTS as u32 { BUILD_LOAD_WIDE_BUCKETS } else { BUILD_LOAD };
+        let load = build_load(&p0, opts)?;
         let nb = ((n as f64 / (p0.sb as f64 * load)).ceil() as u64).max(2);
         if nb > MAX_BUCKETS as u64 {
             return Err(Error::CapacityExceeded(format!("{n} keys need more than {MAX_BUCKETS} buckets")));
@@ -254,18 +270,27 @@ impl Control {
 
     /// Insert or overwrite, recording operations in the sink.
     fn put(&mut self, key: &[u8], value: u64) -> Result<()> {
-        loop {
+        while let Some((mode, extra)) = self.try_put(key, value)? {
             let t = self.cur.clone();
+            self.rebuild(&t, mode, extra)?;
+        }
+        Ok(())
+    }
+
+    /// One attempt of [`Self::put`] on the current table (borrowed, not an
+    /// `Arc` clone per key: bulk builds and updates run through here):
+    /// `Some((mode, extra))` asks for that rebuild and another attempt.
+    fn try_put(&mut self, key: &[u8], value: u64) -> Result<Option<(Resize, usize)>> {
+        loop {
+            let t = &*self.cur;
             crate::work::hashed(1);
             if t.p.kl != 0 && key.len() != t.p.kl as usize {
                 // A key of another length: leave the fixed-width layout.
-                self.rebuild(&t, Resize::Widen, 0)?;
-                continue;
+                return Ok(Some((Resize::Widen, 0)));
             }
             if t.p.kl == 0 && t.p.auto && t.len() == 0 && fixed_fits(key.len(), t.p.vbits) {
                 // The first key of an empty table sets its key width.
-                self.rebuild(&t, Resize::Narrow, key.len())?;
-                continue;
+                return Ok(Some((Resize::Narrow, key.len())));
             }
             let pr: Probe = t.p.probe(key);
             if let Some((slot, old)) = t.find_writer(&pr, key) {
@@ -286,17 +311,15 @@ impl Control {
                     t.apply_step(&[w])?;
                     self.sink.push(Op::Step(vec![w]));
                 }
-                return Ok(());
+                return Ok(None);
             }
             if t.needs_grow() {
-                self.rebuild(&t, Resize::Grow, 0)?;
-                continue;
+                return Ok(Some((Resize::Grow, 0)));
             }
             let kword = if pr.ool {
                 let words = Table::arena_entry(key);
                 if t.arena_used() + words.len() > t.arena_cap() {
-                    self.rebuild(&t, Resize::Same, words.len())?;
-                    continue;
+                    return Ok(Some((Resize::Same, words.len())));
                 }
                 let off = t.arena_used() as u64;
                 t.apply_arena(off, &words)?;
@@ -306,10 +329,10 @@ impl Control {
                 pr.kw
             };
             if t.insert_absent(&pr, kword, value, &mut self.sink, &mut self.st)? {
-                return Ok(());
+                return Ok(None);
             }
             // No cuckoo path and a full stash: grow and retry.
-            self.rebuild(&t, Resize::Grow, 0)?;
+            return Ok(Some((Resize::Grow, 0)));
         }
     }
 
@@ -339,7 +362,8 @@ impl ControlTable for Control {
     }
 
     fn remove(&mut self, key: &[u8]) -> Result<Option<Delta>> {
-        let t = self.cur.clone();
+        // The table borrowed, not an `Arc` clone per remove.
+        let t = &*self.cur;
         crate::work::hashed(1);
         let pr = t.p.probe(key);
         let Some((slot, _)) = t.find_writer(&pr, key) else {
@@ -351,6 +375,7 @@ impl ControlTable for Control {
         self.sink.ops.push(Op::Step(vec![w]));
         t.drain_stash(&mut self.sink)?;
         if t.wants_shrink() {
+            let t = self.cur.clone();
             self.rebuild(&t, Resize::Shrink, 0)?;
         }
         self.sink.on = false;

@@ -75,13 +75,38 @@ pub struct Options {
     pub seed: u64,
     /// Key storage.
     pub keys: KeyLayout,
+    /// Fill of a bulk build ([`Control::from_items_with`]), in percent of
+    /// the bucket slots. `None` (the default) leaves headroom below the
+    /// growth threshold, so that ordinary updates after a bulk build do not
+    /// trigger a whole-table growth rebuild: four-slot buckets are built at
+    /// 90 % and grow at 95 %; five- to eight-slot buckets (the fixed-width
+    /// layouts) are built at 93 % and grow
+    /// at 98 %. `Some(p)` builds dense tables (e.g. `Some(97)`: a MAC →
+    /// 16-bit table at 66 bits/key) at the price of a growth after about
+    /// `(98 − p) %` more keys. Accepted: 50..=97; capped at the growth
+    /// threshold minus one point (94 % for four-slot buckets). Front ends:
+    /// the `build_load` structure option (`-O build_load=97`).
+    pub build_load_percent: Option<u32>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { values: ValueLayout::Auto, seed: crate::lineage::random_seed(), keys: KeyLayout::Auto }
+        Self {
+            values: ValueLayout::Auto,
+            seed: crate::lineage::random_seed(),
+            keys: KeyLayout::Auto,
+            build_load_percent: None,
+        }
     }
 }
+
+/// Default fill (percent) of bulk builds of four-slot buckets (they grow at 95 %).
+pub(crate) const DEFAULT_BUILD_LOAD: u32 = 90;
+/// Default fill (percent) of bulk builds of five- to eight-slot buckets
+/// (they grow at 98 %): five points of headroom, as four-slot buckets have.
+pub(crate) const DEFAULT_BUILD_LOAD_WIDE_BUCKETS: u32 = 93;
+/// Accepted range of [`Options::build_load_percent`].
+pub(crate) const BUILD_LOAD_RANGE: std::ops::RangeInclusive<u32> = 50..=97;
 
 /// Largest value width of the interleaved layout.
 pub(crate) const MAX_INTERLEAVED_BITS: u32 = 48;
