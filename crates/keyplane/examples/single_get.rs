@@ -104,27 +104,19 @@ fn floor_batched(buf: &[u64], q: &[u64], lines: usize) -> u64 {
     acc
 }
 
-/// Typed batched lookups (`get_batch_u64`), where a structure has them.
-trait TypedBatch: LookupTable {
-    /// One pass over `q` in batches of 16 through a reader, summing each
-    /// batch's first answer; `None` for a structure without the path.
-    fn batched_u64(&self, _q: &[u64]) -> Option<u64> {
-        None
-    }
+/// Typed batched lookups (`get_batch_u64`): one pass over `q` in calls of
+/// `BATCH` keys, through `f` (a reader's or the table's `get_batch_u64`),
+/// summing each call's first answer.
+fn batched_u64(q: &[u64], mut f: impl FnMut(&[u64], &mut [Option<u64>])) -> u64 {
+    let mut out = [None; BATCH];
+    q.chunks(BATCH).fold(0u64, |a, ch| {
+        f(ch, &mut out[..ch.len()]);
+        a.wrapping_add(out[0].unwrap_or(1))
+    })
 }
 
-impl TypedBatch for othello::Lookup {
-    fn batched_u64(&self, q: &[u64]) -> Option<u64> {
-        let rd = self.reader();
-        let mut out = [None; 16];
-        Some(q.chunks(16).fold(0u64, |a, ch| {
-            rd.get_batch_u64(ch, &mut out[..ch.len()]);
-            a.wrapping_add(out[0].unwrap_or(1))
-        }))
-    }
-}
-impl TypedBatch for setsep::Lookup {}
-impl TypedBatch for cuckoo::Lookup {}
+/// Keys per `get_batch` / `get_batch_u64` call.
+const BATCH: usize = 16;
 
 /// One table under test.
 struct Bench<'a, L> {
@@ -134,7 +126,7 @@ struct Bench<'a, L> {
     t: &'a L,
 }
 
-fn round<L: TypedBatch>(b: &Bench<'_, L>, q: &[u64], qb: &[[u8; 8]], reps: usize) -> String {
+fn round<L: LookupTable>(b: &Bench<'_, L>, q: &[u64], qb: &[[u8; 8]], reps: usize) -> String {
     let ops = q.len();
     let sum = |o: Option<u64>| o.unwrap_or(1);
     let t = b.t;
@@ -145,10 +137,10 @@ fn round<L: TypedBatch>(b: &Bench<'_, L>, q: &[u64], qb: &[[u8; 8]], reps: usize
     let self_u64 = timed(reps, ops, || q.iter().fold(0u64, |a, &k| a.wrapping_add(sum(t.get_u64(k)))));
     let reader_u64 = timed(reps, ops, || q.iter().fold(0u64, |a, &k| a.wrapping_add(sum(rd.get_u64(k)))));
     let refs: Vec<&[u8]> = qb.iter().map(|k| &k[..]).collect();
-    let mut out = [None; 16];
+    let mut out = [None; BATCH];
     let batched = timed(reps, ops, || {
         let mut a = 0u64;
-        for ch in refs.chunks(16) {
+        for ch in refs.chunks(BATCH) {
             t.get_batch(ch, &mut out[..ch.len()]);
             a = a.wrapping_add(sum(out[0]));
         }
@@ -156,13 +148,14 @@ fn round<L: TypedBatch>(b: &Bench<'_, L>, q: &[u64], qb: &[[u8; 8]], reps: usize
     });
     let batched_reader = timed(reps, ops, || {
         let mut a = 0u64;
-        for ch in refs.chunks(16) {
+        for ch in refs.chunks(BATCH) {
             rd.get_batch(ch, &mut out[..ch.len()]);
             a = a.wrapping_add(sum(out[0]));
         }
         a
     });
-    let batched_u64 = t.batched_u64(&q[..1]).map(|_| timed(reps, ops, || t.batched_u64(q).unwrap_or(0)));
+    let batched_u64_reader = timed(reps, ops, || batched_u64(q, |k, o| rd.get_batch_u64(k, o)));
+    let batched_u64_self = timed(reps, ops, || batched_u64(q, |k, o| t.get_batch_u64(k, o)));
     // Attribution without memory: the typed hash and index arithmetic alone.
     let hash_only = timed(reps, ops, || {
         q.iter().fold(0u64, |a, &k| {
@@ -194,6 +187,8 @@ fn round<L: TypedBatch>(b: &Bench<'_, L>, q: &[u64], qb: &[[u8; 8]], reps: usize
         ("get_u64_reader", reader_u64),
         ("batched_16", batched),
         ("batched_16_reader", batched_reader),
+        ("batched_u64_16_reader", batched_u64_reader),
+        ("batched_u64_16_self", batched_u64_self),
         ("hash_u64_only", hash_only),
         ("floor_1_line", f1),
         ("floor_2_lines", f2),
@@ -201,15 +196,12 @@ fn round<L: TypedBatch>(b: &Bench<'_, L>, q: &[u64], qb: &[[u8; 8]], reps: usize
     ] {
         j.push_str(&format!(",\"{k}\":{}", pair(v)));
     }
-    if let Some(v) = batched_u64 {
-        j.push_str(&format!(",\"batched_u64_16_reader\":{}", pair(v)));
-    }
     j.push('}');
     j
 }
 
 /// One pass of one lookup path over the stream (for instruction counts).
-fn only<L: TypedBatch>(b: &Bench<'_, L>, path: &str, q: &[u64], qb: &[[u8; 8]]) {
+fn only<L: LookupTable>(b: &Bench<'_, L>, path: &str, q: &[u64], qb: &[[u8; 8]]) {
     let (t, rd) = (b.t, b.t.reader());
     let sum = |o: Option<u64>| o.unwrap_or(1);
     let acc = match path {
@@ -220,23 +212,24 @@ fn only<L: TypedBatch>(b: &Bench<'_, L>, path: &str, q: &[u64], qb: &[[u8; 8]]) 
         "get_u64_reader" => q.iter().fold(0u64, |a, &k| a.wrapping_add(sum(rd.get_u64(k)))),
         "batched" => {
             let refs: Vec<&[u8]> = qb.iter().map(|k| &k[..]).collect();
-            let mut out = [None; 16];
-            refs.chunks(16).fold(0u64, |a, ch| {
+            let mut out = [None; BATCH];
+            refs.chunks(BATCH).fold(0u64, |a, ch| {
                 rd.get_batch(ch, &mut out[..ch.len()]);
                 a.wrapping_add(sum(out[0]))
             })
         }
         "batched_self" => {
             let refs: Vec<&[u8]> = qb.iter().map(|k| &k[..]).collect();
-            let mut out = [None; 16];
-            refs.chunks(16).fold(0u64, |a, ch| {
+            let mut out = [None; BATCH];
+            refs.chunks(BATCH).fold(0u64, |a, ch| {
                 t.get_batch(ch, &mut out[..ch.len()]);
                 a.wrapping_add(sum(out[0]))
             })
         }
-        "batched_u64" => t.batched_u64(q).unwrap_or_else(|| usage("--only batched_u64: Othello only")),
+        "batched_u64" => batched_u64(q, |k, o| rd.get_batch_u64(k, o)),
+        "batched_u64_self" => batched_u64(q, |k, o| t.get_batch_u64(k, o)),
         other => usage(&format!(
-            "--only {other:?}: none, get_self, get_reader, get_u64_self, get_u64_reader, batched, batched_self, batched_u64"
+            "--only {other:?}: none, get_self, get_reader, get_u64_self, get_u64_reader, batched, batched_self, batched_u64, batched_u64_self"
         )),
     };
     println!("{} {path} {}", b.name, black_box(acc));

@@ -96,6 +96,13 @@ pub(crate) trait Scheme: Sized + Debug + Clone + PartialEq + Send + Sync + 'stat
             *o = Self::get(c, k, &latest);
         }
     }
+    /// `get_batch` of 8-byte integer keys (see
+    /// [`crate::LookupTable::get_batch_u64`]): override with a path
+    /// specialised for the width.
+    #[inline]
+    fn get_batch_u64(c: &Self::Inner, keys: &[u64], out: &mut [Option<u64>], latest: impl Fn() -> Arc<Self::Inner>) {
+        crate::batch_u64_by_bytes(keys, out, |k, o| Self::get_batch(c, k, o, &latest))
+    }
     /// Applies a patch whose operations depend on each other and so are
     /// checked one at a time (the full cuckoo map: a rebuild changes what
     /// its later slot writes are checked against). On failure: the error
@@ -318,6 +325,11 @@ impl<S: Scheme> RawLookup<S> {
         S::get_batch(&self.cur.load(), keys, out, || self.cur.load_full())
     }
 
+    #[inline]
+    pub fn get_batch_u64(&self, keys: &[u64], out: &mut [Option<u64>]) {
+        S::get_batch_u64(&self.cur.load(), keys, out, || self.cur.load_full())
+    }
+
     /// The publisher of the snapshots (for a scheme whose lookup form
     /// keeps per-thread caches of them: see [`lookup_form!`]'s `local`).
     #[allow(dead_code)]
@@ -435,6 +447,11 @@ impl<'a, S: Scheme> Reader<'a, S> {
     #[inline]
     pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
         self.0.with(|c| S::get_batch(c, keys, out, || self.0.latest()))
+    }
+
+    #[inline]
+    pub fn get_batch_u64(&self, keys: &[u64], out: &mut [Option<u64>]) {
+        self.0.with(|c| S::get_batch_u64(c, keys, out, || self.0.latest()))
     }
 }
 
@@ -630,6 +647,17 @@ macro_rules! inner_lookups {
             c.get_batch(keys, out)
         }
     };
+    (@one get_batch_u64) => {
+        #[inline]
+        fn get_batch_u64(
+            c: &Self::Inner,
+            keys: &[u64],
+            out: &mut [Option<u64>],
+            _: impl Fn() -> std::sync::Arc<Self::Inner>,
+        ) {
+            c.get_batch_u64(keys, out)
+        }
+    };
     (@one get_u64) => {
         #[inline(always)]
         fn get_u64(c: &Self::Inner, key: u64, _: impl Fn() -> std::sync::Arc<Self::Inner>) -> Option<u64> {
@@ -641,14 +669,14 @@ pub(crate) use inner_lookups;
 
 /// Writes the trait impls of a structure's public `Lookup { raw:
 /// RawLookup<S> }`, `Delta(RawDelta<S>)` and `Reader<'a>(engine::Reader<'a,
-/// S>)`, all delegating to the engine: `LookupTable` (with `get_u64`),
-/// `Wire` (both), `ReadHandle` (with `get_u64`), `DeltaInfo`, and the
-/// accessors `lineage`, `seq`, `value_bits` (crate-internal, or of the
-/// visibility given as a second argument). With a third argument, the name
-/// of a field of `Lookup` whose type has `Default` and `get(&raw, key)` /
-/// `get_u64(&raw, key)` (Othello's per-thread snapshot cache), `&self`
-/// `get`, `get_u64` and `get_batch` go through that field instead of pinning the
-/// snapshot per call.
+/// S>)`, all delegating to the engine: `LookupTable` (with `get_u64` and
+/// `get_batch_u64`), `Wire` (both), `ReadHandle` (the same), `DeltaInfo`,
+/// and the accessors `lineage`, `seq`, `value_bits` (crate-internal, or of
+/// the visibility given as a second argument). With a third argument, the
+/// name of a field of `Lookup` whose type has `Default` and `get(&raw,
+/// key)`, `get_u64`, `get_batch` and `get_batch_u64` of the same shape (a
+/// per-thread snapshot cache: Othello's, cuckoo's), `&self` lookups go
+/// through that field instead of pinning the snapshot per call.
 macro_rules! lookup_form {
     ($scheme:ty) => {
         $crate::engine::lookup_form!($scheme, pub(crate));
@@ -666,6 +694,10 @@ macro_rules! lookup_form {
         fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
             self.raw.get_batch(keys, out)
         }
+        #[inline]
+        fn get_batch_u64(&self, keys: &[u64], out: &mut [Option<u64>]) {
+            self.raw.get_batch_u64(keys, out)
+        }
     };
     // Through the per-thread cache: as short as a reader's lookup, so
     // `get_u64` is inlined like `ReadHandle::get_u64`.
@@ -681,6 +713,10 @@ macro_rules! lookup_form {
         #[inline]
         fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
             self.$local.get_batch(&self.raw, keys, out)
+        }
+        #[inline]
+        fn get_batch_u64(&self, keys: &[u64], out: &mut [Option<u64>]) {
+            self.$local.get_batch_u64(&self.raw, keys, out)
         }
     };
     // `$vis`: visibility of the inherent accessors (`pub` for a structure
@@ -738,6 +774,10 @@ macro_rules! lookup_form {
             #[inline(always)]
             fn get_u64(&self, key: u64) -> Option<u64> {
                 self.0.get_u64(key)
+            }
+            #[inline]
+            fn get_batch_u64(&self, keys: &[u64], out: &mut [Option<u64>]) {
+                self.0.get_batch_u64(keys, out)
             }
         }
 

@@ -949,10 +949,13 @@ impl Table {
         let n = keys.len().min(out.len());
         for (ks, os) in keys[..n].chunks(BATCH).zip(out[..n].chunks_mut(BATCH)) {
             if ks.iter().all(|k| k.len() == 8) {
+                // Every key has 8 bytes: a plain load, not `pack`'s
+                // variable-length copy.
+                let kw = |i: usize| ks[i].first_chunk::<8>().map_or(0, |c| u64::from_le_bytes(*c));
                 match isa {
-                    Isa::Avx512 => self.batch_keyed7(Isa::Avx512, ks, os),
-                    Isa::Avx2 => self.batch_keyed7(Isa::Avx2, ks, os),
-                    Isa::Portable => self.batch_keyed7(Isa::Portable, ks, os),
+                    Isa::Avx512 => self.batch_keyed7(Isa::Avx512, ks.len(), kw, os),
+                    Isa::Avx2 => self.batch_keyed7(Isa::Avx2, ks.len(), kw, os),
+                    Isa::Portable => self.batch_keyed7(Isa::Portable, ks.len(), kw, os),
                 }
             } else {
                 self.get_batch_general(ks, os);
@@ -967,12 +970,11 @@ impl Table {
     /// [`Self::get_keyed7`] does; a moved version or a miss with keys in the
     /// stash takes the general path for that key.
     #[inline(always)]
-    fn batch_keyed7(&self, isa: Isa, ks: &[&[u8]], os: &mut [Option<u64>]) {
+    fn batch_keyed7(&self, isa: Isa, n: usize, key: impl Fn(usize) -> u64, os: &mut [Option<u64>]) {
         let mut at = [(0usize, 0usize, 0u64); BATCH];
-        for (i, k) in ks.iter().enumerate().take(BATCH) {
-            // Every key has 8 bytes (the caller checked): a plain load, not
-            // `pack`'s variable-length copy.
-            let kw = k.first_chunk::<8>().map_or(0, |c| u64::from_le_bytes(*c));
+        let n = n.min(BATCH).min(os.len());
+        for (i, a) in at.iter_mut().enumerate().take(n) {
+            let kw = key(i);
             let (b1, b2) = self.p.buckets_of(hash_packed(kw, 8, self.flip));
             debug_assert!(b1 < self.buckets.len() && b2 < self.buckets.len());
             // SAFETY: `buckets_of` gives indices below `p.nb`, the number
@@ -980,10 +982,10 @@ impl Table {
             let (bk1, bk2) = unsafe { (self.buckets.get_unchecked(b1), self.buckets.get_unchecked(b2)) };
             prefetch(bk1 as *const Bucket);
             prefetch(bk2 as *const Bucket);
-            at[i] = (b1, b2, kw);
+            *a = (b1, b2, kw);
         }
         let l = self.lock.view();
-        for (i, o) in os.iter_mut().enumerate().take(ks.len().min(BATCH)) {
+        for (i, o) in os.iter_mut().enumerate().take(n) {
             let (b1, b2, kw) = at[i];
             // SAFETY: as above.
             let (bk1, bk2) = unsafe { (self.buckets.get_unchecked(b1), self.buckets.get_unchecked(b2)) };
@@ -997,6 +999,24 @@ impl Table {
             } else {
                 self.get_fixed_retry(kw, b1, b2)
             };
+        }
+    }
+
+    /// [`Self::get_batch`] of 8-byte integer keys (`get_u64` of each key):
+    /// the `keyed7` layout takes its batch rounds straight from the
+    /// integers; other layouts run `get_batch` on the keys' bytes.
+    pub fn get_batch_u64(&self, keys: &[u64], out: &mut [Option<u64>]) {
+        let Some(isa) = self.keyed7 else {
+            return crate::batch_u64_by_bytes(keys, out, |k, o| self.get_batch_general(k, o));
+        };
+        let n = keys.len().min(out.len());
+        for (ks, os) in keys[..n].chunks(BATCH).zip(out[..n].chunks_mut(BATCH)) {
+            let kw = |i: usize| ks[i];
+            match isa {
+                Isa::Avx512 => self.batch_keyed7(Isa::Avx512, ks.len(), kw, os),
+                Isa::Avx2 => self.batch_keyed7(Isa::Avx2, ks.len(), kw, os),
+                Isa::Portable => self.batch_keyed7(Isa::Portable, ks.len(), kw, os),
+            }
         }
     }
 
