@@ -947,15 +947,24 @@ impl Table {
             return self.get_batch_general(keys, out);
         };
         let n = keys.len().min(out.len());
-        for (ks, os) in keys[..n].chunks(BATCH).zip(out[..n].chunks_mut(BATCH)) {
+        let (keys, out) = (&keys[..n], &mut out[..n]);
+        if keys.iter().all(|k| k.len() == 8) {
+            // Every key has 8 bytes: a plain load, not `pack`'s
+            // variable-length copy.
+            let kw = |i: usize| keys[i].first_chunk::<8>().map_or(0, |c| u64::from_le_bytes(*c));
+            return match isa {
+                Isa::Avx512 => self.batch_keyed7(Isa::Avx512, kw, out),
+                Isa::Avx2 => self.batch_keyed7(Isa::Avx2, kw, out),
+                Isa::Portable => self.batch_keyed7(Isa::Portable, kw, out),
+            };
+        }
+        for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
             if ks.iter().all(|k| k.len() == 8) {
-                // Every key has 8 bytes: a plain load, not `pack`'s
-                // variable-length copy.
                 let kw = |i: usize| ks[i].first_chunk::<8>().map_or(0, |c| u64::from_le_bytes(*c));
                 match isa {
-                    Isa::Avx512 => self.batch_keyed7(Isa::Avx512, ks.len(), kw, os),
-                    Isa::Avx2 => self.batch_keyed7(Isa::Avx2, ks.len(), kw, os),
-                    Isa::Portable => self.batch_keyed7(Isa::Portable, ks.len(), kw, os),
+                    Isa::Avx512 => self.batch_keyed7(Isa::Avx512, kw, os),
+                    Isa::Avx2 => self.batch_keyed7(Isa::Avx2, kw, os),
+                    Isa::Portable => self.batch_keyed7(Isa::Portable, kw, os),
                 }
             } else {
                 self.get_batch_general(ks, os);
@@ -963,18 +972,40 @@ impl Table {
         }
     }
 
-    /// A batch round (at most `BATCH` keys, all 8 bytes) of the `keyed7`
-    /// layout: hash every key and prefetch both its buckets (one
-    /// [`simd::keyed7`] search covers both, so the second bucket is not
-    /// worth a round of its own), then search and validate each key as
-    /// [`Self::get_keyed7`] does; a moved version or a miss with keys in the
-    /// stash takes the general path for that key.
+    /// Batched lookup of `out.len()` 8-byte keys (`key(i)`, packed) of the
+    /// `keyed7` layout, in rounds of `BATCH` keys: a round hashes every key
+    /// and prefetches both its buckets (one [`simd::keyed7`] search covers
+    /// both, so the second bucket is not worth a round of its own), then
+    /// searches and validates each key as [`Self::get_keyed7`] does; a moved
+    /// version or a miss with keys in the stash takes the general path for
+    /// that key. Rounds are software-pipelined: the next round's hashes and
+    /// prefetches are issued before this round's searches, so a call of
+    /// more than `BATCH` keys overlaps one round's misses with the previous
+    /// round's work (a call of at most `BATCH` keys is one round).
     #[inline(always)]
-    fn batch_keyed7(&self, isa: Isa, n: usize, key: impl Fn(usize) -> u64, os: &mut [Option<u64>]) {
-        let mut at = [(0usize, 0usize, 0u64); BATCH];
-        let n = n.min(BATCH).min(os.len());
-        for (i, a) in at.iter_mut().enumerate().take(n) {
-            let kw = key(i);
+    fn batch_keyed7(&self, isa: Isa, key: impl Fn(usize) -> u64, out: &mut [Option<u64>]) {
+        let n = out.len();
+        let (mut cur, mut next) = ([(0usize, 0usize, 0u64); BATCH], [(0usize, 0usize, 0u64); BATCH]);
+        self.keyed7_stage(&key, 0, n.min(BATCH), &mut cur);
+        let mut base = 0;
+        while base < n {
+            let m = (n - base).min(BATCH);
+            let after = base + m;
+            if after < n {
+                self.keyed7_stage(&key, after, (n - after).min(BATCH), &mut next);
+            }
+            self.keyed7_search(isa, &cur[..m], &mut out[base..after]);
+            std::mem::swap(&mut cur, &mut next);
+            base = after;
+        }
+    }
+
+    /// A round's first stage: keys `from..from + m` hashed into `at` and
+    /// both buckets of each prefetched.
+    #[inline(always)]
+    fn keyed7_stage(&self, key: &impl Fn(usize) -> u64, from: usize, m: usize, at: &mut [(usize, usize, u64); BATCH]) {
+        for (i, a) in at.iter_mut().enumerate().take(m) {
+            let kw = key(from + i);
             let (b1, b2) = self.p.buckets_of(hash_packed(kw, 8, self.flip));
             debug_assert!(b1 < self.buckets.len() && b2 < self.buckets.len());
             // SAFETY: `buckets_of` gives indices below `p.nb`, the number
@@ -984,10 +1015,18 @@ impl Table {
             prefetch(bk2 as *const Bucket);
             *a = (b1, b2, kw);
         }
+    }
+
+    /// A round's second stage: each staged key searched and validated.
+    #[inline(always)]
+    fn keyed7_search(&self, isa: Isa, at: &[(usize, usize, u64)], os: &mut [Option<u64>]) {
         let l = self.lock.view();
-        for (i, o) in os.iter_mut().enumerate().take(n) {
-            let (b1, b2, kw) = at[i];
-            // SAFETY: as above.
+        for (&(b1, b2, kw), o) in at.iter().zip(os.iter_mut()) {
+            // SAFETY: every entry of `at` is either made by `keyed7_stage`,
+            // whose indices come from `buckets_of` (below `p.nb`, the number
+            // of buckets `Table::new` allocated), or the initial `(0, 0, 0)`
+            // (bucket 0 exists: `p.nb >= 1`); this private function is only
+            // called by `batch_keyed7` with such entries.
             let (bk1, bk2) = unsafe { (self.buckets.get_unchecked(b1), self.buckets.get_unchecked(b2)) };
             let (v1, v2) = (l.peek(b1), l.peek(b2));
             let (hits, x) = simd::keyed7(isa, bk1, bk2, kw);
@@ -1010,13 +1049,11 @@ impl Table {
             return crate::batch_u64_by_bytes(keys, out, |k, o| self.get_batch_general(k, o));
         };
         let n = keys.len().min(out.len());
-        for (ks, os) in keys[..n].chunks(BATCH).zip(out[..n].chunks_mut(BATCH)) {
-            let kw = |i: usize| ks[i];
-            match isa {
-                Isa::Avx512 => self.batch_keyed7(Isa::Avx512, ks.len(), kw, os),
-                Isa::Avx2 => self.batch_keyed7(Isa::Avx2, ks.len(), kw, os),
-                Isa::Portable => self.batch_keyed7(Isa::Portable, ks.len(), kw, os),
-            }
+        let kw = |i: usize| keys[i];
+        match isa {
+            Isa::Avx512 => self.batch_keyed7(Isa::Avx512, kw, &mut out[..n]),
+            Isa::Avx2 => self.batch_keyed7(Isa::Avx2, kw, &mut out[..n]),
+            Isa::Portable => self.batch_keyed7(Isa::Portable, kw, &mut out[..n]),
         }
     }
 
