@@ -33,7 +33,7 @@
 
 use crate::error::{Error, Result};
 use crate::lineage::{self, Lineage};
-use crate::sync::{Cached, Published};
+use crate::sync::{Cached, PerThreadView, Published};
 use crate::wire::{Frame, Kind, Reader as WireReader, Writer};
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -395,6 +395,127 @@ impl<S: Scheme> RawLookup<S> {
         let (table, seq, img) = S::read_blob(&mut r)?;
         r.finish()?;
         Self::from_image(img, table, seq)
+    }
+}
+
+/// The address of one snapshot, the view a [`LocalSnapshots`] slot keeps
+/// next to the `Arc` that keeps the snapshot alive.
+///
+/// Validity: made only by [`LocalSnapshots`] (through `snapshot_ref`) from
+/// a live snapshot and used only inside [`PerThreadView::with`], whose slot
+/// holds the `Arc` it was made from for the whole call (the type is private
+/// to this module).
+struct SnapshotRef<T>(*const T);
+
+impl<T> Clone for SnapshotRef<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SnapshotRef<T> {}
+
+// SAFETY: a `SnapshotRef` only points to a snapshot (`Send + Sync`, see
+// `Scheme::Inner`) kept alive by the slot that holds the reference (see the
+// type's docs), so moving one to another thread is no different from
+// moving that `Arc`.
+unsafe impl<T: Send + Sync> Send for SnapshotRef<T> {}
+
+impl<T> SnapshotRef<T> {
+    #[inline(always)]
+    fn get(&self) -> &T {
+        // SAFETY: the snapshot is alive while the reference is used (type docs).
+        unsafe { &*self.0 }
+    }
+}
+
+fn snapshot_ref<T>(t: &T) -> SnapshotRef<T> {
+    SnapshotRef(t)
+}
+
+/// The `&self` lookups' per-thread snapshot cache of any scheme (a
+/// [`PerThreadView`] of snapshot references; Othello keeps a flatter view
+/// of its own): each thread that looks a key up through a `Lookup`'s
+/// `&self` keeps, inside that table, its own snapshot `Arc`, checked
+/// against the generation per call like a [`Reader`]'s, instead of pinning
+/// the snapshot with arc-swap on every call (a locked read-modify-write,
+/// which keeps consecutive lookups from overlapping their cache misses). A
+/// structure names the field in [`lookup_form!`]'s third argument; its
+/// docs state the one-stale-snapshot-per-thread rule.
+pub(crate) struct LocalSnapshots<S: Scheme>(PerThreadView<S::Inner, SnapshotRef<S::Inner>>);
+
+impl<S: Scheme> Default for LocalSnapshots<S> {
+    fn default() -> Self {
+        LocalSnapshots(PerThreadView::new(snapshot_ref))
+    }
+}
+
+impl<S: Scheme> Debug for LocalSnapshots<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<S: Scheme> LocalSnapshots<S> {
+    /// Runs `f` on this thread's current snapshot of `raw`.
+    ///
+    /// # Safety
+    ///
+    /// `f` must not look up through this cache (a refresh there would drop
+    /// the snapshot `f` holds a reference to). `raw` should be the
+    /// `RawLookup` owned next to this cache in the same `Lookup` (the same
+    /// publisher on every call; another one gives answers from the wrong
+    /// table, never a dangling reference: the slot keeps its snapshot alive).
+    #[inline(always)]
+    unsafe fn with<R>(&self, raw: &RawLookup<S>, f: impl FnOnce(&S::Inner) -> R) -> R {
+        // SAFETY: the caller's promise on `f` is `PerThreadView::with`'s.
+        unsafe {
+            self.0.with(
+                &raw.cur,
+                #[inline(always)]
+                |v| f(v.get()),
+            )
+        }
+    }
+
+    // The lookups below are called by `lookup_form!`'s `&self` methods
+    // (and structures' inherent `get_u64`) with `&self.raw`, the
+    // `RawLookup` next to this cache. Their closures run a scheme's lookup
+    // on a snapshot, which never reaches this cache.
+
+    #[inline(always)]
+    pub fn get(&self, raw: &RawLookup<S>, key: &[u8]) -> Option<u64> {
+        // SAFETY: see the comment above.
+        unsafe {
+            self.with(
+                raw,
+                #[inline(always)]
+                |c| S::get(c, key, || raw.cur.load_full()),
+            )
+        }
+    }
+
+    #[inline(always)]
+    pub fn get_u64(&self, raw: &RawLookup<S>, key: u64) -> Option<u64> {
+        // SAFETY: see the comment above.
+        unsafe {
+            self.with(
+                raw,
+                #[inline(always)]
+                |c| S::get_u64(c, key, || raw.cur.load_full()),
+            )
+        }
+    }
+
+    #[inline]
+    pub fn get_batch(&self, raw: &RawLookup<S>, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        // SAFETY: see the comment above.
+        unsafe { self.with(raw, |c| S::get_batch(c, keys, out, || raw.cur.load_full())) }
+    }
+
+    #[inline]
+    pub fn get_batch_u64(&self, raw: &RawLookup<S>, keys: &[u64], out: &mut [Option<u64>]) {
+        // SAFETY: see the comment above.
+        unsafe { self.with(raw, |c| S::get_batch_u64(c, keys, out, || raw.cur.load_full())) }
     }
 }
 

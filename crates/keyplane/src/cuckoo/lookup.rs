@@ -6,7 +6,7 @@ use super::delta::{Delta, Image, Ops, TAG_TABLE, read_change, write_change};
 use super::table::{Op, Resize, Table};
 use crate::engine::{RawDelta, RawLookup, Scheme};
 use crate::error::{Error, Result};
-use crate::sync::{PerThreadView, Published};
+use crate::sync::Published;
 use crate::wire::{Kind, Reader as WireReader, Writer};
 use std::sync::Arc;
 
@@ -115,94 +115,6 @@ impl Scheme for Cuckoo {
     crate::engine::inner_lookups!(get, get_batch, get_u64, get_batch_u64);
 }
 
-/// The address of one snapshot ([`Table`]), the view a [`LocalViews`]
-/// slot keeps next to the `Arc` that keeps the table alive.
-///
-/// Validity: made only by [`table_view`] from a live table and used only
-/// inside [`PerThreadView::with`], whose slot holds the `Arc<Table>` it
-/// was made from for the whole call (the type is private to this module).
-#[derive(Clone, Copy, Debug)]
-struct TableView(*const Table);
-
-// SAFETY: a `TableView` only points to a `Table` (which is `Send + Sync`)
-// kept alive by the slot that holds the view (see the type's docs), so
-// moving one to another thread is no different from moving that `Arc`.
-unsafe impl Send for TableView {}
-
-fn table_view(t: &Table) -> TableView {
-    TableView(t)
-}
-
-impl TableView {
-    #[inline(always)]
-    fn table(&self) -> &Table {
-        // SAFETY: the table is alive while the view is used (type docs).
-        unsafe { &*self.0 }
-    }
-}
-
-/// The `&self` lookups' per-thread snapshot cache ([`PerThreadView`], as
-/// Othello's `LocalViews`): each thread that calls `get` / `get_u64` /
-/// `get_batch` / `get_batch_u64` on a [`Lookup`] keeps, inside that table,
-/// its own snapshot `Arc`, checked against the generation per call like a
-/// [`Reader`]'s, instead of pinning the snapshot with arc-swap on every
-/// call (a locked read-modify-write that keeps consecutive lookups from
-/// overlapping their cache misses).
-pub(crate) struct LocalViews(PerThreadView<Table, TableView>);
-
-impl Default for LocalViews {
-    fn default() -> Self {
-        LocalViews(PerThreadView::new(table_view))
-    }
-}
-
-impl std::fmt::Debug for LocalViews {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl LocalViews {
-    #[inline(always)]
-    fn get(&self, raw: &RawLookup<Cuckoo>, key: &[u8]) -> Option<u64> {
-        // SAFETY: `raw` is the `RawLookup` owned next to this cache in the
-        // same `Lookup` (the only callers, `lookup_form!`'s methods and
-        // `Lookup::get_u64`, pass `&self.raw`), and the closure does not
-        // call `with`.
-        unsafe {
-            self.0.with(
-                raw.publisher(),
-                #[inline(always)]
-                |v| v.table().get(key),
-            )
-        }
-    }
-
-    #[inline(always)]
-    fn get_u64(&self, raw: &RawLookup<Cuckoo>, key: u64) -> Option<u64> {
-        // SAFETY: see `get`.
-        unsafe {
-            self.0.with(
-                raw.publisher(),
-                #[inline(always)]
-                |v| v.table().get_u64(key),
-            )
-        }
-    }
-
-    #[inline]
-    fn get_batch(&self, raw: &RawLookup<Cuckoo>, keys: &[&[u8]], out: &mut [Option<u64>]) {
-        // SAFETY: see `get`.
-        unsafe { self.0.with(raw.publisher(), |v| v.table().get_batch(keys, out)) }
-    }
-
-    #[inline]
-    fn get_batch_u64(&self, raw: &RawLookup<Cuckoo>, keys: &[u64], out: &mut [Option<u64>]) {
-        // SAFETY: see `get`.
-        unsafe { self.0.with(raw.publisher(), |v| v.table().get_batch_u64(keys, out)) }
-    }
-}
-
 /// Cuckoo lookup form: the full table (keys, values, stash, key arena).
 /// Lookups are exact. See the [module docs](super).
 ///
@@ -231,7 +143,7 @@ impl LocalViews {
 pub struct Lookup {
     raw: RawLookup<Cuckoo>,
     /// The `&self` lookups' per-thread snapshot caches.
-    local: LocalViews,
+    local: crate::engine::LocalSnapshots<Cuckoo>,
 }
 
 /// A per-thread read handle on a lookup form ([`crate::LookupTable::reader`]):

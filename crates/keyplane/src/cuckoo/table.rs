@@ -64,6 +64,13 @@ fn zeroed_buckets(n: usize) -> Box<[Bucket]> {
     }
 }
 
+/// The packed word of a key the caller knows to have 8 bytes: one plain
+/// load, not [`pack`]'s variable-length copy (0 for any other length).
+#[inline(always)]
+fn load8(k: &[u8]) -> u64 {
+    k.first_chunk::<8>().map_or(0, |c| u64::from_le_bytes(*c))
+}
+
 /// Little-endian packing of up to 8 bytes.
 #[inline(always)]
 pub(crate) fn pack(k: &[u8]) -> u64 {
@@ -949,22 +956,19 @@ impl Table {
         let n = keys.len().min(out.len());
         let (keys, out) = (&keys[..n], &mut out[..n]);
         if keys.iter().all(|k| k.len() == 8) {
-            // Every key has 8 bytes: a plain load, not `pack`'s
-            // variable-length copy.
-            let kw = |i: usize| keys[i].first_chunk::<8>().map_or(0, |c| u64::from_le_bytes(*c));
+            // Every key has 8 bytes: `load8`, not `pack`.
             return match isa {
-                Isa::Avx512 => self.batch_keyed7(Isa::Avx512, kw, out),
-                Isa::Avx2 => self.batch_keyed7(Isa::Avx2, kw, out),
-                Isa::Portable => self.batch_keyed7(Isa::Portable, kw, out),
+                Isa::Avx512 => self.batch_keyed7(Isa::Avx512, keys, load8, out),
+                Isa::Avx2 => self.batch_keyed7(Isa::Avx2, keys, load8, out),
+                Isa::Portable => self.batch_keyed7(Isa::Portable, keys, load8, out),
             };
         }
         for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
             if ks.iter().all(|k| k.len() == 8) {
-                let kw = |i: usize| ks[i].first_chunk::<8>().map_or(0, |c| u64::from_le_bytes(*c));
                 match isa {
-                    Isa::Avx512 => self.batch_keyed7(Isa::Avx512, kw, os),
-                    Isa::Avx2 => self.batch_keyed7(Isa::Avx2, kw, os),
-                    Isa::Portable => self.batch_keyed7(Isa::Portable, kw, os),
+                    Isa::Avx512 => self.batch_keyed7(Isa::Avx512, ks, load8, os),
+                    Isa::Avx2 => self.batch_keyed7(Isa::Avx2, ks, load8, os),
+                    Isa::Portable => self.batch_keyed7(Isa::Portable, ks, load8, os),
                 }
             } else {
                 self.get_batch_general(ks, os);
@@ -972,7 +976,7 @@ impl Table {
         }
     }
 
-    /// Batched lookup of `out.len()` 8-byte keys (`key(i)`, packed) of the
+    /// Batched lookup of the 8-byte keys `keys` (packed by `load`) of the
     /// `keyed7` layout, in rounds of `BATCH` keys: a round hashes every key
     /// and prefetches both its buckets (one [`simd::keyed7`] search covers
     /// both, so the second bucket is not worth a round of its own), then
@@ -983,16 +987,16 @@ impl Table {
     /// more than `BATCH` keys overlaps one round's misses with the previous
     /// round's work (a call of at most `BATCH` keys is one round).
     #[inline(always)]
-    fn batch_keyed7(&self, isa: Isa, key: impl Fn(usize) -> u64, out: &mut [Option<u64>]) {
-        let n = out.len();
+    fn batch_keyed7<K: Copy>(&self, isa: Isa, keys: &[K], load: impl Fn(K) -> u64, out: &mut [Option<u64>]) {
+        let n = keys.len().min(out.len());
         let (mut cur, mut next) = ([(0usize, 0usize, 0u64); BATCH], [(0usize, 0usize, 0u64); BATCH]);
-        self.keyed7_stage(&key, 0, n.min(BATCH), &mut cur);
+        self.keyed7_stage(&keys[..n.min(BATCH)], &load, &mut cur);
         let mut base = 0;
         while base < n {
             let m = (n - base).min(BATCH);
             let after = base + m;
             if after < n {
-                self.keyed7_stage(&key, after, (n - after).min(BATCH), &mut next);
+                self.keyed7_stage(&keys[after..n.min(after + BATCH)], &load, &mut next);
             }
             self.keyed7_search(isa, &cur[..m], &mut out[base..after]);
             std::mem::swap(&mut cur, &mut next);
@@ -1000,12 +1004,12 @@ impl Table {
         }
     }
 
-    /// A round's first stage: keys `from..from + m` hashed into `at` and
-    /// both buckets of each prefetched.
+    /// A round's first stage: `keys` (at most `BATCH`) hashed into `at`
+    /// and both buckets of each prefetched.
     #[inline(always)]
-    fn keyed7_stage(&self, key: &impl Fn(usize) -> u64, from: usize, m: usize, at: &mut [(usize, usize, u64); BATCH]) {
-        for (i, a) in at.iter_mut().enumerate().take(m) {
-            let kw = key(from + i);
+    fn keyed7_stage<K: Copy>(&self, keys: &[K], load: &impl Fn(K) -> u64, at: &mut [(usize, usize, u64); BATCH]) {
+        for (&k, a) in keys.iter().zip(at.iter_mut()) {
+            let kw = load(k);
             let (b1, b2) = self.p.buckets_of(hash_packed(kw, 8, self.flip));
             debug_assert!(b1 < self.buckets.len() && b2 < self.buckets.len());
             // SAFETY: `buckets_of` gives indices below `p.nb`, the number
@@ -1048,12 +1052,11 @@ impl Table {
         let Some(isa) = self.keyed7 else {
             return crate::batch_u64_by_bytes(keys, out, |k, o| self.get_batch_general(k, o));
         };
-        let n = keys.len().min(out.len());
-        let kw = |i: usize| keys[i];
+        let id = |k: u64| k;
         match isa {
-            Isa::Avx512 => self.batch_keyed7(Isa::Avx512, kw, &mut out[..n]),
-            Isa::Avx2 => self.batch_keyed7(Isa::Avx2, kw, &mut out[..n]),
-            Isa::Portable => self.batch_keyed7(Isa::Portable, kw, &mut out[..n]),
+            Isa::Avx512 => self.batch_keyed7(Isa::Avx512, keys, id, out),
+            Isa::Avx2 => self.batch_keyed7(Isa::Avx2, keys, id, out),
+            Isa::Portable => self.batch_keyed7(Isa::Portable, keys, id, out),
         }
     }
 
