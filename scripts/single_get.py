@@ -6,7 +6,7 @@ line to each process in turn and collects its JSON lines.
 
 usage: single_get.py N ROUNDS OUT.jsonl KEYPLANE_BIN HARNESS_DIR[:DIR...] [--queries Q] [--reps R]
        [--structures othello,othello_pow2,setsep] [--refs sdyy_othello,ludo_othello,ludo_setsep,libcuckoo,ludo_cuckoo]
-       [--base OTHER_KEYPLANE_BIN --base-structures setsep]
+       [--base OTHER_KEYPLANE_BIN --base-structures setsep] [--batch 16]
        (--structures may include cuckoo; each harness binary is looked up in the
        colon-separated HARNESS_DIR list; --base runs a second keyplane binary, e.g.
        the code before a change, in the same rotation, its JSON "impl" prefixed "base ")
@@ -37,6 +37,9 @@ def main():
         "libcuckoo": [h("libcuckoo_find"), nn, q, reps],
         "ludo_cuckoo": [h("ludo_cuckoo"), nn, q, reps],
     }
+    if "--batch" in opts:
+        # keys per batched call, keyplane binary only (older --base binaries lack the option)
+        cmds["keyplane"] += ["--batch", opts["--batch"]]
     if "--base" in opts:
         bs = opts.get("--base-structures", opts.get("--structures", "othello,othello_pow2,setsep"))
         cmds["base"] = [opts["--base"], "--serve", "--n", nn, "--queries", q, "--reps", reps, "--structures", bs]

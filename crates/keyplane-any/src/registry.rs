@@ -101,6 +101,12 @@ macro_rules! registry {
             pub fn get_u64(&self, key: u64) -> Option<u64> {
                 match self { $( AnyReader::$ty(r) => r.get_u64(key), )* }
             }
+
+            /// See [`ReadHandle::get_batch_u64`]: `get_u64` of every key.
+            #[inline]
+            pub fn get_batch_u64(&self, keys: &[u64], out: &mut [Option<u64>]) {
+                match self { $( AnyReader::$ty(r) => r.get_batch_u64(keys, out), )* }
+            }
         }
 
         /// A control form of any registered structure.
@@ -168,6 +174,12 @@ macro_rules! registry {
             #[inline]
             pub fn get_u64(&self, key: u64) -> Option<u64> {
                 match self { $( AnyLookup::$ty(t) => t.get_u64(key), )* }
+            }
+
+            /// See [`LookupTable::get_batch_u64`]: `get_u64` of every key.
+            #[inline]
+            pub fn get_batch_u64(&self, keys: &[u64], out: &mut [Option<u64>]) {
+                match self { $( AnyLookup::$ty(t) => t.get_batch_u64(keys, out), )* }
             }
 
             /// A per-thread read handle (see [`LookupTable::reader`]).

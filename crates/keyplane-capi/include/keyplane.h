@@ -194,6 +194,44 @@ enum kp_status kp_table_get_batch_fixed(const struct kp_table *table,
                                         size_t *hits);
 
 /**
+ * Looks `n` 8-byte integer keys up at once: `values[i]` and `found[i]`
+ * are what [`kp_table_get_u64`] gives for `keys[i]` (its little-endian
+ * bytes, as `keyplane::key::u64_key` and `--key-format u64` write it),
+ * answered on the structure's typed batch path where it has one (Othello,
+ * the full cuckoo map; the others take `kp_table_get_batch`'s path on the
+ * keys' bytes). Stores the value (0 when absent) in `values[i]` and, when
+ * `found` is not NULL, 1 / 0 in `found[i]`; stores the number of keys
+ * found in `*hits` when `hits` is not NULL. Never allocates. NULL `keys`
+ * or `values` with `n > 0` gives `KP_ERR_NULL`; a misaligned array
+ * `KP_ERR_INVALID`.
+ *
+ * # Safety
+ * `table` must come from [`kp_table_from_bytes`] and not be freed; `keys`
+ * and `values` (and `found` unless NULL) must point to `n` elements.
+ */
+enum kp_status kp_table_get_batch_u64(const struct kp_table *table,
+                                      const uint64_t *keys,
+                                      size_t n,
+                                      uint64_t *values,
+                                      uint8_t *found,
+                                      size_t *hits);
+
+/**
+ * [`kp_table_get_batch_u64`] through a read handle.
+ *
+ * # Safety
+ * `reader` must come from [`kp_reader_new`], not be freed and not be in
+ * use by another thread; `keys` and `values` (and `found` unless NULL)
+ * must point to `n` elements.
+ */
+enum kp_status kp_reader_get_batch_u64(const struct kp_reader *reader,
+                                       const uint64_t *keys,
+                                       size_t n,
+                                       uint64_t *values,
+                                       uint8_t *found,
+                                       size_t *hits);
+
+/**
  * Applies one delta, or a stream of concatenated deltas (as written by
  * `keyplane update`), in place. Lookups on other threads may continue
  * meanwhile; call `kp_table_apply` from one thread at a time. On error the

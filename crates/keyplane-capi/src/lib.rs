@@ -461,6 +461,118 @@ pub unsafe extern "C" fn kp_table_get_batch_fixed(
     })
 }
 
+/// The body of the typed batch lookups: checks the pointers, then answers
+/// `keys` in chunks with `get_batch_u64` (the structure's typed batch
+/// path), writing `values`, `found` and `hits` as `kp_table_get_batch` does.
+///
+/// # Safety
+/// `keys` and `values` (and `found` unless NULL) must point to `n`
+/// elements (or be NULL); `hits` must be writable or NULL.
+unsafe fn batch_u64_into(
+    keys: *const u64,
+    n: usize,
+    values: *mut u64,
+    found: *mut u8,
+    hits: *mut usize,
+    get_batch_u64: impl Fn(&[u64], &mut [Option<u64>]),
+) -> kp_status {
+    if n == 0 {
+        if !hits.is_null() {
+            // SAFETY: non-NULL, writable by contract.
+            unsafe { *hits = 0 };
+        }
+        return KP_OK;
+    }
+    if keys.is_null() {
+        return null_arg("keys");
+    }
+    if values.is_null() {
+        return null_arg("values");
+    }
+    if !keys.is_aligned() || !values.is_aligned() {
+        set_error("keys and values must be 8-byte aligned uint64_t arrays");
+        return KP_ERR_INVALID;
+    }
+    // SAFETY: the caller guarantees `n` elements behind each non-NULL
+    // pointer (checked non-NULL and aligned above).
+    let (ks, vals) = unsafe { (std::slice::from_raw_parts(keys, n), std::slice::from_raw_parts_mut(values, n)) };
+    // SAFETY: as above; `found` is optional.
+    let mut fnd = if found.is_null() { None } else { Some(unsafe { std::slice::from_raw_parts_mut(found, n) }) };
+    let mut out = [None; CHUNK];
+    let mut h = 0;
+    for (i, ch) in ks.chunks(CHUNK).enumerate() {
+        let o = &mut out[..ch.len()];
+        get_batch_u64(ch, o);
+        for (j, a) in o.iter().enumerate() {
+            let at = i * CHUNK + j;
+            vals[at] = a.unwrap_or(0);
+            if let Some(f) = fnd.as_deref_mut() {
+                f[at] = a.is_some() as u8;
+            }
+            h += a.is_some() as usize;
+        }
+    }
+    if !hits.is_null() {
+        // SAFETY: non-NULL, writable by contract.
+        unsafe { *hits = h };
+    }
+    KP_OK
+}
+
+/// Looks `n` 8-byte integer keys up at once: `values[i]` and `found[i]`
+/// are what [`kp_table_get_u64`] gives for `keys[i]` (its little-endian
+/// bytes, as `keyplane::key::u64_key` and `--key-format u64` write it),
+/// answered on the structure's typed batch path where it has one (Othello,
+/// the full cuckoo map; the others take `kp_table_get_batch`'s path on the
+/// keys' bytes). Stores the value (0 when absent) in `values[i]` and, when
+/// `found` is not NULL, 1 / 0 in `found[i]`; stores the number of keys
+/// found in `*hits` when `hits` is not NULL. Never allocates. NULL `keys`
+/// or `values` with `n > 0` gives `KP_ERR_NULL`; a misaligned array
+/// `KP_ERR_INVALID`.
+///
+/// # Safety
+/// `table` must come from [`kp_table_from_bytes`] and not be freed; `keys`
+/// and `values` (and `found` unless NULL) must point to `n` elements.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kp_table_get_batch_u64(
+    table: *const kp_table,
+    keys: *const u64,
+    n: usize,
+    values: *mut u64,
+    found: *mut u8,
+    hits: *mut usize,
+) -> kp_status {
+    guard(|| {
+        // SAFETY: the caller guarantees a live handle or NULL.
+        let Some(t) = (unsafe { table.as_ref() }) else { return null_arg("table") };
+        // SAFETY: forwarded from this function's contract.
+        unsafe { batch_u64_into(keys, n, values, found, hits, |k, o| t.inner.get_batch_u64(k, o)) }
+    })
+}
+
+/// [`kp_table_get_batch_u64`] through a read handle.
+///
+/// # Safety
+/// `reader` must come from [`kp_reader_new`], not be freed and not be in
+/// use by another thread; `keys` and `values` (and `found` unless NULL)
+/// must point to `n` elements.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kp_reader_get_batch_u64(
+    reader: *const kp_reader,
+    keys: *const u64,
+    n: usize,
+    values: *mut u64,
+    found: *mut u8,
+    hits: *mut usize,
+) -> kp_status {
+    guard(|| {
+        // SAFETY: the caller guarantees a live handle or NULL.
+        let Some(r) = (unsafe { reader.as_ref() }) else { return null_arg("reader") };
+        // SAFETY: forwarded from this function's contract.
+        unsafe { batch_u64_into(keys, n, values, found, hits, |k, o| r.reader.get_batch_u64(k, o)) }
+    })
+}
+
 /// Applies one delta, or a stream of concatenated deltas (as written by
 /// `keyplane update`), in place. Lookups on other threads may continue
 /// meanwhile; call `kp_table_apply` from one thread at a time. On error the

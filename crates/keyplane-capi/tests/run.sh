@@ -30,12 +30,15 @@ for i in $(seq 0 999); do printf 'key%d\t%d\n' "$i" $(( (i * 7) % 256 )); done >
 # Another table with the same structure, options and keys: it must refuse d.kpd.
 "$KP" build -i "$T/keys.tsv" -l 8 -O filtered=8 --out "$T/other.kpl" 2>/dev/null
 $CC -std=c11 -O2 -Wall -Wextra -Werror -Icrates/keyplane-capi/include crates/keyplane-capi/tests/capi_test.c "$LIB" -lpthread -ldl -lm -o "$T/capi_test"
-# Tables of 8-byte keys for the typed path (kp_table_get_u64).
-for st in othello setsep ludo; do
+# Tables of 8-byte keys for the typed paths (kp_table_get_u64, kp_table_get_batch_u64),
+# one of every registered structure.
+U64_STRUCTURES="othello setsep ludo cuckoo cuckoo-partial cfw bfw fht fpt"
+for st in $U64_STRUCTURES; do
   "$KP" build -s "$st" --generate 3000 --gen-key-type u64 -l 8 --dump-keys "$T/u64_$st.tsv" --out "$T/u64_$st.kpl" 2>/dev/null
 done
-"$T/capi_test" "$T/t.kpl" "$T/d.kpd" "$T/other.kpl" \
-  "$T/u64_othello.kpl" "$T/u64_othello.tsv" "$T/u64_setsep.kpl" "$T/u64_setsep.tsv" "$T/u64_ludo.kpl" "$T/u64_ludo.tsv"
+U64_ARGS=()
+for st in $U64_STRUCTURES; do U64_ARGS+=("$T/u64_$st.kpl" "$T/u64_$st.tsv"); done
+"$T/capi_test" "$T/t.kpl" "$T/d.kpd" "$T/other.kpl" "${U64_ARGS[@]}"
 # The packet-loop example, against a table of 5-tuple keys.
 $CC -std=c11 -O2 -Wall -Wextra -Werror -Icrates/keyplane-capi/include examples/c/packet_loop.c "$LIB" -lpthread -ldl -lm -o "$T/packet_loop"
 "$KP" build --generate 100000 --gen-key-type fivetuple -l 8 -O filtered=8 --dump-keys "$T/flows.tsv" --out "$T/flows.kpl" 2>/dev/null

@@ -4,7 +4,7 @@
 //! structure per round.
 //!
 //! ```text
-//! single_get --n 1M [--structures othello,othello_pow2,setsep,cuckoo] [--queries 8M] [--reps 5] [--rounds 3] [--serve] [--decode]
+//! single_get --n 1M [--structures othello,othello_pow2,setsep,cuckoo] [--queries 8M] [--reps 5] [--rounds 3] [--serve] [--decode] [--batch 16]
 //! ```
 //!
 //! Keys, values and the query stream are the C++ reference harnesses' (see
@@ -104,27 +104,24 @@ fn floor_batched(buf: &[u64], q: &[u64], lines: usize) -> u64 {
     acc
 }
 
-/// Typed batched lookups (`get_batch_u64`), where a structure has them.
-trait TypedBatch: LookupTable {
-    /// One pass over `q` in batches of 16 through a reader, summing each
-    /// batch's first answer; `None` for a structure without the path.
-    fn batched_u64(&self, _q: &[u64]) -> Option<u64> {
-        None
-    }
+/// Typed batched lookups (`get_batch_u64`): one pass over `q` in calls of
+/// `batch()` keys, through `f` (a reader's or the table's `get_batch_u64`),
+/// summing each call's first answer.
+fn batched_u64(q: &[u64], mut f: impl FnMut(&[u64], &mut [Option<u64>])) -> u64 {
+    let mut out = vec![None; batch()];
+    q.chunks(batch()).fold(0u64, |a, ch| {
+        f(ch, &mut out[..ch.len()]);
+        a.wrapping_add(out[0].unwrap_or(1))
+    })
 }
 
-impl TypedBatch for othello::Lookup {
-    fn batched_u64(&self, q: &[u64]) -> Option<u64> {
-        let rd = self.reader();
-        let mut out = [None; 16];
-        Some(q.chunks(16).fold(0u64, |a, ch| {
-            rd.get_batch_u64(ch, &mut out[..ch.len()]);
-            a.wrapping_add(out[0].unwrap_or(1))
-        }))
-    }
+/// Keys per `get_batch` / `get_batch_u64` call (`--batch`, default 16;
+/// the JSON keys say `16` whatever it is, and `batch` records it).
+static BATCH: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(16);
+
+fn batch() -> usize {
+    BATCH.load(std::sync::atomic::Ordering::Relaxed)
 }
-impl TypedBatch for setsep::Lookup {}
-impl TypedBatch for cuckoo::Lookup {}
 
 /// One table under test.
 struct Bench<'a, L> {
@@ -134,7 +131,7 @@ struct Bench<'a, L> {
     t: &'a L,
 }
 
-fn round<L: TypedBatch>(b: &Bench<'_, L>, q: &[u64], qb: &[[u8; 8]], reps: usize) -> String {
+fn round<L: LookupTable>(b: &Bench<'_, L>, q: &[u64], qb: &[[u8; 8]], reps: usize) -> String {
     let ops = q.len();
     let sum = |o: Option<u64>| o.unwrap_or(1);
     let t = b.t;
@@ -145,10 +142,10 @@ fn round<L: TypedBatch>(b: &Bench<'_, L>, q: &[u64], qb: &[[u8; 8]], reps: usize
     let self_u64 = timed(reps, ops, || q.iter().fold(0u64, |a, &k| a.wrapping_add(sum(t.get_u64(k)))));
     let reader_u64 = timed(reps, ops, || q.iter().fold(0u64, |a, &k| a.wrapping_add(sum(rd.get_u64(k)))));
     let refs: Vec<&[u8]> = qb.iter().map(|k| &k[..]).collect();
-    let mut out = [None; 16];
+    let mut out = vec![None; batch()];
     let batched = timed(reps, ops, || {
         let mut a = 0u64;
-        for ch in refs.chunks(16) {
+        for ch in refs.chunks(batch()) {
             t.get_batch(ch, &mut out[..ch.len()]);
             a = a.wrapping_add(sum(out[0]));
         }
@@ -156,13 +153,14 @@ fn round<L: TypedBatch>(b: &Bench<'_, L>, q: &[u64], qb: &[[u8; 8]], reps: usize
     });
     let batched_reader = timed(reps, ops, || {
         let mut a = 0u64;
-        for ch in refs.chunks(16) {
+        for ch in refs.chunks(batch()) {
             rd.get_batch(ch, &mut out[..ch.len()]);
             a = a.wrapping_add(sum(out[0]));
         }
         a
     });
-    let batched_u64 = t.batched_u64(&q[..1]).map(|_| timed(reps, ops, || t.batched_u64(q).unwrap_or(0)));
+    let batched_u64_reader = timed(reps, ops, || batched_u64(q, |k, o| rd.get_batch_u64(k, o)));
+    let batched_u64_self = timed(reps, ops, || batched_u64(q, |k, o| t.get_batch_u64(k, o)));
     // Attribution without memory: the typed hash and index arithmetic alone.
     let hash_only = timed(reps, ops, || {
         q.iter().fold(0u64, |a, &k| {
@@ -178,14 +176,15 @@ fn round<L: TypedBatch>(b: &Bench<'_, L>, q: &[u64], qb: &[[u8; 8]], reps: usize
     drop(buf);
     let pair = |(c, w): (f64, f64)| format!("{{\"cpu_ns\":{c:.3},\"wall_ns\":{w:.3}}}");
     let mut j = format!(
-        "{{\"impl\":\"keyplane {}\",\"structure\":\"{}\",\"n\":{},\"value_bits\":8,\"queries\":{ops},\"reps\":{reps},\"memory_bytes\":{},\"bits_per_key\":{:.3},\"build_s\":{:.3},\"load_average\":{}",
+        "{{\"impl\":\"keyplane {}\",\"structure\":\"{}\",\"n\":{},\"value_bits\":8,\"queries\":{ops},\"reps\":{reps},\"memory_bytes\":{},\"bits_per_key\":{:.3},\"build_s\":{:.3},\"load_average\":{},\"batch\":{}",
         b.name,
         b.name,
         b.n,
         memory,
         memory as f64 * 8.0 / b.n as f64,
         b.build_s,
-        load_average()
+        load_average(),
+        batch()
     );
     for (k, v) in [
         ("get_self", self_get),
@@ -194,6 +193,8 @@ fn round<L: TypedBatch>(b: &Bench<'_, L>, q: &[u64], qb: &[[u8; 8]], reps: usize
         ("get_u64_reader", reader_u64),
         ("batched_16", batched),
         ("batched_16_reader", batched_reader),
+        ("batched_u64_16_reader", batched_u64_reader),
+        ("batched_u64_16_self", batched_u64_self),
         ("hash_u64_only", hash_only),
         ("floor_1_line", f1),
         ("floor_2_lines", f2),
@@ -201,15 +202,12 @@ fn round<L: TypedBatch>(b: &Bench<'_, L>, q: &[u64], qb: &[[u8; 8]], reps: usize
     ] {
         j.push_str(&format!(",\"{k}\":{}", pair(v)));
     }
-    if let Some(v) = batched_u64 {
-        j.push_str(&format!(",\"batched_u64_16_reader\":{}", pair(v)));
-    }
     j.push('}');
     j
 }
 
 /// One pass of one lookup path over the stream (for instruction counts).
-fn only<L: TypedBatch>(b: &Bench<'_, L>, path: &str, q: &[u64], qb: &[[u8; 8]]) {
+fn only<L: LookupTable>(b: &Bench<'_, L>, path: &str, q: &[u64], qb: &[[u8; 8]]) {
     let (t, rd) = (b.t, b.t.reader());
     let sum = |o: Option<u64>| o.unwrap_or(1);
     let acc = match path {
@@ -220,23 +218,24 @@ fn only<L: TypedBatch>(b: &Bench<'_, L>, path: &str, q: &[u64], qb: &[[u8; 8]]) 
         "get_u64_reader" => q.iter().fold(0u64, |a, &k| a.wrapping_add(sum(rd.get_u64(k)))),
         "batched" => {
             let refs: Vec<&[u8]> = qb.iter().map(|k| &k[..]).collect();
-            let mut out = [None; 16];
-            refs.chunks(16).fold(0u64, |a, ch| {
+            let mut out = vec![None; batch()];
+            refs.chunks(batch()).fold(0u64, |a, ch| {
                 rd.get_batch(ch, &mut out[..ch.len()]);
                 a.wrapping_add(sum(out[0]))
             })
         }
         "batched_self" => {
             let refs: Vec<&[u8]> = qb.iter().map(|k| &k[..]).collect();
-            let mut out = [None; 16];
-            refs.chunks(16).fold(0u64, |a, ch| {
+            let mut out = vec![None; batch()];
+            refs.chunks(batch()).fold(0u64, |a, ch| {
                 t.get_batch(ch, &mut out[..ch.len()]);
                 a.wrapping_add(sum(out[0]))
             })
         }
-        "batched_u64" => t.batched_u64(q).unwrap_or_else(|| usage("--only batched_u64: Othello only")),
+        "batched_u64" => batched_u64(q, |k, o| rd.get_batch_u64(k, o)),
+        "batched_u64_self" => batched_u64(q, |k, o| t.get_batch_u64(k, o)),
         other => usage(&format!(
-            "--only {other:?}: none, get_self, get_reader, get_u64_self, get_u64_reader, batched, batched_self, batched_u64"
+            "--only {other:?}: none, get_self, get_reader, get_u64_self, get_u64_reader, batched, batched_self, batched_u64, batched_u64_self"
         )),
     };
     println!("{} {path} {}", b.name, black_box(acc));
@@ -254,7 +253,7 @@ fn parse_num(s: &str) -> Option<u64> {
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "single_get: {msg}\nusage: single_get [--n 1M] [--queries 8M] [--reps 5] [--rounds 3] [--structures othello,othello_pow2,setsep,cuckoo] [--serve] [--decode] [--only PATH]"
+        "single_get: {msg}\nusage: single_get [--n 1M] [--queries 8M] [--reps 5] [--rounds 3] [--structures othello,othello_pow2,setsep,cuckoo] [--serve] [--decode] [--only PATH] [--batch 16]"
     );
     std::process::exit(2)
 }
@@ -270,7 +269,7 @@ fn main() {
         match k.as_str() {
             "--serve" => serve = true,
             "--decode" => decode = true,
-            "--n" | "--queries" | "--reps" | "--rounds" | "--structures" | "--only" => {
+            "--n" | "--queries" | "--reps" | "--rounds" | "--structures" | "--only" | "--batch" => {
                 let v = it.next().unwrap_or_else(|| usage(&format!("{k} needs a value")));
                 opt.insert(k[2..].to_string(), v);
             }
@@ -284,6 +283,7 @@ fn main() {
     let qn = num("queries", 1 << 23).max(1) as usize;
     let reps = num("reps", 5).max(1) as usize;
     let rounds = num("rounds", 3) as usize;
+    BATCH.store(num("batch", 16).max(1) as usize, std::sync::atomic::Ordering::Relaxed);
     let structures = opt.get("structures").cloned().unwrap_or_else(|| "othello,othello_pow2,setsep".into());
     let keys: Vec<u64> = (0..n as u64).map(|i| mix64(i ^ (1 << 40))).collect();
     let vals: Vec<u64> = (0..n as u64).map(|i| mix64(i ^ 0x5eed) & 0xff).collect();

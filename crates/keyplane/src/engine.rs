@@ -33,7 +33,7 @@
 
 use crate::error::{Error, Result};
 use crate::lineage::{self, Lineage};
-use crate::sync::{Cached, Published};
+use crate::sync::{Cached, PerThreadView, Published};
 use crate::wire::{Frame, Kind, Reader as WireReader, Writer};
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -95,6 +95,13 @@ pub(crate) trait Scheme: Sized + Debug + Clone + PartialEq + Send + Sync + 'stat
         for (k, o) in keys.iter().zip(out.iter_mut()) {
             *o = Self::get(c, k, &latest);
         }
+    }
+    /// `get_batch` of 8-byte integer keys (see
+    /// [`crate::LookupTable::get_batch_u64`]): override with a path
+    /// specialised for the width.
+    #[inline]
+    fn get_batch_u64(c: &Self::Inner, keys: &[u64], out: &mut [Option<u64>], latest: impl Fn() -> Arc<Self::Inner>) {
+        crate::batch_u64_by_bytes(keys, out, |k, o| Self::get_batch(c, k, o, &latest))
     }
     /// Applies a patch whose operations depend on each other and so are
     /// checked one at a time (the full cuckoo map: a rebuild changes what
@@ -318,6 +325,11 @@ impl<S: Scheme> RawLookup<S> {
         S::get_batch(&self.cur.load(), keys, out, || self.cur.load_full())
     }
 
+    #[inline]
+    pub fn get_batch_u64(&self, keys: &[u64], out: &mut [Option<u64>]) {
+        S::get_batch_u64(&self.cur.load(), keys, out, || self.cur.load_full())
+    }
+
     /// The publisher of the snapshots (for a scheme whose lookup form
     /// keeps per-thread caches of them: see [`lookup_form!`]'s `local`).
     #[allow(dead_code)]
@@ -386,6 +398,127 @@ impl<S: Scheme> RawLookup<S> {
     }
 }
 
+/// The address of one snapshot, the view a [`LocalSnapshots`] slot keeps
+/// next to the `Arc` that keeps the snapshot alive.
+///
+/// Validity: made only by [`LocalSnapshots`] (through `snapshot_ref`) from
+/// a live snapshot and used only inside [`PerThreadView::with`], whose slot
+/// holds the `Arc` it was made from for the whole call (the type is private
+/// to this module).
+struct SnapshotRef<T>(*const T);
+
+impl<T> Clone for SnapshotRef<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SnapshotRef<T> {}
+
+// SAFETY: a `SnapshotRef` only points to a snapshot (`Send + Sync`, see
+// `Scheme::Inner`) kept alive by the slot that holds the reference (see the
+// type's docs), so moving one to another thread is no different from
+// moving that `Arc`.
+unsafe impl<T: Send + Sync> Send for SnapshotRef<T> {}
+
+impl<T> SnapshotRef<T> {
+    #[inline(always)]
+    fn get(&self) -> &T {
+        // SAFETY: the snapshot is alive while the reference is used (type docs).
+        unsafe { &*self.0 }
+    }
+}
+
+fn snapshot_ref<T>(t: &T) -> SnapshotRef<T> {
+    SnapshotRef(t)
+}
+
+/// The `&self` lookups' per-thread snapshot cache of any scheme (a
+/// [`PerThreadView`] of snapshot references; Othello keeps a flatter view
+/// of its own): each thread that looks a key up through a `Lookup`'s
+/// `&self` keeps, inside that table, its own snapshot `Arc`, checked
+/// against the generation per call like a [`Reader`]'s, instead of pinning
+/// the snapshot with arc-swap on every call (a locked read-modify-write,
+/// which keeps consecutive lookups from overlapping their cache misses). A
+/// structure names the field in [`lookup_form!`]'s third argument; its
+/// docs state the one-stale-snapshot-per-thread rule.
+pub(crate) struct LocalSnapshots<S: Scheme>(PerThreadView<S::Inner, SnapshotRef<S::Inner>>);
+
+impl<S: Scheme> Default for LocalSnapshots<S> {
+    fn default() -> Self {
+        LocalSnapshots(PerThreadView::new(snapshot_ref))
+    }
+}
+
+impl<S: Scheme> Debug for LocalSnapshots<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<S: Scheme> LocalSnapshots<S> {
+    /// Runs `f` on this thread's current snapshot of `raw`.
+    ///
+    /// # Safety
+    ///
+    /// `f` must not look up through this cache (a refresh there would drop
+    /// the snapshot `f` holds a reference to). `raw` should be the
+    /// `RawLookup` owned next to this cache in the same `Lookup` (the same
+    /// publisher on every call; another one gives answers from the wrong
+    /// table, never a dangling reference: the slot keeps its snapshot alive).
+    #[inline(always)]
+    unsafe fn with<R>(&self, raw: &RawLookup<S>, f: impl FnOnce(&S::Inner) -> R) -> R {
+        // SAFETY: the caller's promise on `f` is `PerThreadView::with`'s.
+        unsafe {
+            self.0.with(
+                &raw.cur,
+                #[inline(always)]
+                |v| f(v.get()),
+            )
+        }
+    }
+
+    // The lookups below are called by `lookup_form!`'s `&self` methods
+    // (and structures' inherent `get_u64`) with `&self.raw`, the
+    // `RawLookup` next to this cache. Their closures run a scheme's lookup
+    // on a snapshot, which never reaches this cache.
+
+    #[inline(always)]
+    pub fn get(&self, raw: &RawLookup<S>, key: &[u8]) -> Option<u64> {
+        // SAFETY: see the comment above.
+        unsafe {
+            self.with(
+                raw,
+                #[inline(always)]
+                |c| S::get(c, key, || raw.cur.load_full()),
+            )
+        }
+    }
+
+    #[inline(always)]
+    pub fn get_u64(&self, raw: &RawLookup<S>, key: u64) -> Option<u64> {
+        // SAFETY: see the comment above.
+        unsafe {
+            self.with(
+                raw,
+                #[inline(always)]
+                |c| S::get_u64(c, key, || raw.cur.load_full()),
+            )
+        }
+    }
+
+    #[inline]
+    pub fn get_batch(&self, raw: &RawLookup<S>, keys: &[&[u8]], out: &mut [Option<u64>]) {
+        // SAFETY: see the comment above.
+        unsafe { self.with(raw, |c| S::get_batch(c, keys, out, || raw.cur.load_full())) }
+    }
+
+    #[inline]
+    pub fn get_batch_u64(&self, raw: &RawLookup<S>, keys: &[u64], out: &mut [Option<u64>]) {
+        // SAFETY: see the comment above.
+        unsafe { self.with(raw, |c| S::get_batch_u64(c, keys, out, || raw.cur.load_full())) }
+    }
+}
+
 /// The per-thread reader of any scheme: a cached snapshot (see
 /// [`Cached`]); `latest` for stale snapshots goes through the publisher.
 #[derive(Debug)]
@@ -435,6 +568,11 @@ impl<'a, S: Scheme> Reader<'a, S> {
     #[inline]
     pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
         self.0.with(|c| S::get_batch(c, keys, out, || self.0.latest()))
+    }
+
+    #[inline]
+    pub fn get_batch_u64(&self, keys: &[u64], out: &mut [Option<u64>]) {
+        self.0.with(|c| S::get_batch_u64(c, keys, out, || self.0.latest()))
     }
 }
 
@@ -630,6 +768,17 @@ macro_rules! inner_lookups {
             c.get_batch(keys, out)
         }
     };
+    (@one get_batch_u64) => {
+        #[inline]
+        fn get_batch_u64(
+            c: &Self::Inner,
+            keys: &[u64],
+            out: &mut [Option<u64>],
+            _: impl Fn() -> std::sync::Arc<Self::Inner>,
+        ) {
+            c.get_batch_u64(keys, out)
+        }
+    };
     (@one get_u64) => {
         #[inline(always)]
         fn get_u64(c: &Self::Inner, key: u64, _: impl Fn() -> std::sync::Arc<Self::Inner>) -> Option<u64> {
@@ -641,14 +790,14 @@ pub(crate) use inner_lookups;
 
 /// Writes the trait impls of a structure's public `Lookup { raw:
 /// RawLookup<S> }`, `Delta(RawDelta<S>)` and `Reader<'a>(engine::Reader<'a,
-/// S>)`, all delegating to the engine: `LookupTable` (with `get_u64`),
-/// `Wire` (both), `ReadHandle` (with `get_u64`), `DeltaInfo`, and the
-/// accessors `lineage`, `seq`, `value_bits` (crate-internal, or of the
-/// visibility given as a second argument). With a third argument, the name
-/// of a field of `Lookup` whose type has `Default` and `get(&raw, key)` /
-/// `get_u64(&raw, key)` (Othello's per-thread snapshot cache), `&self`
-/// `get`, `get_u64` and `get_batch` go through that field instead of pinning the
-/// snapshot per call.
+/// S>)`, all delegating to the engine: `LookupTable` (with `get_u64` and
+/// `get_batch_u64`), `Wire` (both), `ReadHandle` (the same), `DeltaInfo`,
+/// and the accessors `lineage`, `seq`, `value_bits` (crate-internal, or of
+/// the visibility given as a second argument). With a third argument, the
+/// name of a field of `Lookup` whose type has `Default` and `get(&raw,
+/// key)`, `get_u64`, `get_batch` and `get_batch_u64` of the same shape (a
+/// per-thread snapshot cache: Othello's, cuckoo's), `&self` lookups go
+/// through that field instead of pinning the snapshot per call.
 macro_rules! lookup_form {
     ($scheme:ty) => {
         $crate::engine::lookup_form!($scheme, pub(crate));
@@ -666,6 +815,10 @@ macro_rules! lookup_form {
         fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
             self.raw.get_batch(keys, out)
         }
+        #[inline]
+        fn get_batch_u64(&self, keys: &[u64], out: &mut [Option<u64>]) {
+            self.raw.get_batch_u64(keys, out)
+        }
     };
     // Through the per-thread cache: as short as a reader's lookup, so
     // `get_u64` is inlined like `ReadHandle::get_u64`.
@@ -681,6 +834,10 @@ macro_rules! lookup_form {
         #[inline]
         fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
             self.$local.get_batch(&self.raw, keys, out)
+        }
+        #[inline]
+        fn get_batch_u64(&self, keys: &[u64], out: &mut [Option<u64>]) {
+            self.$local.get_batch_u64(&self.raw, keys, out)
         }
     };
     // `$vis`: visibility of the inherent accessors (`pub` for a structure
@@ -738,6 +895,10 @@ macro_rules! lookup_form {
             #[inline(always)]
             fn get_u64(&self, key: u64) -> Option<u64> {
                 self.0.get_u64(key)
+            }
+            #[inline]
+            fn get_batch_u64(&self, keys: &[u64], out: &mut [Option<u64>]) {
+                self.0.get_batch_u64(keys, out)
             }
         }
 

@@ -179,6 +179,15 @@ pub trait LookupTable: Wire + Send + Sync {
         self.get(&key::u64_key(key))
     }
 
+    /// [`LookupTable::get_batch`] of 8-byte integer keys: `out[i]` is
+    /// `get_u64(keys[i])`. Othello and the full cuckoo map answer it on a
+    /// batched path typed for the width; other structures run `get_batch`
+    /// on the keys' little-endian bytes. `out.len()` must equal
+    /// `keys.len()`; extra entries of either are ignored.
+    fn get_batch_u64(&self, keys: &[u64], out: &mut [Option<u64>]) {
+        batch_u64_by_bytes(keys, out, |k, o| self.get_batch(k, o))
+    }
+
     /// Applies a delta in place. One writer at a time (the implementation
     /// serialises writers); any number of threads may keep calling `get`.
     fn apply(&self, delta: &Self::Delta) -> Result<()>;
@@ -214,6 +223,30 @@ pub trait ReadHandle: Send {
     fn get_u64(&self, key: u64) -> Option<u64> {
         self.get(&key::u64_key(key))
     }
+
+    /// Same answers as [`LookupTable::get_batch_u64`].
+    fn get_batch_u64(&self, keys: &[u64], out: &mut [Option<u64>]) {
+        batch_u64_by_bytes(keys, out, |k, o| self.get_batch(k, o))
+    }
+}
+
+/// The generic `get_batch_u64`: the keys' little-endian bytes
+/// ([`key::u64_key`]) handed to `get_batch` in chunks, on the stack.
+pub(crate) fn batch_u64_by_bytes(
+    keys: &[u64],
+    out: &mut [Option<u64>],
+    mut get_batch: impl FnMut(&[&[u8]], &mut [Option<u64>]),
+) {
+    const CHUNK: usize = 32;
+    let n = keys.len().min(out.len());
+    let mut bytes = [[0u8; 8]; CHUNK];
+    for (ks, os) in keys[..n].chunks(CHUNK).zip(out[..n].chunks_mut(CHUNK)) {
+        for (b, &k) in bytes.iter_mut().zip(ks) {
+            *b = key::u64_key(k);
+        }
+        let refs: [&[u8]; CHUNK] = std::array::from_fn(|i| &bytes[i][..]);
+        get_batch(&refs[..ks.len()], os);
+    }
 }
 
 /// The plain read handle: a reference to the table, calling its `&self`
@@ -238,5 +271,8 @@ impl<L: LookupTable> ReadHandle for SharedReader<'_, L> {
     #[inline]
     fn get_u64(&self, key: u64) -> Option<u64> {
         self.0.get_u64(key)
+    }
+    fn get_batch_u64(&self, keys: &[u64], out: &mut [Option<u64>]) {
+        self.0.get_batch_u64(keys, out)
     }
 }

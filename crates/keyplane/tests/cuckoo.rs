@@ -762,16 +762,33 @@ fn fast_path_readers_during_churn() {
                     let (k, v) = &stable[rng.below(stable.len() as u64) as usize];
                     assert_eq!(reader.get(k), Some(*v));
                     assert_eq!(replica.get(k), Some(*v));
+                    let idx: Vec<usize> = (0..9).map(|_| rng.below(stable.len() as u64) as usize).collect();
                     if w == 8 {
                         let x = u64::from_le_bytes(k[..].try_into().unwrap());
                         assert_eq!(reader.get_u64(x), Some(*v));
                         assert_eq!(replica.reader().get_u64(x), Some(*v));
+                        // The replica's `&self` typed paths (its per-thread
+                        // snapshot cache), single and batched.
+                        assert_eq!(replica.get_u64(x), Some(*v));
+                        let ints: Vec<u64> =
+                            idx.iter().map(|&i| u64::from_le_bytes(stable[i].0[..].try_into().unwrap())).collect();
+                        replica.get_batch_u64(&ints, &mut out);
+                        for (&i, o) in idx.iter().zip(&out) {
+                            assert_eq!(*o, Some(stable[i].1), "replica get_batch_u64");
+                        }
+                        reader.get_batch_u64(&ints, &mut out);
+                        for (&i, o) in idx.iter().zip(&out) {
+                            assert_eq!(*o, Some(stable[i].1), "reader get_batch_u64");
+                        }
                     }
-                    let idx: Vec<usize> = (0..9).map(|_| rng.below(stable.len() as u64) as usize).collect();
                     let keys: Vec<&[u8]> = idx.iter().map(|&i| stable[i].0.as_slice()).collect();
                     reader.get_batch(&keys, &mut out);
                     for (&i, o) in idx.iter().zip(&out) {
                         assert_eq!(*o, Some(stable[i].1));
+                    }
+                    replica.get_batch(&keys, &mut out);
+                    for (&i, o) in idx.iter().zip(&out) {
+                        assert_eq!(*o, Some(stable[i].1), "replica get_batch");
                     }
                     n += 1;
                 }

@@ -26,6 +26,30 @@ fn same_answers<L: LookupTable>(t: &L, probes: &[u64]) {
         assert_eq!(copy.get_u64(x), want, "decoded get_u64({x:#x})");
         assert_eq!(rd2.get_u64(x), want, "decoded reader get_u64({x:#x})");
     }
+    // Typed batches (`get_batch_u64`) of every length up to a few internal
+    // rounds, from every offset class: the single lookups' answers.
+    let want: Vec<Option<u64>> = probes.iter().map(|&x| t.get(&u64_key(x))).collect();
+    for len in [1usize, 5, 16, 17, 31, 64, 100] {
+        for (ks, ws) in probes.chunks(len).zip(want.chunks(len)) {
+            let mut out = vec![Some(u64::MAX); ks.len()];
+            t.get_batch_u64(ks, &mut out);
+            assert_eq!(out, ws, "&self get_batch_u64 of {len}");
+            rd.get_batch_u64(ks, &mut out);
+            assert_eq!(out, ws, "reader get_batch_u64 of {len}");
+            copy.get_batch_u64(ks, &mut out);
+            assert_eq!(out, ws, "decoded get_batch_u64 of {len}");
+        }
+    }
+    // Mismatched lengths: the shorter one decides, the rest is untouched.
+    if probes.len() >= 3 {
+        let mut out = vec![Some(7); 2];
+        t.get_batch_u64(&probes[..3], &mut out);
+        assert_eq!(out, want[..2]);
+        let mut out = vec![Some(7); 3];
+        rd.get_batch_u64(&probes[..2], &mut out);
+        assert_eq!(out[..2], want[..2]);
+        assert_eq!(out[2], Some(7));
+    }
 }
 
 fn othello_options(layout: u8, seed: u64) -> othello::Options {
@@ -119,17 +143,29 @@ where
 {
     let table = Arc::new(ctl.export());
     let keys: Arc<Vec<u64>> = Arc::new(keys.to_vec());
-    let readers =
-        support::Readers::spawn(
-            2,
-            7,
-            &table,
-            &keys,
-            pair,
-            |t: &C::Lookup, rd, k, i| {
-                if i % 3 == 0 { t.get_u64(k) } else { rd.get_u64(k) }
-            },
-        );
+    let readers = support::Readers::spawn(2, 7, &table, &keys, pair, |t: &C::Lookup, rd, k, i| {
+        // Every typed path, `&self` and the handle's, single and
+        // batched (a batch of one key: the helper checks one key
+        // at a time), and `&self` byte-key `get`.
+        let mut o = [None];
+        match i % 6 {
+            0 => t.get_u64(k),
+            1 => rd.get_u64(k),
+            2 => t.get(&u64_key(k)),
+            3 => {
+                t.get_batch_u64(&[k], &mut o);
+                o[0]
+            }
+            4 => {
+                rd.get_batch_u64(&[k], &mut o);
+                o[0]
+            }
+            _ => {
+                t.get_batch(&[&u64_key(k)[..]], &mut o);
+                o[0]
+            }
+        }
+    });
     let mut state = vec![0usize; keys.len()];
     for d in 0..deltas {
         let j = keyplane::hash::mix64(d as u64) as usize % keys.len();

@@ -81,6 +81,8 @@ class Lookup:
         """Vectorised lookup: (values, found); values are 0 where absent."""
     def get_u64_array(self, keys: npt.NDArray[np.uint64]) -> Tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
         """Typed lookup of a 1-D uint64 array (8-byte little-endian keys): (values, found), as get_many."""
+    def get_batch_u64(self, keys: npt.NDArray[np.uint64]) -> Tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
+        """Typed batched lookup of a 1-D uint64 array (the typed batch path, prefetching): (values, found), as get_u64_array."""
     def apply(self, delta: bytes) -> None:
         """Applies one delta or several concatenated deltas. Raises DeltaMismatchError, CorruptError, WrongKindError."""
     def describe(self) -> list[Tuple[str, str]]:

@@ -112,7 +112,7 @@ impl Scheme for Cuckoo {
     fn value_bits(c: &Table) -> u32 {
         c.p.vbits
     }
-    crate::engine::inner_lookups!(get, get_batch, get_u64);
+    crate::engine::inner_lookups!(get, get_batch, get_u64, get_batch_u64);
 }
 
 /// Cuckoo lookup form: the full table (keys, values, stash, key arena).
@@ -124,9 +124,26 @@ impl Scheme for Cuckoo {
 /// `from_bytes`, [`apply`](crate::LookupTable::apply),
 /// [`get`](crate::LookupTable::get), [`get_batch`](crate::LookupTable::get_batch)
 /// and a per-thread [`reader`](crate::LookupTable::reader).
+///
+/// # Snapshots held per thread
+///
+/// `get`, `get_u64`, `get_batch` and `get_batch_u64` on `&self` cost about
+/// what a [`Reader`]'s do: each thread that calls them keeps, inside this
+/// table, a cached reference to the table's current snapshot and checks
+/// one generation counter per call. The price (the same as Othello's): a
+/// thread may keep **one stale snapshot** of this table alive after a
+/// whole-table replacement (growth, shrink, a rebuild delta) until its
+/// next `&self` lookup on this table, which moves it to the current one,
+/// or until the table is dropped, which releases every thread's snapshot
+/// (a thread that exited leaves its snapshot to the table's drop or to the
+/// next thread given its id). Nothing outside the table refers to these
+/// caches. Answers are never stale: every call sees the deltas and
+/// replacements applied before it.
 #[derive(Debug)]
 pub struct Lookup {
     raw: RawLookup<Cuckoo>,
+    /// The `&self` lookups' per-thread snapshot caches.
+    local: crate::engine::LocalSnapshots<Cuckoo>,
 }
 
 /// A per-thread read handle on a lookup form ([`crate::LookupTable::reader`]):
@@ -136,7 +153,7 @@ pub struct Lookup {
 #[derive(Debug, Clone)]
 pub struct Reader<'a>(crate::engine::Reader<'a, Cuckoo>);
 
-crate::engine::lookup_form!(Cuckoo);
+crate::engine::lookup_form!(Cuckoo, pub(crate), local);
 
 impl Lookup {
     pub(crate) fn from_table(t: Table, table: crate::lineage::Lineage, seq: u64) -> Self {
@@ -151,9 +168,9 @@ impl Lookup {
         self.len() == 0
     }
     /// Exact lookup of the 8-byte key `key.to_le_bytes()` (see [`super::Reader::get_u64`]).
-    #[inline]
+    #[inline(always)]
     pub fn get_u64(&self, key: u64) -> Option<u64> {
-        self.raw.get_u64(key)
+        self.local.get_u64(&self.raw, key)
     }
     /// Key width of the fixed-width layout (`None`: the wide layout).
     pub fn key_width(&self) -> Option<usize> {
@@ -206,6 +223,66 @@ mod tests {
             crate::engine::ImageCodec::encode(&**img, &mut w);
         }
         assert!(matches!(Delta::from_bytes(&w.finish()), Err(Error::Corrupt(_))));
+    }
+
+    /// The `&self` lookups' per-thread snapshots (as Othello's): a thread
+    /// keeps a stale snapshot only until its next lookup on the table, the
+    /// table's drop releases every thread's, and after a growth every
+    /// `&self` path answers from the new table.
+    #[test]
+    fn self_lookups_follow_replacements_and_release_snapshots() {
+        use crate::key::u64_key;
+        use std::sync::{Weak, mpsc};
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Lookup>();
+        let mut ctl = Control::from_items((0..100u64).map(|k| (u64_key(k), k & 0xff)), 8).unwrap();
+        let table = Arc::new(ctl.export());
+        let first = Arc::downgrade(&table.raw.load_full());
+        let mut workers = Vec::new();
+        for _ in 0..3 {
+            let (go, rx) = mpsc::channel::<Option<Arc<Lookup>>>();
+            let (done, back) = mpsc::channel::<()>();
+            let t = table.clone();
+            let h = std::thread::spawn(move || {
+                assert_eq!(t.get_u64(7), Some(7));
+                drop(t);
+                done.send(()).unwrap();
+                while let Ok(Some(t)) = rx.recv() {
+                    // Every `&self` path sees the keys the growth brought.
+                    let mut out = [None; 3];
+                    t.get_batch_u64(&[7, 1_500, 1_999], &mut out);
+                    assert_eq!(out, [Some(7), Some(1_500 & 0xff), Some(1_999 & 0xff)]);
+                    t.get_batch(&[&u64_key(1_234)[..]], &mut out[..1]);
+                    assert_eq!(out[0], Some(1_234 & 0xff));
+                    assert_eq!(t.get(&u64_key(1_001)), Some(1_001 & 0xff));
+                    drop(t);
+                    done.send(()).unwrap();
+                }
+            });
+            back.recv().unwrap();
+            workers.push((go, back, h));
+        }
+        let mut replaced = false;
+        for k in 100..2_000u64 {
+            let d = ctl.insert(&u64_key(k), k & 0xff).unwrap();
+            replaced |= d.is_rebuild();
+            table.apply(&d).unwrap();
+        }
+        let second = Arc::downgrade(&table.raw.load_full());
+        assert!(replaced && !Weak::ptr_eq(&first, &second), "no whole-table replacement");
+        assert!(first.upgrade().is_some(), "the idle threads' stale snapshot");
+        for (go, back, _) in &workers {
+            go.send(Some(table.clone())).unwrap();
+            back.recv().unwrap();
+        }
+        assert!(first.upgrade().is_none(), "the first snapshot outlived every thread's next lookup");
+        assert!(second.upgrade().is_some());
+        drop(table);
+        assert!(second.upgrade().is_none(), "a dropped table's snapshot is still alive");
+        for (go, _, h) in workers {
+            go.send(None).unwrap();
+            h.join().unwrap();
+        }
     }
 
     #[test]

@@ -64,6 +64,13 @@ fn zeroed_buckets(n: usize) -> Box<[Bucket]> {
     }
 }
 
+/// The packed word of a key the caller knows to have 8 bytes: one plain
+/// load, not [`pack`]'s variable-length copy (0 for any other length).
+#[inline(always)]
+fn load8(k: &[u8]) -> u64 {
+    k.first_chunk::<8>().map_or(0, |c| u64::from_le_bytes(*c))
+}
+
 /// Little-endian packing of up to 8 bytes.
 #[inline(always)]
 pub(crate) fn pack(k: &[u8]) -> u64 {
@@ -953,12 +960,21 @@ impl Table {
             return self.get_batch_general(keys, out);
         };
         let n = keys.len().min(out.len());
-        for (ks, os) in keys[..n].chunks(BATCH).zip(out[..n].chunks_mut(BATCH)) {
+        let (keys, out) = (&keys[..n], &mut out[..n]);
+        if keys.iter().all(|k| k.len() == 8) {
+            // Every key has 8 bytes: `load8`, not `pack`.
+            return match isa {
+                Isa::Avx512 => self.batch_keyed7(Isa::Avx512, keys, load8, out),
+                Isa::Avx2 => self.batch_keyed7(Isa::Avx2, keys, load8, out),
+                Isa::Portable => self.batch_keyed7(Isa::Portable, keys, load8, out),
+            };
+        }
+        for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
             if ks.iter().all(|k| k.len() == 8) {
                 match isa {
-                    Isa::Avx512 => self.batch_keyed7(Isa::Avx512, ks, os),
-                    Isa::Avx2 => self.batch_keyed7(Isa::Avx2, ks, os),
-                    Isa::Portable => self.batch_keyed7(Isa::Portable, ks, os),
+                    Isa::Avx512 => self.batch_keyed7(Isa::Avx512, ks, load8, os),
+                    Isa::Avx2 => self.batch_keyed7(Isa::Avx2, ks, load8, os),
+                    Isa::Portable => self.batch_keyed7(Isa::Portable, ks, load8, os),
                 }
             } else {
                 self.get_batch_general(ks, os);
@@ -966,19 +982,40 @@ impl Table {
         }
     }
 
-    /// A batch round (at most `BATCH` keys, all 8 bytes) of the `keyed7`
-    /// layout: hash every key and prefetch both its buckets (one
-    /// [`simd::keyed7`] search covers both, so the second bucket is not
-    /// worth a round of its own), then search and validate each key as
-    /// [`Self::get_keyed7`] does; a moved version or a miss with keys in the
-    /// stash takes the general path for that key.
+    /// Batched lookup of the 8-byte keys `keys` (packed by `load`) of the
+    /// `keyed7` layout, in rounds of `BATCH` keys: a round hashes every key
+    /// and prefetches both its buckets (one [`simd::keyed7`] search covers
+    /// both, so the second bucket is not worth a round of its own), then
+    /// searches and validates each key as [`Self::get_keyed7`] does; a moved
+    /// version or a miss with keys in the stash takes the general path for
+    /// that key. Rounds are software-pipelined: the next round's hashes and
+    /// prefetches are issued before this round's searches, so a call of
+    /// more than `BATCH` keys overlaps one round's misses with the previous
+    /// round's work (a call of at most `BATCH` keys is one round).
     #[inline(always)]
-    fn batch_keyed7(&self, isa: Isa, ks: &[&[u8]], os: &mut [Option<u64>]) {
-        let mut at = [(0usize, 0usize, 0u64); BATCH];
-        for (i, k) in ks.iter().enumerate().take(BATCH) {
-            // Every key has 8 bytes (the caller checked): a plain load, not
-            // `pack`'s variable-length copy.
-            let kw = k.first_chunk::<8>().map_or(0, |c| u64::from_le_bytes(*c));
+    fn batch_keyed7<K: Copy>(&self, isa: Isa, keys: &[K], load: impl Fn(K) -> u64, out: &mut [Option<u64>]) {
+        let n = keys.len().min(out.len());
+        let (mut cur, mut next) = ([(0usize, 0usize, 0u64); BATCH], [(0usize, 0usize, 0u64); BATCH]);
+        self.keyed7_stage(&keys[..n.min(BATCH)], &load, &mut cur);
+        let mut base = 0;
+        while base < n {
+            let m = (n - base).min(BATCH);
+            let after = base + m;
+            if after < n {
+                self.keyed7_stage(&keys[after..n.min(after + BATCH)], &load, &mut next);
+            }
+            self.keyed7_search(isa, &cur[..m], &mut out[base..after]);
+            std::mem::swap(&mut cur, &mut next);
+            base = after;
+        }
+    }
+
+    /// A round's first stage: `keys` (at most `BATCH`) hashed into `at`
+    /// and both buckets of each prefetched.
+    #[inline(always)]
+    fn keyed7_stage<K: Copy>(&self, keys: &[K], load: &impl Fn(K) -> u64, at: &mut [(usize, usize, u64); BATCH]) {
+        for (&k, a) in keys.iter().zip(at.iter_mut()) {
+            let kw = load(k);
             let (b1, b2) = self.p.buckets_of(hash_packed(kw, 8, self.flip));
             debug_assert!(b1 < self.buckets.len() && b2 < self.buckets.len());
             // SAFETY: `buckets_of` gives indices below `p.nb`, the number
@@ -986,12 +1023,20 @@ impl Table {
             let (bk1, bk2) = unsafe { (self.buckets.get_unchecked(b1), self.buckets.get_unchecked(b2)) };
             prefetch(bk1 as *const Bucket);
             prefetch(bk2 as *const Bucket);
-            at[i] = (b1, b2, kw);
+            *a = (b1, b2, kw);
         }
+    }
+
+    /// A round's second stage: each staged key searched and validated.
+    #[inline(always)]
+    fn keyed7_search(&self, isa: Isa, at: &[(usize, usize, u64)], os: &mut [Option<u64>]) {
         let l = self.lock.view();
-        for (i, o) in os.iter_mut().enumerate().take(ks.len().min(BATCH)) {
-            let (b1, b2, kw) = at[i];
-            // SAFETY: as above.
+        for (&(b1, b2, kw), o) in at.iter().zip(os.iter_mut()) {
+            // SAFETY: every entry of `at` is either made by `keyed7_stage`,
+            // whose indices come from `buckets_of` (below `p.nb`, the number
+            // of buckets `Table::new` allocated), or the initial `(0, 0, 0)`
+            // (bucket 0 exists: `p.nb >= 1`); this private function is only
+            // called by `batch_keyed7` with such entries.
             let (bk1, bk2) = unsafe { (self.buckets.get_unchecked(b1), self.buckets.get_unchecked(b2)) };
             let (v1, v2) = (l.peek(b1), l.peek(b2));
             let (hits, x) = simd::keyed7(isa, bk1, bk2, kw);
@@ -1003,6 +1048,21 @@ impl Table {
             } else {
                 self.get_fixed_retry(kw, b1, b2)
             };
+        }
+    }
+
+    /// [`Self::get_batch`] of 8-byte integer keys (`get_u64` of each key):
+    /// the `keyed7` layout takes its batch rounds straight from the
+    /// integers; other layouts run `get_batch` on the keys' bytes.
+    pub fn get_batch_u64(&self, keys: &[u64], out: &mut [Option<u64>]) {
+        let Some(isa) = self.keyed7 else {
+            return crate::batch_u64_by_bytes(keys, out, |k, o| self.get_batch_general(k, o));
+        };
+        let id = |k: u64| k;
+        match isa {
+            Isa::Avx512 => self.batch_keyed7(Isa::Avx512, keys, id, out),
+            Isa::Avx2 => self.batch_keyed7(Isa::Avx2, keys, id, out),
+            Isa::Portable => self.batch_keyed7(Isa::Portable, keys, id, out),
         }
     }
 

@@ -425,12 +425,27 @@ pub struct Reader<'a>(crate::engine::Reader<'a, SetSep>);
 /// `from_bytes`, [`apply`](crate::LookupTable::apply),
 /// [`get`](crate::LookupTable::get), [`get_batch`](crate::LookupTable::get_batch)
 /// and a per-thread [`reader`](crate::LookupTable::reader).
+///
+/// # Snapshots held per thread
+///
+/// `&self` lookups (`get`, `get_u64`, `get_batch`, `get_batch_u64`) cost
+/// about what a [`Reader`]'s do: each thread that calls them keeps, inside
+/// this table, a cached reference to the table's current snapshot and
+/// checks one generation counter per call. The price (as Othello's and the
+/// cuckoo map's): a thread may keep **one stale snapshot** of this table
+/// alive after a whole-table replacement (a rebuild delta) until its next
+/// `&self` lookup on this table, which moves it to the current one, or
+/// until the table is dropped, which releases every thread's snapshot.
+/// Answers are never stale: every call sees the deltas and replacements
+/// applied before it.
 #[derive(Debug)]
 pub struct Lookup {
     raw: RawLookup<SetSep>,
+    /// The `&self` lookups' per-thread snapshot caches.
+    local: crate::engine::LocalSnapshots<SetSep>,
 }
 
-crate::engine::lookup_form!(SetSep);
+crate::engine::lookup_form!(SetSep, pub(crate), local);
 
 impl Lookup {
     pub(crate) fn from_image(img: Image, table: crate::lineage::Lineage, seq: u64) -> Self {
