@@ -392,18 +392,21 @@ impl View {
         self.read_once(h, ia, ib)
     }
 
-    /// Hash and slot indices of an 8-byte key: `hash_u64` bit for bit (the
-    /// seed's constant precomputed), then `reduce(lo(h), p.ma)` and
-    /// `reduce(hi(h), p.mb)`, below `ma` / `mb` because both halves of `h`
-    /// are below 2^32.
+    /// Hash and slot indices of an 8-byte key (`Params::locate` of its
+    /// little-endian bytes) under the table's key hash.
     #[inline(always)]
     fn locate_u64(&self, key: u64) -> (u64, usize, usize) {
-        if self.mum8 {
-            self.locate_mum(key)
-        } else {
-            let h = crate::hash::hash_word_flipped(key.rotate_left(32), 8, self.flip8);
-            (h, ((lo(h) as u64 * self.ma) >> 32) as usize, ((hi(h) as u64 * self.mb) >> 32) as usize)
-        }
+        if self.mum8 { self.locate_mum(key) } else { self.locate_xxh3(key) }
+    }
+
+    /// `Params::locate` of an 8-byte key in an XXH3 table: `hash_u64` bit
+    /// for bit (the seed's constant precomputed), `reduce(lo(h), ma)` and
+    /// `reduce(hi(h), mb)`, below `ma` / `mb` because both halves of `h`
+    /// are below 2^32.
+    #[inline(always)]
+    fn locate_xxh3(&self, key: u64) -> (u64, usize, usize) {
+        let h = crate::hash::hash_word_flipped(key.rotate_left(32), 8, self.flip8);
+        (h, ((lo(h) as u64 * self.ma) >> 32) as usize, ((hi(h) as u64 * self.mb) >> 32) as usize)
     }
 
     /// `Params::locate` of an 8-byte key in a `Mum8` table, with the keys
