@@ -116,3 +116,30 @@ fn mum8_inserts_of_structured_keys_rebuild_like_xxh3() {
         assert!(mum <= 2 * xxh3 + 12, "{name}: Mum8 {mum} cycle rebuilds, XXH3 {xxh3}");
     }
 }
+
+/// A table's key hash travels with it: a control snapshot, a lookup blob
+/// and the rebuild deltas of growth all keep it, for both hashes, and the
+/// loaded control form goes on emitting deltas the replica reads right.
+#[test]
+fn the_key_hash_survives_snapshots_blobs_and_rebuild_deltas() {
+    use keyplane::{Snapshot, Wire};
+    for hash in [KeyHash::Mum8, KeyHash::Xxh3] {
+        let items = (0..300u64).map(|i| (u64_key(i * 3), i & 0xff));
+        let ctl = Control::from_items_with(items, 8, Options { seed: 3, hash, ..Options::default() }).unwrap();
+        let mut back = Control::from_snapshot(&ctl.snapshot()).unwrap();
+        assert_eq!((back.key_hash(), back.options().hash), (hash, hash));
+        let t = keyplane::othello::Lookup::from_bytes(&back.export().to_bytes()).unwrap();
+        assert_eq!(t.key_hash(), hash);
+        let grown = back.stats().grow_rebuilds;
+        for i in 300..2_000u64 {
+            let d = back.insert(&u64_key(i * 3), i & 0xff).unwrap();
+            t.apply(&keyplane::othello::Delta::from_bytes(&d.to_bytes()).unwrap()).unwrap();
+        }
+        assert!(back.stats().grow_rebuilds > grown, "no growth rebuild");
+        assert_eq!((back.key_hash(), t.key_hash()), (hash, hash));
+        let rd = t.reader();
+        for i in 0..2_000u64 {
+            assert_eq!(rd.get_u64(i * 3), Some(i & 0xff));
+        }
+    }
+}
