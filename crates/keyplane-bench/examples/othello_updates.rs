@@ -14,13 +14,16 @@
 //!   64): `Control::insert_batch`, then `Lookup::apply_batch` of the batch's
 //!   deltas (each starts the cache misses of later updates early).
 //!
+//! `KEYPLANE_BENCH_HASH=xxh3` builds the tables with `othello::KeyHash::Xxh3`
+//! (default `mum8`, the library's default), for an A/B in one binary.
+//!
 //! Rates are given per wall second and per CPU second of the thread (time
 //! spent descheduled on a loaded machine is not counted). The timed loop is
 //! `time_updates` (not inlined), so
 //! `valgrind --tool=callgrind --toggle-collect='*time_updates*'` counts it
 //! alone: instructions per update = (run with U updates − run with 1) / (U − 1).
 use keyplane::hash::mix64;
-use keyplane::othello::{Control, Delta, Lookup, Options, Sizing};
+use keyplane::othello::{Control, Delta, KeyHash, Lookup, Options, Sizing};
 use keyplane::{ControlTable, LookupTable, Wire};
 use std::time::Instant;
 
@@ -69,6 +72,14 @@ fn main() {
     let only = a.get(3).cloned().unwrap_or_default();
     let mode = a.get(4).cloned().unwrap_or_else(|| "apply".into());
     let batch: u64 = std::env::var("KEYPLANE_BENCH_BATCH").ok().and_then(|s| s.parse().ok()).unwrap_or(64).max(1);
+    let hash = match std::env::var("KEYPLANE_BENCH_HASH").as_deref() {
+        Ok("xxh3") => KeyHash::Xxh3,
+        Ok("mum8") | Err(_) => KeyHash::Mum8,
+        Ok(other) => {
+            eprintln!("othello_updates: KEYPLANE_BENCH_HASH must be xxh3 or mum8, not {other:?}");
+            std::process::exit(2);
+        }
+    };
     if !["apply", "wire", "control", "batch"].contains(&mode.as_str()) {
         eprintln!("othello_updates: MODE must be apply, wire, control or batch, not {mode:?}");
         std::process::exit(2);
@@ -77,7 +88,7 @@ fn main() {
         if !only.is_empty() && only != name {
             continue;
         }
-        let opts = Options { sizing, seed: 0x5eed, ..Options::default() };
+        let opts = Options { sizing, seed: 0x5eed, hash, ..Options::default() };
         let t0 = std::time::Instant::now();
         let mut ctl =
             Control::from_items_with((0..n).map(|i| (key(i), mix64(i) & 0xff)), 8, opts).expect("othello build");
@@ -91,7 +102,7 @@ fn main() {
             assert_eq!(table.get(&key(i)), Some(if i < n { mix64(i) & 0xff } else { i & 0xff }), "key {i}");
         }
         println!(
-            "{{\"sizing\":\"{name}\",\"mode\":\"{mode}\",\"batch\":{},\"n\":{n},\"updates\":{ups},\"build_s\":{build_s:.2},\
+            "{{\"sizing\":\"{name}\",\"hash\":\"{hash:?}\",\"mode\":\"{mode}\",\"batch\":{},\"n\":{n},\"updates\":{ups},\"build_s\":{build_s:.2},\
              \"updates_per_s\":{:.0},\"updates_per_cpu_s\":{:.0},\"ns_per_update\":{wall:.1},\"cpu_ns_per_update\":{cpu:.1},\
              \"grow_rebuilds\":{},\"cycle_rebuilds\":{},\"recoloured_per_update\":{:.2},\"capacity\":{},\"sizes\":\"{:?}\",\
              \"load_avg\":\"{}\"}}",

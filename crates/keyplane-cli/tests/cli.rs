@@ -264,7 +264,7 @@ fn bad_blobs_deltas_and_usage() {
     fails(
         &run(&["build", "-O", "fingerprint_bitz=3", "--generate", "10", "--out", &blob]),
         2,
-        "invalid parameter: othello has no option \"fingerprint_bitz\" (options: sizing, fingerprint_bits, emptiness, filtered, headroom_percent, seed)",
+        "invalid parameter: othello has no option \"fingerprint_bitz\" (options: sizing, fingerprint_bits, emptiness, filtered, headroom_percent, hash, seed)",
     );
     fails(
         &run(&["build", "-l", "65", "--generate", "10", "--out", &blob]),

@@ -275,7 +275,7 @@ macro_rules! configure_build {
 
 mod othello_impl {
     use super::*;
-    use crate::othello::{Control, Lookup, Options, Sizing};
+    use crate::othello::{Control, KeyHash, Lookup, Options, Sizing};
 
     impl Describe for Lookup {
         describe_basics!();
@@ -311,6 +311,7 @@ mod othello_impl {
             ("emptiness", "true/false: store the OFW emptiness bit per slot"),
             ("filtered", "F: shorthand for fingerprint_bits=F,emptiness=true"),
             ("headroom_percent", "extra capacity reserved by bulk construction, in percent (default 1)"),
+            ("hash", "mum8 (default: 8-byte keys by a two-multiply hash, others XXH3) or xxh3 (every key XXH3)"),
             ("seed", SEED_HELP),
         ];
         configure_build!(othello, |o, opts| {
@@ -326,6 +327,7 @@ mod othello_impl {
             o.fingerprint_bits = opts.u32("fingerprint_bits", o.fingerprint_bits)?;
             o.emptiness = opts.bool("emptiness", o.emptiness)?;
             o.headroom_percent = opts.u32("headroom_percent", o.headroom_percent)?;
+            o.hash = opts.choice("hash", o.hash, &[("mum8", KeyHash::Mum8), ("xxh3", KeyHash::Xxh3)])?;
         });
     }
 }

@@ -83,9 +83,51 @@ fn cfw_bytes_are_pinned() {
     check::<keyplane::cfw::Control>(false, 8);
 }
 
+/// The XXH3 tables every build made before `othello::KeyHash` existed
+/// (now `hash=xxh3`): their pinned bytes are unchanged.
 #[test]
 fn othello_bytes_are_pinned() {
-    check::<keyplane::othello::Control>(false, 8);
+    check_with::<keyplane::othello::Control>("othello", false, 8, "seed=7,hash=xxh3");
+}
+
+/// A `KeyHash::Mum8` table (the default since it exists) of 8-byte keys,
+/// with keys of other lengths (XXH3 in such a table) among them, pinned
+/// under `othello-mum8`: blob, deltas (slot patches and, through growth,
+/// rebuilds) and final blob byte for byte.
+#[test]
+fn othello_mum8_bytes_are_pinned() {
+    use keyplane::ControlTable;
+    use keyplane::othello::{Control, KeyHash, Options};
+    let name = "othello-mum8";
+    let k = |i: u64| if i % 10 == 9 { key(i, false) } else { (0x0a00_0000 + i).to_le_bytes().to_vec() };
+    let items: Vec<(Vec<u8>, u64)> = (0..200).map(|i| (k(i), (i * 7) % 256)).collect();
+    let opts = Options { seed: 7, ..Options::default() };
+    assert_eq!(opts.hash, KeyHash::Mum8, "the default key hash");
+    let mut ctl = Control::from_items_with(items, 8, opts).unwrap();
+    ctl.set_table_id(TableId::from_seed(7));
+    let blob = ctl.export().to_bytes();
+    pin(name, "lookup", &blob);
+    let mut deltas = Vec::new();
+    for i in 200..500 {
+        deltas.push(ctl.insert(&k(i), i % 256).unwrap().to_bytes());
+    }
+    for i in 0..30 {
+        if let Some(d) = ctl.remove(&k(i * 11)).unwrap() {
+            deltas.push(d.to_bytes());
+        }
+    }
+    check_sequence(name, &blob, &deltas, &ctl.export().to_bytes(), |b| {
+        let t = keyplane::othello::Lookup::from_bytes(b)?;
+        assert_eq!(t.key_hash(), KeyHash::Mum8);
+        Ok(Box::new(move |d: Option<&[u8]>| match d {
+            Some(d) => {
+                let dd = keyplane::othello::Delta::from_bytes(d)?;
+                assert_eq!(dd.to_bytes(), d, "othello delta re-encodes differently");
+                t.apply(&dd).map(|_| Vec::new())
+            }
+            None => Ok(t.to_bytes()),
+        }))
+    });
 }
 
 /// Othello with fingerprints and the emptiness bit (wider slots), pinned
@@ -93,10 +135,11 @@ fn othello_bytes_are_pinned() {
 #[test]
 fn othello_filtered_bytes_are_pinned() {
     use keyplane::ControlTable;
-    use keyplane::othello::{Control, Options};
+    use keyplane::othello::{Control, KeyHash, Options};
     let name = "othello-filtered";
     let items: Vec<(Vec<u8>, u64)> = (0..200).map(|i| (key(i, false), (i * 5) % 64)).collect();
-    let mut ctl = Control::from_items_with(items, 6, Options { seed: 7, ..Options::filtered(8) }).unwrap();
+    let mut ctl =
+        Control::from_items_with(items, 6, Options { seed: 7, hash: KeyHash::Xxh3, ..Options::filtered(8) }).unwrap();
     ctl.set_table_id(TableId::from_seed(7));
     let blob = ctl.export().to_bytes();
     pin(name, "lookup", &blob);

@@ -58,8 +58,9 @@ fn othello_options(layout: u8, seed: u64) -> othello::Options {
         1 => othello::Options::filtered(8),
         _ => othello::Options { fingerprint_bits: 5, ..Default::default() },
     };
-    let sizing = if layout / 3 == 0 { othello::Sizing::Compact } else { othello::Sizing::PowerOfTwo };
-    othello::Options { sizing, seed, ..base }
+    let sizing = if layout / 3 % 2 == 0 { othello::Sizing::Compact } else { othello::Sizing::PowerOfTwo };
+    let hash = if layout / 6 == 0 { othello::KeyHash::Mum8 } else { othello::KeyHash::Xxh3 };
+    othello::Options { sizing, seed, hash, ..base }
 }
 
 proptest! {
@@ -69,19 +70,37 @@ proptest! {
     fn othello_get_u64_matches_get(
         keys in proptest::collection::hash_set(any::<u64>(), 1..400),
         absent in proptest::collection::vec(any::<u64>(), 0..200),
-        vbits in prop::sample::select(vec![1u32, 7, 8, 13, 32]),
-        layout in 0u8..6,
+        vbits in prop::sample::select(vec![1u32, 7, 8, 13, 16, 32]),
+        layout in 0u8..12,
         seed in any::<u64>(),
     ) {
         let items: Vec<([u8; 8], u64)> =
             keys.iter().map(|&k| (u64_key(k), k.rotate_left(9) & keyplane::mask(vbits))).collect();
-        let ctl = othello::Control::from_items_with(items.iter().copied(), vbits, othello_options(layout, seed)).unwrap();
+        let opts = othello_options(layout, seed);
+        let ctl = othello::Control::from_items_with(items.iter().copied(), vbits, opts).unwrap();
         let t = ctl.export();
+        prop_assert_eq!(t.key_hash(), opts.hash);
         for (k, v) in &items {
             prop_assert_eq!(t.get_u64(u64::from_le_bytes(*k)), Some(*v));
         }
         let probes: Vec<u64> = keys.iter().copied().chain(absent.iter().copied()).collect();
         same_answers(&t, &probes);
+        // Against the control side's hashing (`get_unchecked`: the key's
+        // bytes hashed as the control form hashes them, the two slots read
+        // through the packed arrays, not the lookup's typed path): a plain
+        // layout answers exactly its raw XOR for every key, present or not;
+        // a filtered one, when it answers, the XOR's value bits.
+        let plain = opts.fingerprint_bits == 0 && !opts.emptiness;
+        let rd = t.reader();
+        for &x in &probes {
+            let raw = t.get_unchecked(&u64_key(x));
+            if plain {
+                prop_assert_eq!(t.get_u64(x), Some(raw));
+                prop_assert_eq!(rd.get_u64(x), Some(raw));
+            } else if let Some(v) = rd.get_u64(x) {
+                prop_assert_eq!(v, raw);
+            }
+        }
     }
 
     #[test]

@@ -208,7 +208,8 @@ impl OthelloMap {
     /// Empty map for `dcode_bits`-bit Dcodes whose Othello skeleton uses `seed`.
     pub fn new(seed: u64, dcode_bits: u32) -> Result<Self> {
         crate::check_value_bits(dcode_bits, super::MIN_DCODE_BITS, super::MAX_DCODE_BITS)?;
-        let opts = othello::Options { seed, ..othello::Options::default() };
+        // XXH3: the plane hashes BAS keys itself, with XXH3 (`plane::locate_key`).
+        let opts = othello::Options { seed, hash: othello::KeyHash::Xxh3, ..othello::Options::default() };
         let mut o = othello::Control::with_min_capacity(INDEX_BITS + dcode_bits, opts, MIN_BAS_STATES)?;
         // Embedded: its deltas never leave the control plane (the plane's
         // BAS slices are patched from them), so it carries the fixed

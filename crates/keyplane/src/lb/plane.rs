@@ -488,8 +488,15 @@ impl Hdr {
             (ia, ib),
             {
                 let seed = self.flo.wrapping_sub(XXH3_LO);
-                let p =
-                    othello::Params { seed, ma: self.ma, mb: self.mb, vbits: self.dbits as u32, fbits: 0, empt: false };
+                let p = othello::Params {
+                    seed,
+                    ma: self.ma,
+                    mb: self.mb,
+                    vbits: self.dbits as u32,
+                    fbits: 0,
+                    empt: false,
+                    hash: othello::KeyHash::Xxh3,
+                };
                 let (_, a, b) = p.locate(key);
                 (a, b)
             },
@@ -552,7 +559,15 @@ impl PlaneSet {
             return Err(Error::Corrupt(format!("VIP {:?} has {}-bit Dcodes, table {dbits}", p.vip, p.dbits)));
         }
         let words = crate::bits::words_for(1, dbits) * 8;
-        let p = othello::Params { seed: 0, ma: 1, mb: 1, vbits: dbits, fbits: 0, empt: false };
+        let p = othello::Params {
+            seed: 0,
+            ma: 1,
+            mb: 1,
+            vbits: dbits,
+            fbits: 0,
+            empt: false,
+            hash: othello::KeyHash::Xxh3,
+        };
         let none = Arc::new(VipPlane::from_images(
             Vip::new(std::net::Ipv4Addr::UNSPECIFIED, 0, 0),
             0,

@@ -59,7 +59,9 @@ impl CtlLevel {
             let (b, n) = level_key(fam, k);
             (b[..n].to_vec(), i as u64)
         });
-        let mut index = othello::Control::from_items(keys, index_bits(cap))?;
+        // XXH3 keys (the index predates `othello::KeyHash`; its blob bytes are pinned).
+        let opts = othello::Options { hash: othello::KeyHash::Xxh3, ..othello::Options::default() };
+        let mut index = othello::Control::from_items_with(keys, index_bits(cap), opts)?;
         // The index's deltas travel inside this table's (id-checked) deltas and
         // patch the lookup form's index, built with the same internal lineage.
         index.set_lineage(super::lookup::INDEX_LINEAGE);

@@ -56,7 +56,8 @@ impl Locator {
         seed: u64,
         table: crate::lineage::Lineage,
     ) -> Result<Self> {
-        let p = othello::Params { seed: 0, ma: 1, mb: 1, vbits: 1, fbits: 0, empt: false };
+        let p =
+            othello::Params { seed: 0, ma: 1, mb: 1, vbits: 1, fbits: 0, empt: false, hash: othello::KeyHash::Xxh3 };
         let mut l = Locator { f: Forest::new(p, SeedSeq::new(seed)), len: 0, table, seq: 0 };
         l.rebuild(cells, lp, id_bound, cap)?;
         Ok(l)

@@ -85,7 +85,15 @@ impl Control {
         check_value_bits(value_bits, 1, 64)?;
         let mut seeds = SeedSeq::new(opts.seed);
         let seed = seeds.next();
-        let p = Params { seed, ma: 1, mb: 1, vbits: value_bits, fbits: opts.fingerprint_bits, empt: opts.emptiness };
+        let p = Params {
+            seed,
+            ma: 1,
+            mb: 1,
+            vbits: value_bits,
+            fbits: opts.fingerprint_bits,
+            empt: opts.emptiness,
+            hash: opts.hash,
+        };
         p.validate()?;
         let mut c = Control { opts, store, f: Forest::new(p, seeds), table: crate::lineage::Lineage::random(), seq: 0 };
         let n = c.store.len();
@@ -108,6 +116,11 @@ impl Control {
     /// Current seed.
     pub fn seed(&self) -> u64 {
         self.f.p.seed
+    }
+    /// How this table hashes its keys (the options' [`super::KeyHash`] when
+    /// built; a loaded snapshot keeps the one it was built with).
+    pub fn key_hash(&self) -> super::KeyHash {
+        self.f.p.hash
     }
     /// History counters.
     pub fn stats(&self) -> Stats {
@@ -196,7 +209,7 @@ impl Control {
 
     #[inline]
     fn hash_of(&self, id: u32) -> u64 {
-        crate::hash::hash64(self.store.key(id), self.f.p.seed)
+        self.f.p.hash(self.store.key(id))
     }
 
     /// Rebuilds the graph and arrays for capacity `cap` with fresh seeds.
@@ -492,7 +505,9 @@ impl ControlTable for Control {
 }
 
 crate::snapshot::persist_enum!(super::Sizing { Compact = 0, PowerOfTwo = 1 });
-crate::snapshot::persist!(Options { sizing, fingerprint_bits, emptiness, seed, headroom_percent });
+// `hash` is not persisted here (the snapshot layout predates it): it is
+// the loaded parameters' (`Params` records it), set in `load_state`.
+crate::snapshot::persist!(Options { sizing, fingerprint_bits, emptiness, seed, headroom_percent }; hash);
 crate::snapshot::persist_codec!(Params);
 crate::snapshot::persist!(Stats { rebuilds, cycle_rebuilds, grow_rebuilds, failed_seeds, recoloured_slots });
 crate::snapshot::persist!(Edge { a, b, na, nb });
@@ -513,8 +528,9 @@ impl crate::snapshot::ControlState for Control {
     }
     fn load_state(r: &mut crate::wire::Reader<'_>, table: crate::lineage::Lineage, seq: u64) -> Result<Self> {
         use crate::snapshot::Persist;
-        let opts = Options::take(r)?;
+        let mut opts = Options::take(r)?;
         let head = Forest::take_head(r)?;
+        opts.hash = head.0.hash;
         let store = KeyStore::take(r)?;
         let mut f = Forest::take_graph(r, head)?;
         f.stats = Stats::take(r)?;

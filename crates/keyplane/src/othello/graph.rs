@@ -614,7 +614,7 @@ mod tests {
         for (new, empt, vbits) in
             [(NewSlots::Marked, true, 4), (NewSlots::Marked, false, 8), (NewSlots::Recoloured, false, 1)]
         {
-            let p = Params { seed: 0, ma: 1, mb: 1, vbits, fbits: 0, empt };
+            let p = Params { seed: 0, ma: 1, mb: 1, vbits, fbits: 0, empt, hash: super::super::KeyHash::Xxh3 };
             let mut f = Forest::new(p, SeedSeq::new(7));
             let cap = 600;
             // id -> (hash, value)

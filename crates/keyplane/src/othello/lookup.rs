@@ -1,7 +1,7 @@
 //! The Othello data-plane form.
 
-use super::Params;
 use super::delta::{Delta, Image, Slots};
+use super::{KeyHash, Params};
 use crate::bits::PackedArray;
 use crate::engine::{RawLookup, Scheme};
 use crate::error::{Error, Result};
@@ -31,8 +31,10 @@ pub(crate) struct Inner {
     pub b: PackedArray,
     lock: StripedSeqLock,
     smask: usize,
-    /// `hash::short_flip(p.seed)`, for the 8-byte key path.
+    /// `hash::short_flip(p.seed)`, for the 8-byte key path of an XXH3 table.
     flip8: u64,
+    /// `hash::mum_keys(p.seed)`, for the 8-byte key path of a `Mum8` table.
+    mum: [u64; 4],
     /// No fingerprint and no emptiness bit: the answer is `A ^ B` masked.
     plain: bool,
     /// `mask(p.vbits)`.
@@ -44,6 +46,7 @@ impl Inner {
         let lock = StripedSeqLock::new(STRIPES);
         let smask = lock.stripes() - 1;
         let flip8 = crate::hash::short_flip(img.p.seed);
+        let mum = crate::hash::mum_keys(img.p.seed);
         let (plain, vmask) = (img.p.fbits == 0 && !img.p.empt, crate::mask(img.p.vbits));
         // The unchecked reads of `View` rely on these (every image is made
         // so: `Image::decode` checks the word counts against `p`, and
@@ -57,7 +60,7 @@ impl Inner {
                 && img.b.bits() == img.p.width(),
             "othello image arrays do not match their parameters"
         );
-        Self { p: img.p, a: img.a, b: img.b, lock, smask, flip8, plain, vmask }
+        Self { p: img.p, a: img.a, b: img.b, lock, smask, flip8, mum, plain, vmask }
     }
 
     /// A copy of the arrays and parameters.
@@ -81,6 +84,8 @@ impl Inner {
             b: self.b.words_ptr(),
             seq: &self.lock.counters()[0],
             flip8: self.flip8,
+            mum: self.mum,
+            mum8: self.p.hash == KeyHash::Mum8,
             vmask: self.vmask,
             emask: crate::mask(bits),
             ma: self.p.ma as u64,
@@ -90,6 +95,7 @@ impl Inner {
             plain: self.plain,
             plain_bits: if self.plain && matches!(bits, 8 | 16 | 32) { bits } else { 0 },
             plain8: self.plain && bits == 8,
+            fast8: self.plain && bits == 8 && self.p.hash == KeyHash::Mum8,
         }
     }
 
@@ -118,6 +124,14 @@ impl Inner {
     #[inline(never)]
     fn read_retry(&self, h: u64, ia: usize, ib: usize) -> Option<u64> {
         self.read(h, ia, ib)
+    }
+
+    /// [`Inner::raw`] out of line: a plain layout's retry (its answer is
+    /// always the raw XOR, so the hot path's answer is always `Some`).
+    #[cold]
+    #[inline(never)]
+    fn raw_retry(&self, ia: usize, ib: usize) -> u64 {
+        self.raw(ia, ib)
     }
 
     #[inline(always)]
@@ -205,6 +219,10 @@ struct View {
     /// The snapshot's seqlock counter (the lock's only stripe).
     seq: *const AtomicU64,
     flip8: u64,
+    /// The `Mum8` hash's keys (`Inner::mum`).
+    mum: [u64; 4],
+    /// The table hashes 8-byte keys with `Mum8` (else with XXH3).
+    mum8: bool,
     vmask: u64,
     /// `mask(bits)`.
     emask: u64,
@@ -225,6 +243,10 @@ struct View {
     plain_bits: u32,
     /// `plain_bits == 8`.
     plain8: bool,
+    /// `plain8 && mum8`: the one layout whose typed lookup is a path of
+    /// its own ([`View::get_u64`] tests only this), the rest going through
+    /// [`View::locate_u64`] and [`View::read_once`].
+    fast8: bool,
 }
 
 // SAFETY: a `View` points only into an `Inner` (its arrays and counters are
@@ -281,10 +303,10 @@ impl View {
     #[inline(always)]
     fn slot_pow2<const LG: u32>(&self, base: *const AtomicU64, i: usize) -> u64 {
         debug_assert_eq!(self.lg, LG);
-        let bit = i << LG;
-        // SAFETY: as in `slot` (the caller checked that `bits = 2^LG`).
-        let w = unsafe { (*base.add(bit >> 6)).load(Ordering::Relaxed) };
-        (w >> (bit & 63)) & crate::mask(1 << LG)
+        // SAFETY: the caller checked that `bits = 2^LG` with `LG` in 3..=5
+        // and passes `i` below the array's size (see `slot`); the array's
+        // words are alive while the view is used (type docs).
+        unsafe { load_slot::<LG>(base, i) }
     }
 
     /// One lookup of slots `ia < ma`, `ib < mb`: the seqlock version, both
@@ -297,13 +319,13 @@ impl View {
         // first, on a field of their own (LLVM would merge the compares of
         // one field into a switch and test the widths in its own order).
         if self.plain8 {
-            return self.read_plain::<3>(h, ia, ib);
+            return self.read_plain::<3>(ia, ib);
         }
         let pb = self.plain_bits;
         if pb == 16 {
-            self.read_plain::<4>(h, ia, ib)
+            self.read_plain::<4>(ia, ib)
         } else if pb == 32 {
-            self.read_plain::<5>(h, ia, ib)
+            self.read_plain::<5>(ia, ib)
         } else {
             self.read_general(h, ia, ib)
         }
@@ -312,33 +334,36 @@ impl View {
     /// `read_once` of a plain layout of `2^LG`-bit slots: the answer is
     /// `A ^ B` (no fingerprint, no emptiness bit, the value fills the slot).
     #[inline(always)]
-    fn read_plain<const LG: u32>(&self, h: u64, ia: usize, ib: usize) -> Option<u64> {
-        self.read_validated(
-            h,
-            ia,
-            ib,
+    /// Always `Some` (the retry reads the raw XOR too), which the caller's
+    /// code sees: no test of the answer's discriminant is left after
+    /// inlining.
+    fn read_plain<const LG: u32>(&self, ia: usize, ib: usize) -> Option<u64> {
+        Some(self.read_validated(
             |v| (v.slot_pow2::<LG>(v.a, ia), v.slot_pow2::<LG>(v.b, ib)),
-            |_, x, y| Some(x ^ y),
-        )
+            |_, x, y| x ^ y,
+            |c| c.raw_retry(ia, ib),
+        ))
     }
 
     #[inline(always)]
     fn read_general(&self, h: u64, ia: usize, ib: usize) -> Option<u64> {
-        self.read_validated(h, ia, ib, |v| (v.slot(v.a, ia), v.slot(v.b, ib)), |v, x, y| v.answer(h, x, y))
+        self.read_validated(
+            |v| (v.slot(v.a, ia), v.slot(v.b, ib)),
+            |v, x, y| v.answer(h, x, y),
+            |c| c.read_retry(h, ia, ib),
+        )
     }
 
     /// The two slots `read` returns, validated against the seqlock counter
     /// and turned into the answer; a writer in the snapshot sends the
     /// lookup to the locked retry, out of line.
     #[inline(always)]
-    fn read_validated(
+    fn read_validated<R>(
         &self,
-        h: u64,
-        ia: usize,
-        ib: usize,
         read: impl FnOnce(&Self) -> (u64, u64),
-        answer: impl FnOnce(&Self, u64, u64) -> Option<u64>,
-    ) -> Option<u64> {
+        answer: impl FnOnce(&Self, u64, u64) -> R,
+        retry: impl FnOnce(&Inner) -> R,
+    ) -> R {
         let c = self.counter();
         let v = c.load(Ordering::Acquire);
         let (x, y) = read(self);
@@ -346,17 +371,20 @@ impl View {
         // A writer was in (`v` odd) or has been in (moved) the snapshot:
         // the counter only grows, so for an odd `v` it is never `v & !1`.
         if c.load(Ordering::Relaxed) != v & !1 {
-            return self.inner().read_retry(h, ia, ib);
+            return retry(self.inner());
         }
         answer(self, x, y)
     }
 
     #[inline(always)]
     fn get(&self, key: &[u8]) -> Option<u64> {
-        // An 8-byte key takes the typed path: `hash64(key, seed)` equals
-        // `hash_u64(from_le_bytes(key), seed)` bit for bit (proptest
-        // `hash::tests::fixed_width_hashes_are_xxh3_bit_for_bit`), and the
-        // view has the seed's constant precomputed.
+        // An 8-byte key takes the typed path: `Params::hash` of it is the
+        // hash `locate_u64` gives its little-endian word (for XXH3 tables
+        // `hash64(key, seed)` equals `hash_u64(from_le_bytes(key), seed)`
+        // bit for bit, proptest
+        // `hash::tests::fixed_width_hashes_are_xxh3_bit_for_bit`; for
+        // `Mum8` tables it is `hash_u64_mum` by definition), and the view
+        // has the seed's constants precomputed.
         if let Ok(k8) = <[u8; 8]>::try_from(key) {
             return self.get_u64(u64::from_le_bytes(k8));
         }
@@ -364,14 +392,38 @@ impl View {
         self.read_once(h, ia, ib)
     }
 
-    /// Hash and slot indices of an 8-byte key: `hash_u64` bit for bit (the
-    /// seed's constant precomputed), then `reduce(lo(h), p.ma)` and
-    /// `reduce(hi(h), p.mb)`, below `ma` / `mb` because both halves of `h`
-    /// are below 2^32.
+    /// Hash and slot indices of an 8-byte key (`Params::locate` of its
+    /// little-endian bytes) under the table's key hash.
     #[inline(always)]
     fn locate_u64(&self, key: u64) -> (u64, usize, usize) {
+        if self.mum8 { self.locate_mum(key) } else { self.locate_xxh3(key) }
+    }
+
+    /// `Params::locate` of an 8-byte key in an XXH3 table: `hash_u64` bit
+    /// for bit (the seed's constant precomputed), `reduce(lo(h), ma)` and
+    /// `reduce(hi(h), mb)`, below `ma` / `mb` because both halves of `h`
+    /// are below 2^32.
+    #[inline(always)]
+    fn locate_xxh3(&self, key: u64) -> (u64, usize, usize) {
         let h = crate::hash::hash_word_flipped(key.rotate_left(32), 8, self.flip8);
         (h, ((lo(h) as u64 * self.ma) >> 32) as usize, ((hi(h) as u64 * self.mb) >> 32) as usize)
+    }
+
+    /// `Params::locate` of an 8-byte key in a `Mum8` table, with the keys
+    /// and sizes from the view: `reduce(lo(h), ma)`, below `ma` because
+    /// `lo(h) < 2^32`, and `reduce64(h, mb)`, below `mb` because `h < 2^64`.
+    #[inline(always)]
+    fn locate_mum(&self, key: u64) -> (u64, usize, usize) {
+        let h = crate::hash::hash_u64_mum(key, &self.mum);
+        (h, ((lo(h) as u64 * self.ma) >> 32) as usize, crate::hash::reduce64(h, self.mb) as usize)
+    }
+
+    /// `get_u64` of a plain 8-bit `Mum8` table: the two-multiply hash, the
+    /// reductions, one byte load per slot, one seqlock validation.
+    #[inline(always)]
+    fn get_u64_fast8(&self, key: u64) -> Option<u64> {
+        let (_, ia, ib) = self.locate_mum(key);
+        self.read_plain::<3>(ia, ib)
     }
 
     /// The answer of a general (not fixed-width plain) layout from the two
@@ -384,8 +436,75 @@ impl View {
 
     #[inline(always)]
     fn get_u64(&self, key: u64) -> Option<u64> {
+        if self.fast8 {
+            return self.get_u64_fast8(key);
+        }
         let (h, ia, ib) = self.locate_u64(key);
         self.read_once(h, ia, ib)
+    }
+}
+
+/// Slot `i` of a packed array of `2^LG`-bit slots (`LG` in 3..=5: bytes,
+/// 16- or 32-bit slots) whose words start at `base`: on x86-64 one
+/// zero-extending load of the slot's own bytes (`movzx` / `mov`, base and
+/// scaled index in the instruction), elsewhere the slot's word, shifted
+/// and masked.
+///
+/// Why `asm!` on x86-64: the words are `AtomicU64`s that writers change
+/// concurrently (deltas, under the seqlock), and a plain or `AtomicU8`
+/// load of a byte inside one would be a data race or a mixed-size atomic
+/// access, which Rust's memory model does not define. The block's load is
+/// the hardware's: on x86-64 an aligned load of 1, 2 or 4 bytes is single-
+/// copy atomic and, like a relaxed atomic load, returns a value some write
+/// stored (the `atomic-memcpy` pattern; `setsep::lookup::eval8_avx2` reads
+/// its records the same way). A slot read while a writer changes it is
+/// discarded by the caller's seqlock validation, as for the word read.
+/// `readonly` without `pure` keeps the compiler from moving or merging the
+/// load across the seqlock's acquire load and fence.
+///
+/// # Safety
+///
+/// The array at `base` has more than `i` slots of `2^LG` bits (so the
+/// `2^(LG-3)` bytes at byte offset `i << (LG - 3)` lie inside its words,
+/// naturally aligned, as packed slots of a power-of-two width never
+/// straddle a word) and stays allocated for the call.
+#[inline(always)]
+unsafe fn load_slot<const LG: u32>(base: *const AtomicU64, i: usize) -> u64 {
+    const { assert!(3 <= LG && LG <= 5) };
+    #[cfg(target_arch = "x86_64")]
+    {
+        let v: u32;
+        // SAFETY: the caller guarantees that the slot's bytes are inside
+        // the live array (see the function's docs); the block reads only
+        // them, writes only `v`, uses no stack and leaves the flags alone.
+        unsafe {
+            match LG {
+                3 => std::arch::asm!(
+                    "movzx {v:e}, byte ptr [{b} + {i}]",
+                    b = in(reg) base, i = in(reg) i, v = lateout(reg) v,
+                    options(nostack, preserves_flags, readonly),
+                ),
+                4 => std::arch::asm!(
+                    "movzx {v:e}, word ptr [{b} + {i} * 2]",
+                    b = in(reg) base, i = in(reg) i, v = lateout(reg) v,
+                    options(nostack, preserves_flags, readonly),
+                ),
+                _ => std::arch::asm!(
+                    "mov {v:e}, dword ptr [{b} + {i} * 4]",
+                    b = in(reg) base, i = in(reg) i, v = lateout(reg) v,
+                    options(nostack, preserves_flags, readonly),
+                ),
+            }
+        }
+        v as u64
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let bit = i << LG;
+        // SAFETY: as in `View::slot`: `i` below the size gives a word index
+        // below `words_for(len, 2^LG)`.
+        let w = unsafe { (*base.add(bit >> 6)).load(Ordering::Relaxed) };
+        (w >> (bit & 63)) & crate::mask(1 << LG)
     }
 }
 
@@ -596,6 +715,10 @@ impl Lookup {
     /// Current hash seed (part of the skeleton).
     pub fn seed(&self) -> u64 {
         self.raw.load().p.seed
+    }
+    /// How this table hashes its keys (recorded in its blob).
+    pub fn key_hash(&self) -> super::KeyHash {
+        self.raw.load().p.hash
     }
 
     /// `A[ha(k)] XOR B[hb(k)]` without fingerprint or emptiness checks: the

@@ -20,7 +20,7 @@ pub(crate) use delta::{Body, Image, Slots};
 pub(crate) use lookup::Inner as LookupInner;
 
 use crate::error::{Error, Result, mask};
-use crate::hash::{hash64, hi, lo, mix64, reduce};
+use crate::hash::{hash_u64_mum, hash64, hi, lo, mix64, mum_keys, reduce, reduce64};
 
 /// How the two arrays are sized for a capacity of `c` keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -32,6 +32,31 @@ pub enum Sizing {
     /// The paper's power-of-two sizes: m_a = 2^⌈log₂ 1.33c⌉, m_b = 2^⌈log₂ c⌉
     /// (between 2.33·l and 4.66·l bits/key).
     PowerOfTwo,
+}
+
+/// How a table hashes its keys: chosen when the table is built and recorded
+/// in its lookup blobs, deltas that replace the table and control
+/// snapshots, so a table always reads with the hash it was built with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KeyHash {
+    /// XXH3-64 of every key (every table made before this choice existed;
+    /// their blobs and snapshots decode as this).
+    Xxh3,
+    /// 8-byte keys (and `get_u64`) by a seeded two-multiply hash of the key's
+    /// little-endian word (rapidhash's construction, about half of XXH3's
+    /// instructions); keys of other lengths by XXH3-64, as [`KeyHash::Xxh3`].
+    #[default]
+    Mum8,
+}
+
+impl KeyHash {
+    /// The code stored in blobs (bits 1.. of the layout flags byte).
+    fn code(self) -> u8 {
+        match self {
+            KeyHash::Xxh3 => 0,
+            KeyHash::Mum8 => 1,
+        }
+    }
 }
 
 /// Construction options.
@@ -51,6 +76,9 @@ pub struct Options {
     /// not grow on its first insert. The default 1% keeps compact sizing at
     /// ≈ 2.36·l bits/key. Ignored by power-of-two sizing, which rounds up anyway.
     pub headroom_percent: u32,
+    /// Key hash ([`KeyHash::Mum8`] by default; a loaded control snapshot
+    /// keeps the hash its table was built with).
+    pub hash: KeyHash,
 }
 
 impl Default for Options {
@@ -61,6 +89,7 @@ impl Default for Options {
             emptiness: false,
             seed: crate::lineage::random_seed(),
             headroom_percent: 1,
+            hash: KeyHash::default(),
         }
     }
 }
@@ -82,6 +111,7 @@ pub(crate) struct Params {
     pub vbits: u32,
     pub fbits: u32,
     pub empt: bool,
+    pub hash: KeyHash,
 }
 
 pub(crate) const SIDE_B: u32 = 1 << 31;
@@ -125,11 +155,32 @@ impl Params {
         if self.empt { 1u64 << (self.vbits + self.fbits) } else { 0 }
     }
 
+    /// The 64-bit hash of a key under this table's seed and [`KeyHash`].
+    #[inline(always)]
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        match (self.hash, <[u8; 8]>::try_from(key)) {
+            (KeyHash::Mum8, Ok(k8)) => hash_u64_mum(u64::from_le_bytes(k8), &mum_keys(self.seed)),
+            _ => hash64(key, self.seed),
+        }
+    }
+
     /// Hash and slot indices of a key.
     #[inline(always)]
     pub fn locate(&self, key: &[u8]) -> (u64, usize, usize) {
-        let h = hash64(key, self.seed);
-        (h, reduce(lo(h), self.ma) as usize, reduce(hi(h), self.mb) as usize)
+        self.locate_hash(self.hash(key))
+    }
+
+    /// Slot indices of a key hash: `reduce` of its low half into A; into B
+    /// `reduce` of its high half (XXH3 tables) or the 64-bit
+    /// `reduce64(h, mb)` (`Mum8` tables: the high half of one multiply,
+    /// two instructions fewer, and within a carry of the former).
+    #[inline(always)]
+    pub fn locate_hash(&self, h: u64) -> (u64, usize, usize) {
+        let ib = match self.hash {
+            KeyHash::Xxh3 => reduce(hi(h), self.mb) as u64,
+            KeyHash::Mum8 => reduce64(h, self.mb as u64),
+        };
+        (h, reduce(lo(h), self.ma) as usize, ib as usize)
     }
 
     /// Fingerprint of a hash, already shifted into place.
@@ -167,8 +218,12 @@ impl Params {
         Ok((ma as u32, mb as u32))
     }
 
+    /// The layout flags byte: bit 0 the emptiness bit, bits 1.. the
+    /// [`KeyHash`] code (0 for XXH3, so every blob written before the
+    /// choice existed decodes as XXH3, byte for byte).
     pub fn encode(&self, w: &mut crate::wire::Writer) {
-        w.u64(self.seed).u32(self.ma).u32(self.mb).u8(self.vbits as u8).u8(self.fbits as u8).u8(self.empt as u8);
+        let flags = self.empt as u8 | self.hash.code() << 1;
+        w.u64(self.seed).u32(self.ma).u32(self.mb).u8(self.vbits as u8).u8(self.fbits as u8).u8(flags);
     }
 
     pub fn decode(r: &mut crate::wire::Reader<'_>) -> Result<Self> {
@@ -178,11 +233,22 @@ impl Params {
             mb: r.u32()?,
             vbits: r.u8()? as u32,
             fbits: r.u8()? as u32,
-            empt: match r.u8()? {
-                0 => false,
-                1 => true,
-                x => return Err(Error::Corrupt(format!("emptiness flag {x}"))),
+            empt: false,
+            hash: KeyHash::Xxh3,
+        };
+        let flags = r.u8()?;
+        let p = Params {
+            empt: flags & 1 == 1,
+            hash: match flags >> 1 {
+                0 => KeyHash::Xxh3,
+                1 => KeyHash::Mum8,
+                x => {
+                    return Err(Error::Corrupt(format!(
+                        "othello key hash code {x} is unknown (a newer version wrote it: upgrade keyplane)"
+                    )));
+                }
             },
+            ..p
         };
         p.validate().map_err(|e| Error::Corrupt(e.to_string()))?;
         Ok(p)

@@ -129,28 +129,50 @@ impl View {
 
     /// `get_batch` of byte keys: 8-byte keys take the typed hash (as
     /// [`View::get`] does), others the generic one.
+    /// The table's key hash is tested once per call, not per key.
     #[inline]
     pub(super) fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
-        self.batch_all(
-            keys,
-            out,
-            #[inline(always)]
-            |v, k| match <[u8; 8]>::try_from(k) {
-                Ok(k8) => v.locate_u64(u64::from_le_bytes(k8)),
-                Err(_) => v.inner().p.locate(k),
-            },
-        )
+        if self.mum8 {
+            self.batch_all(
+                keys,
+                out,
+                #[inline(always)]
+                |v, k| match <[u8; 8]>::try_from(k) {
+                    Ok(k8) => v.locate_mum(u64::from_le_bytes(k8)),
+                    Err(_) => v.inner().p.locate(k),
+                },
+            )
+        } else {
+            self.batch_all(
+                keys,
+                out,
+                #[inline(always)]
+                |v, k| match <[u8; 8]>::try_from(k) {
+                    Ok(k8) => v.locate_xxh3(u64::from_le_bytes(k8)),
+                    Err(_) => v.inner().p.locate(k),
+                },
+            )
+        }
     }
 
     /// `get_batch` of 8-byte integer keys ([`crate::key::u64_key`]).
     #[inline]
     pub(super) fn get_batch_u64(&self, keys: &[u64], out: &mut [Option<u64>]) {
-        self.batch_all(
-            keys,
-            out,
-            #[inline(always)]
-            |v, k| v.locate_u64(k),
-        )
+        if self.mum8 {
+            self.batch_all(
+                keys,
+                out,
+                #[inline(always)]
+                |v, k| v.locate_mum(k),
+            )
+        } else {
+            self.batch_all(
+                keys,
+                out,
+                #[inline(always)]
+                |v, k| v.locate_xxh3(k),
+            )
+        }
     }
 }
 
