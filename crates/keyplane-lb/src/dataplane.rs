@@ -27,6 +27,7 @@ use crate::packet::{Frame, Ip, parse, tcp};
 use keyplane::lb::Balancer;
 use keyplane::lb::maglev::Maglev;
 use keyplane::lb::{Backend, DataPlane, PacketReader, StateKey, Vip, VipId};
+use keyplane_net::{FwdFrame, Verdict};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -308,6 +309,26 @@ pub struct Worker<'a> {
     vips: Vec<VipId>,
     keys: Vec<StateKey>,
     out: Vec<Option<Backend>>,
+    steps: Vec<Step>,
+}
+
+/// How a looked-up packet leaves.
+#[derive(Debug, Clone, Copy)]
+enum How {
+    Dsr,
+    Ipip { src: IpAddr, flow: u32 },
+}
+
+/// A VIP packet to forward: frame index, VIP, backend, next hop, method.
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    frame: usize,
+    vip: VipId,
+    backend: Backend,
+    mac: [u8; 6],
+    how: How,
+    ip: Ip,
+    new: bool,
 }
 
 #[inline]
@@ -350,6 +371,7 @@ impl<'a> Worker<'a> {
             vips: Vec::with_capacity(BURST),
             keys: Vec::with_capacity(BURST),
             out: Vec::with_capacity(BURST),
+            steps: Vec::with_capacity(BURST),
         }
     }
 
@@ -358,12 +380,77 @@ impl<'a> Worker<'a> {
     /// counts everything.
     pub fn process(&mut self, services: &Services, frames: &[&[u8]], tx: &mut TxBatch) {
         let frames = &frames[..frames.len().min(BURST)];
+        let now = self.plan(services, frames.len(), |i| frames[i]);
+        let steps = std::mem::take(&mut self.steps);
+        for s in &steps {
+            let f = frames[s.frame];
+            let Some(buf) = tx.slot() else {
+                self.counters.count_drop(DropReason::TxFull);
+                continue;
+            };
+            let n = match s.how {
+                How::Dsr => encap::dsr(f, s.mac, self.port.mac, buf),
+                How::Ipip { src, flow } => {
+                    encap::ipip(f, &s.ip, (s.mac, self.port.mac), src, s.backend.addr, flow, buf)
+                }
+            };
+            if let Some(n) = n {
+                tx.push_len(n);
+            }
+            self.finish(s, n.is_some(), f.len());
+        }
+        self.steps = steps;
+        self.end_burst(services, now);
+    }
+
+    /// [`process`](Worker::process) in place, for
+    /// [`Port::forward_burst`](keyplane_net::Port::forward_burst): each VIP
+    /// packet is rewritten in its own buffer (DSR: MACs; IP-in-IP: grown at
+    /// the front by the outer header) and given [`Verdict::Transmit`]; every
+    /// other frame gets [`Verdict::Drop`] (neighbours are learned from them
+    /// here, as `process` does). The transmitted frames, in order, are
+    /// byte for byte the frames `process` puts into its [`TxBatch`], and the
+    /// reports and counters are the same.
+    pub fn process_in_place(&mut self, services: &Services, frames: &mut [FwdFrame<'_>]) {
+        let n = frames.len().min(BURST);
+        let frames = &mut frames[..n];
+        for f in frames.iter_mut() {
+            f.verdict = Verdict::Drop;
+        }
+        let now = {
+            let fr: &[FwdFrame<'_>] = frames;
+            self.plan(services, n, |i| fr[i].frame())
+        };
+        let steps = std::mem::take(&mut self.steps);
+        for s in &steps {
+            let fr = &mut frames[s.frame];
+            let len = fr.len();
+            let n = match s.how {
+                How::Dsr => encap::dsr_in_place(fr.frame_mut(), s.mac, self.port.mac, FRAME_MAX),
+                How::Ipip { src, flow } => {
+                    encap::ipip_in_place(fr, &s.ip, (s.mac, self.port.mac), src, s.backend.addr, flow, FRAME_MAX)
+                }
+            };
+            if n.is_some() {
+                fr.verdict = Verdict::Transmit;
+            }
+            self.finish(s, n.is_some(), len);
+        }
+        self.steps = steps;
+        self.end_burst(services, now);
+    }
+
+    /// Classifies `n` frames, looks the VIP packets up, reports flow events
+    /// and leaves in `self.steps` the packets to forward (drops counted).
+    fn plan<'f>(&mut self, services: &Services, n: usize, frame: impl Fn(usize) -> &'f [u8]) -> Instant {
         let now = Instant::now();
         self.bucket.refill(now);
         self.class.clear();
         self.vips.clear();
         self.keys.clear();
-        for f in frames {
+        self.steps.clear();
+        for i in 0..n {
+            let f = frame(i);
             // Only frames to the port (or broadcast / multicast), never our own.
             let c = if f.len() >= 12 && (f[6..12] == self.port.mac || (f[0] & 1 == 0 && f[0..6] != self.port.mac)) {
                 Class::Ignore
@@ -387,7 +474,7 @@ impl<'a> Worker<'a> {
         }
         self.lookup();
         let mut j = 0;
-        for (i, f) in frames.iter().enumerate() {
+        for i in 0..n {
             let Class::Vip { svc, ip, key } = self.class[i] else { continue };
             let b = self.out[j];
             j += 1;
@@ -405,22 +492,15 @@ impl<'a> Worker<'a> {
                 self.local.drop_at(svc.id);
                 continue;
             };
-            let Some(buf) = tx.slot() else {
-                self.counters.count_drop(DropReason::TxFull);
-                continue;
-            };
-            let n = match svc.method {
-                Method::Dsr => encap::dsr(f, mac, self.port.mac, buf),
+            let how = match svc.method {
+                Method::Dsr => How::Dsr,
                 Method::Ipip => {
                     let src = match b.addr {
                         IpAddr::V4(_) => self.port.v4.map(IpAddr::V4),
                         IpAddr::V6(_) => self.port.v6.map(IpAddr::V6),
                     };
                     match src {
-                        Some(src) => {
-                            let fl = flow_hash(&key, svc.id) as u32;
-                            encap::ipip(f, &ip, (mac, self.port.mac), src, b.addr, fl, buf)
-                        }
+                        Some(src) => How::Ipip { src, flow: flow_hash(&key, svc.id) as u32 },
                         None => {
                             self.counters.count_drop(DropReason::NoSourceAddress);
                             self.local.drop_at(svc.id);
@@ -429,17 +509,23 @@ impl<'a> Worker<'a> {
                     }
                 }
             };
-            match n {
-                Some(n) => {
-                    tx.push_len(n);
-                    self.local.add(svc.id, b, f.len(), event == Some(Event::New));
-                }
-                None => {
-                    self.counters.count_drop(DropReason::TooBig);
-                    self.local.drop_at(svc.id);
-                }
-            }
+            self.steps.push(Step { frame: i, vip: svc.id, backend: b, mac, how, ip, new: event == Some(Event::New) });
         }
+        now
+    }
+
+    /// Counts one forwarded (`ok`) or too big packet of `len` bytes.
+    #[inline]
+    fn finish(&mut self, s: &Step, ok: bool, len: usize) {
+        if ok {
+            self.local.add(s.vip, s.backend, len, s.new);
+        } else {
+            self.counters.count_drop(DropReason::TooBig);
+            self.local.drop_at(s.vip);
+        }
+    }
+
+    fn end_burst(&mut self, services: &Services, now: Instant) {
         if now.duration_since(self.last_flush).as_millis() >= 100 {
             self.flush(services);
             self.last_flush = now;
