@@ -309,7 +309,21 @@ pub struct Worker<'a> {
     vips: Vec<VipId>,
     keys: Vec<StateKey>,
     out: Vec<Option<Backend>>,
+    /// [`flow_hash`] of each VIP packet of the burst.
+    hashes: Vec<u64>,
     steps: Vec<Step>,
+}
+
+/// Prefetches the cache line at `p` (a hint: never faults).
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it never faults, even on an invalid address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// How a looked-up packet leaves.
@@ -371,6 +385,7 @@ impl<'a> Worker<'a> {
             vips: Vec::with_capacity(BURST),
             keys: Vec::with_capacity(BURST),
             out: Vec::with_capacity(BURST),
+            hashes: Vec::with_capacity(BURST),
             steps: Vec::with_capacity(BURST),
         }
     }
@@ -449,6 +464,14 @@ impl<'a> Worker<'a> {
         self.vips.clear();
         self.keys.clear();
         self.steps.clear();
+        self.hashes.clear();
+        // The headers were just written by the kernel, often on another
+        // core: start every frame's miss at once.
+        for i in 0..n {
+            let f = frame(i);
+            prefetch(f.as_ptr());
+            prefetch(f.as_ptr().wrapping_add(64));
+        }
         for i in 0..n {
             let f = frame(i);
             // Only frames to the port (or broadcast / multicast), never our own.
@@ -461,6 +484,12 @@ impl<'a> Worker<'a> {
                 Class::Vip { svc, key, .. } => {
                     self.vips.push(svc.id);
                     self.keys.push(key);
+                    // The flow cache slot is read after the lookup: fetch it now.
+                    let h = flow_hash(&key, svc.id);
+                    if self.reports.is_some() {
+                        prefetch(&self.cache[(h as usize) & (FLOW_CACHE - 1)]);
+                    }
+                    self.hashes.push(h);
                 }
                 Class::Ignore => {
                     if let Some((a, mac)) = learn(f) {
@@ -476,14 +505,14 @@ impl<'a> Worker<'a> {
         let mut j = 0;
         for i in 0..n {
             let Class::Vip { svc, ip, key } = self.class[i] else { continue };
-            let b = self.out[j];
+            let (b, h) = (self.out[j], self.hashes[j]);
             j += 1;
             let Some(b) = b else {
                 self.counters.count_drop(DropReason::NoBackend);
                 self.local.drop_at(svc.id);
                 continue;
             };
-            let event = self.flow_event(&svc, &ip, &key);
+            let event = self.flow_event(h, &ip);
             if let Some(e) = event {
                 self.report(Report { vip: svc.id, key, backend: b, event: e });
             }
@@ -500,7 +529,7 @@ impl<'a> Worker<'a> {
                         IpAddr::V6(_) => self.port.v6.map(IpAddr::V6),
                     };
                     match src {
-                        Some(src) => How::Ipip { src, flow: flow_hash(&key, svc.id) as u32 },
+                        Some(src) => How::Ipip { src, flow: h as u32 },
                         None => {
                             self.counters.count_drop(DropReason::NoSourceAddress);
                             self.local.drop_at(svc.id);
@@ -565,11 +594,11 @@ impl<'a> Worker<'a> {
         }
     }
 
-    /// The flow event of a VIP packet, kept in the flow cache.
+    /// The flow event of a VIP packet whose [`flow_hash`] is `h`, kept in
+    /// the flow cache.
     #[inline]
-    fn flow_event(&mut self, svc: &Service, ip: &Ip, key: &StateKey) -> Option<Event> {
+    fn flow_event(&mut self, h: u64, ip: &Ip) -> Option<Event> {
         self.reports.as_ref()?;
-        let h = flow_hash(key, svc.id);
         let slot = &mut self.cache[(h as usize) & (FLOW_CACHE - 1)];
         let tag = h | 3;
         let (new, seen) = (tag ^ 2, tag ^ 1); // low bits: 01 reported, 10 confirmed

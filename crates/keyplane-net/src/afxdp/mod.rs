@@ -36,6 +36,8 @@ const XDP_COPY: u16 = 1 << 1;
 const XDP_ZEROCOPY: u16 = 1 << 2;
 const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
 const XDP_OPTIONS_ZEROCOPY: u32 = 1;
+/// `XDP_MAX_TX_SKB_BUDGET` (Linux 6.17): most descriptors one copy-mode `sendto` transmits.
+const XDP_MAX_TX_SKB_BUDGET: i32 = 9;
 
 /// The `len` bytes at `addr` of the UMEM, if they lie inside it.
 fn chunk(umem: &mut Mmap, addr: u64, len: usize) -> Option<&mut [u8]> {
@@ -141,6 +143,9 @@ impl XdpPort {
         sys::setsockopt(&fd, libc::SOL_XDP, libc::XDP_UMEM_COMPLETION_RING, &txn, &w("XDP_UMEM_COMPLETION_RING"))?;
         sys::setsockopt(&fd, libc::SOL_XDP, libc::XDP_RX_RING, &rxn, &w("XDP_RX_RING"))?;
         sys::setsockopt(&fd, libc::SOL_XDP, libc::XDP_TX_RING, &txn, &w("XDP_TX_RING"))?;
+        // Copy mode transmits at most 32 frames per `sendto` unless told more (a kernel
+        // without the option refuses it: then the kick loop makes more calls).
+        let _ = sys::setsockopt(&fd, libc::SOL_XDP, XDP_MAX_TX_SKB_BUDGET, &txn, "XDP_MAX_TX_SKB_BUDGET");
         let off: libc::xdp_mmap_offsets =
             sys::getsockopt(fd.as_raw_fd(), libc::SOL_XDP, libc::XDP_MMAP_OFFSETS, &w("XDP_MMAP_OFFSETS"))?;
         let raw = fd.as_raw_fd();
@@ -303,8 +308,9 @@ impl XdpPort {
     }
 
     fn kick_tx(&mut self) -> Result<()> {
-        // Copy mode transmits only inside sendto, at most one kernel TX batch (32 frames) per
-        // call, so call until the ring is drained (bounded). Zero-copy drivers transmit on their
+        // Copy mode transmits only inside sendto, at most one kernel TX budget per call (32
+        // frames, or the TX ring's size where XDP_MAX_TX_SKB_BUDGET is known), so call until
+        // the ring is drained (bounded). Zero-copy drivers transmit on their
         // own and set the need-wakeup flag when they want a kick.
         for _ in 0..4096 {
             if self.tx.outstanding() == 0 || (self.zero_copy && self.need_wakeup && !self.tx.needs_wakeup()) {
