@@ -230,6 +230,8 @@ impl std::fmt::Display for PortStats {
 ///
 /// [`recv`](Port::recv) / [`send_burst`](Port::send_burst) are the copying variants over a
 /// caller-owned [`Burst`], convenient when frames must outlive the RX call.
+/// [`forward_burst`](Port::forward_burst) lends a whole burst for in-place rewriting and sends the
+/// frames back out of the same port (AF_XDP: without copying them in user space).
 pub trait Port: Send {
     /// Interface name (or the pcap spec).
     fn name(&self) -> &str;
