@@ -423,15 +423,16 @@ impl<'a> Worker<'a> {
     /// packet is rewritten in its own buffer (DSR: MACs; IP-in-IP: grown at
     /// the front by the outer header) and given [`Verdict::Transmit`]; every
     /// other frame gets [`Verdict::Drop`] (neighbours are learned from them
-    /// here, as `process` does). The transmitted frames, in order, are
+    /// here, as `process` does; frames beyond the first [`BURST`] are not
+    /// looked at and dropped). The transmitted frames, in order, are
     /// byte for byte the frames `process` puts into its [`TxBatch`], and the
     /// reports and counters are the same.
     pub fn process_in_place(&mut self, services: &Services, frames: &mut [FwdFrame<'_>]) {
-        let n = frames.len().min(BURST);
-        let frames = &mut frames[..n];
         for f in frames.iter_mut() {
             f.verdict = Verdict::Drop;
         }
+        let n = frames.len().min(BURST);
+        let frames = &mut frames[..n];
         let now = {
             let fr: &[FwdFrame<'_>] = frames;
             self.plan(services, n, |i| fr[i].frame())
