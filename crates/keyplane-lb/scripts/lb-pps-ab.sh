@@ -7,11 +7,12 @@
 # the pps per core (LB, all-in) and all-in vs the same run's nftables.
 # Usage (root): lb-pps-ab.sh BIN_A BIN_B [PAIRS=3]. About 55 s per run on
 # 2 cores. Env: LBS (concury-af_xdp,nftables), NET_SECONDS (3), DIR
-# (/tmp/lb-pps-ab).
+# (/tmp/lb-pps-ab; its earlier A-*.json / B-*.json are removed first).
 set -eu
 A=$1; B=$2; PAIRS=${3:-3}
 DIR=${DIR:-/tmp/lb-pps-ab}
 mkdir -p "$DIR"
+rm -f "$DIR"/A-*.json "$DIR"/B-*.json
 for i in $(seq 1 "$PAIRS"); do
     for v in A B; do
         if [ "$v" = A ]; then bin=$A; else bin=$B; fi
