@@ -11,13 +11,14 @@
 //! port lends (room in front as AF_XDP copy mode leaves, none at all).
 use keyplane_lb::config::Config;
 use keyplane_lb::control::{ControlSide, Mode};
-use keyplane_lb::dataplane::{PortInfo, Report, TxBatch, Worker};
+use keyplane_lb::dataplane::{Engine, PortInfo, Report, Services, TxBatch, Worker};
 use keyplane_lb::metrics::Counters;
 use keyplane_net::{FwdFrame, Verdict};
 use libfuzzer_sys::fuzz_target;
+use std::cell::OnceCell;
 use std::net::IpAddr;
-use std::sync::Arc;
 use std::sync::mpsc::{Receiver, sync_channel};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 const CONFIG: &str = r#"
@@ -239,6 +240,35 @@ fn side<'e>(engine: &'e keyplane_lb::dataplane::Engine, port: PortInfo, learned:
     Side { w, counters, reports }
 }
 
+thread_local! {
+    /// Each mode's engine and services, built once (a build is most of an
+    /// input's time).
+    static PLANES: OnceCell<[(Engine, Arc<Services>); 2]> = const { OnceCell::new() };
+}
+
+fn build(mode: Mode) -> (Engine, Arc<Services>) {
+    let Ok(cfg) = Config::parse(CONFIG, &[]) else { panic!("the fuzz target's configuration does not parse") };
+    let Ok(ctl) = ControlSide::new(mode, cfg, Arc::new(Counters::default())) else { panic!("control side") };
+    (ctl.engine(), ctl.services().load_full())
+}
+
+/// The two sides' engines (Concury's data plane is read-only: one for both;
+/// Maglev learns on the packet path: a fresh copy each, so every input
+/// starts from the same state) and the services.
+fn planes(mode: Mode) -> (Engine, Engine, Arc<Services>) {
+    PLANES.with(|p| {
+        let p = p.get_or_init(|| [build(Mode::Concury), build(Mode::Maglev)]);
+        let (engine, services) = &p[(mode == Mode::Maglev) as usize];
+        let copy = || match engine {
+            Engine::Concury(dp) => Engine::Concury(dp.clone()),
+            Engine::Maglev(m) => {
+                Engine::Maglev(Arc::new(Mutex::new(m.lock().unwrap_or_else(|e| e.into_inner()).clone())))
+            }
+        };
+        (copy(), copy(), services.clone())
+    })
+}
+
 fuzz_target!(|data: &[u8]| {
     let mut inp = Input(data);
     let c = inp.byte();
@@ -255,16 +285,7 @@ fuzz_target!(|data: &[u8]| {
         .filter(|(i, _)| resolved & (1 << i) != 0)
         .filter_map(|(_, a)| a.parse().ok())
         .collect();
-    let Ok(cfg) = Config::parse(CONFIG, &[]) else { panic!("the fuzz target's configuration does not parse") };
-    let Ok(ctl_a) = ControlSide::new(mode, cfg.clone(), Arc::new(Counters::default())) else { panic!("control side") };
-    let Ok(ctl_b) = ControlSide::new(mode, cfg, Arc::new(Counters::default())) else { panic!("control side") };
-    // Concury's data plane is read-only: one for both. Maglev learns on the
-    // packet path: one each.
-    let (engine_a, engine_b) = match mode {
-        Mode::Concury => (ctl_a.engine(), ctl_a.engine()),
-        Mode::Maglev => (ctl_a.engine(), ctl_b.engine()),
-    };
-    let services = ctl_a.services();
+    let (engine_a, engine_b, services) = planes(mode);
     let mut a = side(&engine_a, port, &learned);
     let mut b = side(&engine_b, port, &learned);
     let mut tx = TxBatch::default();
@@ -277,7 +298,7 @@ fuzz_target!(|data: &[u8]| {
         // The oracle: the copying path.
         let refs: Vec<&[u8]> = frames.iter().map(|(f, _)| f.as_slice()).collect();
         tx.clear();
-        a.w.process(&services.load(), &refs, &mut tx);
+        a.w.process(&services, &refs, &mut tx);
         // In place, each frame in a buffer of the layout the input picks:
         // 256 bytes in front of 2,048 (the default path's scratch),
         // AF_XDP's 2,048-byte chunk with 256 in front, or none.
@@ -304,7 +325,7 @@ fuzz_target!(|data: &[u8]| {
                 fr
             })
             .collect();
-        b.w.process_in_place(&services.load(), &mut lent);
+        b.w.process_in_place(&services, &mut lent);
         assert!(lent.iter().all(|f| matches!(f.verdict, Verdict::Transmit | Verdict::Drop)));
         let out: Vec<&[u8]> = lent.iter().filter(|f| f.verdict == Verdict::Transmit).map(|f| f.frame()).collect();
         let want: Vec<&[u8]> = tx.frames().collect();
@@ -313,8 +334,8 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(o, w, "{mode:?}: a transmitted frame differs");
         }
     }
-    a.w.flush(&services.load());
-    b.w.flush(&services.load());
+    a.w.flush(&services);
+    b.w.flush(&services);
     assert_eq!(a.counters.prometheus(), b.counters.prometheus(), "{mode:?}: counters differ");
     let ra: Vec<Report> = a.reports.try_iter().collect();
     let rb: Vec<Report> = b.reports.try_iter().collect();
