@@ -27,6 +27,7 @@ use crate::packet::{Frame, Ip, parse, tcp};
 use keyplane::lb::Balancer;
 use keyplane::lb::maglev::Maglev;
 use keyplane::lb::{Backend, DataPlane, PacketReader, StateKey, Vip, VipId};
+use keyplane_net::{FwdFrame, Verdict};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -308,6 +309,40 @@ pub struct Worker<'a> {
     vips: Vec<VipId>,
     keys: Vec<StateKey>,
     out: Vec<Option<Backend>>,
+    /// [`flow_hash`] of each VIP packet of the burst.
+    hashes: Vec<u64>,
+    steps: Vec<Step>,
+}
+
+/// Prefetches the cache line at `p` (a hint: never faults).
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it never faults, even on an invalid address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// How a looked-up packet leaves.
+#[derive(Debug, Clone, Copy)]
+enum How {
+    Dsr,
+    Ipip { src: IpAddr, flow: u32 },
+}
+
+/// A VIP packet to forward: frame index, VIP, backend, next hop, method.
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    frame: usize,
+    vip: VipId,
+    backend: Backend,
+    mac: [u8; 6],
+    how: How,
+    ip: Ip,
+    new: bool,
 }
 
 #[inline]
@@ -350,6 +385,8 @@ impl<'a> Worker<'a> {
             vips: Vec::with_capacity(BURST),
             keys: Vec::with_capacity(BURST),
             out: Vec::with_capacity(BURST),
+            hashes: Vec::with_capacity(BURST),
+            steps: Vec::with_capacity(BURST),
         }
     }
 
@@ -358,12 +395,86 @@ impl<'a> Worker<'a> {
     /// counts everything.
     pub fn process(&mut self, services: &Services, frames: &[&[u8]], tx: &mut TxBatch) {
         let frames = &frames[..frames.len().min(BURST)];
+        let now = self.plan(services, frames.len(), |i| frames[i]);
+        let steps = std::mem::take(&mut self.steps);
+        for s in &steps {
+            let f = frames[s.frame];
+            let Some(buf) = tx.slot() else {
+                self.counters.count_drop(DropReason::TxFull);
+                continue;
+            };
+            let n = match s.how {
+                How::Dsr => encap::dsr(f, s.mac, self.port.mac, buf),
+                How::Ipip { src, flow } => {
+                    encap::ipip(f, &s.ip, (s.mac, self.port.mac), src, s.backend.addr, flow, buf)
+                }
+            };
+            if let Some(n) = n {
+                tx.push_len(n);
+            }
+            self.finish(s, n.is_some(), f.len());
+        }
+        self.steps = steps;
+        self.end_burst(services, now);
+    }
+
+    /// [`process`](Worker::process) in place, for
+    /// [`Port::forward_burst`](keyplane_net::Port::forward_burst): each VIP
+    /// packet is rewritten in its own buffer (DSR: MACs; IP-in-IP: grown at
+    /// the front by the outer header) and given [`Verdict::Transmit`]; every
+    /// other frame gets [`Verdict::Drop`] (neighbours are learned from them
+    /// here, as `process` does; frames beyond the first [`BURST`] are not
+    /// looked at and dropped). The transmitted frames, in order, are
+    /// byte for byte the frames `process` puts into its [`TxBatch`], and the
+    /// reports and counters are the same.
+    pub fn process_in_place(&mut self, services: &Services, frames: &mut [FwdFrame<'_>]) {
+        for f in frames.iter_mut() {
+            f.verdict = Verdict::Drop;
+        }
+        let n = frames.len().min(BURST);
+        let frames = &mut frames[..n];
+        let now = {
+            let fr: &[FwdFrame<'_>] = frames;
+            self.plan(services, n, |i| fr[i].frame())
+        };
+        let steps = std::mem::take(&mut self.steps);
+        for s in &steps {
+            let fr = &mut frames[s.frame];
+            let len = fr.len();
+            let n = match s.how {
+                How::Dsr => encap::dsr_in_place(fr.frame_mut(), s.mac, self.port.mac, FRAME_MAX),
+                How::Ipip { src, flow } => {
+                    encap::ipip_in_place(fr, &s.ip, (s.mac, self.port.mac), src, s.backend.addr, flow, FRAME_MAX)
+                }
+            };
+            if n.is_some() {
+                fr.verdict = Verdict::Transmit;
+            }
+            self.finish(s, n.is_some(), len);
+        }
+        self.steps = steps;
+        self.end_burst(services, now);
+    }
+
+    /// Classifies `n` frames, looks the VIP packets up, reports flow events
+    /// and leaves in `self.steps` the packets to forward (drops counted).
+    fn plan<'f>(&mut self, services: &Services, n: usize, frame: impl Fn(usize) -> &'f [u8]) -> Instant {
         let now = Instant::now();
         self.bucket.refill(now);
         self.class.clear();
         self.vips.clear();
         self.keys.clear();
-        for f in frames {
+        self.steps.clear();
+        self.hashes.clear();
+        // The headers were just written by the kernel, often on another
+        // core: start every frame's miss at once.
+        for i in 0..n {
+            let f = frame(i);
+            prefetch(f.as_ptr());
+            prefetch(f.as_ptr().wrapping_add(64));
+        }
+        for i in 0..n {
+            let f = frame(i);
             // Only frames to the port (or broadcast / multicast), never our own.
             let c = if f.len() >= 12 && (f[6..12] == self.port.mac || (f[0] & 1 == 0 && f[0..6] != self.port.mac)) {
                 Class::Ignore
@@ -374,6 +485,12 @@ impl<'a> Worker<'a> {
                 Class::Vip { svc, key, .. } => {
                     self.vips.push(svc.id);
                     self.keys.push(key);
+                    // The flow cache slot is read after the lookup: fetch it now.
+                    let h = flow_hash(&key, svc.id);
+                    if self.reports.is_some() {
+                        prefetch(&self.cache[(h as usize) & (FLOW_CACHE - 1)]);
+                    }
+                    self.hashes.push(h);
                 }
                 Class::Ignore => {
                     if let Some((a, mac)) = learn(f) {
@@ -387,16 +504,16 @@ impl<'a> Worker<'a> {
         }
         self.lookup();
         let mut j = 0;
-        for (i, f) in frames.iter().enumerate() {
+        for i in 0..n {
             let Class::Vip { svc, ip, key } = self.class[i] else { continue };
-            let b = self.out[j];
+            let (b, h) = (self.out[j], self.hashes[j]);
             j += 1;
             let Some(b) = b else {
                 self.counters.count_drop(DropReason::NoBackend);
                 self.local.drop_at(svc.id);
                 continue;
             };
-            let event = self.flow_event(&svc, &ip, &key);
+            let event = self.flow_event(h, &ip);
             if let Some(e) = event {
                 self.report(Report { vip: svc.id, key, backend: b, event: e });
             }
@@ -405,22 +522,15 @@ impl<'a> Worker<'a> {
                 self.local.drop_at(svc.id);
                 continue;
             };
-            let Some(buf) = tx.slot() else {
-                self.counters.count_drop(DropReason::TxFull);
-                continue;
-            };
-            let n = match svc.method {
-                Method::Dsr => encap::dsr(f, mac, self.port.mac, buf),
+            let how = match svc.method {
+                Method::Dsr => How::Dsr,
                 Method::Ipip => {
                     let src = match b.addr {
                         IpAddr::V4(_) => self.port.v4.map(IpAddr::V4),
                         IpAddr::V6(_) => self.port.v6.map(IpAddr::V6),
                     };
                     match src {
-                        Some(src) => {
-                            let fl = flow_hash(&key, svc.id) as u32;
-                            encap::ipip(f, &ip, (mac, self.port.mac), src, b.addr, fl, buf)
-                        }
+                        Some(src) => How::Ipip { src, flow: h as u32 },
                         None => {
                             self.counters.count_drop(DropReason::NoSourceAddress);
                             self.local.drop_at(svc.id);
@@ -429,17 +539,23 @@ impl<'a> Worker<'a> {
                     }
                 }
             };
-            match n {
-                Some(n) => {
-                    tx.push_len(n);
-                    self.local.add(svc.id, b, f.len(), event == Some(Event::New));
-                }
-                None => {
-                    self.counters.count_drop(DropReason::TooBig);
-                    self.local.drop_at(svc.id);
-                }
-            }
+            self.steps.push(Step { frame: i, vip: svc.id, backend: b, mac, how, ip, new: event == Some(Event::New) });
         }
+        now
+    }
+
+    /// Counts one forwarded (`ok`) or too big packet of `len` bytes.
+    #[inline]
+    fn finish(&mut self, s: &Step, ok: bool, len: usize) {
+        if ok {
+            self.local.add(s.vip, s.backend, len, s.new);
+        } else {
+            self.counters.count_drop(DropReason::TooBig);
+            self.local.drop_at(s.vip);
+        }
+    }
+
+    fn end_burst(&mut self, services: &Services, now: Instant) {
         if now.duration_since(self.last_flush).as_millis() >= 100 {
             self.flush(services);
             self.last_flush = now;
@@ -479,11 +595,11 @@ impl<'a> Worker<'a> {
         }
     }
 
-    /// The flow event of a VIP packet, kept in the flow cache.
+    /// The flow event of a VIP packet whose [`flow_hash`] is `h`, kept in
+    /// the flow cache.
     #[inline]
-    fn flow_event(&mut self, svc: &Service, ip: &Ip, key: &StateKey) -> Option<Event> {
+    fn flow_event(&mut self, h: u64, ip: &Ip) -> Option<Event> {
         self.reports.as_ref()?;
-        let h = flow_hash(key, svc.id);
         let slot = &mut self.cache[(h as usize) & (FLOW_CACHE - 1)];
         let tag = h | 3;
         let (new, seen) = (tag ^ 2, tag ^ 1); // low bits: 01 reported, 10 confirmed

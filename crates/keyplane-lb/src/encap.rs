@@ -4,6 +4,7 @@
 //! does). The backends' decapsulation program is `bpf/decap.c`.
 
 use crate::packet::Ip;
+use keyplane_net::FwdFrame;
 use keyplane_net::checksum::internet_checksum;
 use keyplane_net::parse::{ETH_P_IPV4 as ETH_IPV4, ETH_P_IPV6 as ETH_IPV6};
 use std::net::IpAddr;
@@ -24,6 +25,71 @@ pub fn dsr(frame: &[u8], dst_mac: [u8; 6], src_mac: [u8; 6], out: &mut [u8]) -> 
     o[0..6].copy_from_slice(&dst_mac);
     o[6..12].copy_from_slice(&src_mac);
     Some(frame.len())
+}
+
+/// DSR in place: sets the frame's destination MAC to the backend's and its
+/// source MAC to the LB port's. `None` (frame unchanged) for a frame shorter
+/// than an Ethernet header or longer than `max` (the bound [`dsr`]'s output
+/// buffer sets).
+#[inline]
+pub fn dsr_in_place(frame: &mut [u8], dst_mac: [u8; 6], src_mac: [u8; 6], max: usize) -> Option<usize> {
+    if frame.len() > max || frame.len() < 12 {
+        return None;
+    }
+    frame[0..6].copy_from_slice(&dst_mac);
+    frame[6..12].copy_from_slice(&src_mac);
+    Some(frame.len())
+}
+
+/// The outer IPv4 / IPv6 header of an IP-in-IP packet, written into `h`
+/// (exactly [`overhead`]`(dst)` bytes) for an inner packet of `inner_len`
+/// bytes whose version nibble is `inner_version`. Returns the outer
+/// EtherType, or `None` if the families of `src` and `dst` differ or the
+/// packet would exceed 65535 bytes.
+#[inline]
+fn outer_header(
+    h: &mut [u8],
+    tos: u8,
+    src: IpAddr,
+    dst: IpAddr,
+    flow: u32,
+    inner_len: usize,
+    inner_version: u8,
+) -> Option<u16> {
+    let nh = if inner_version == 4 { 4u8 } else { 41u8 };
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let len = u16::try_from(20 + inner_len).ok()?;
+            let h = h.get_mut(..20)?;
+            h[0] = 0x45;
+            h[1] = tos;
+            h[2..4].copy_from_slice(&len.to_be_bytes());
+            h[4..6].copy_from_slice(&(flow as u16).to_be_bytes());
+            h[6..8].copy_from_slice(&[0, 0]);
+            h[8] = 64;
+            h[9] = nh;
+            h[10..12].copy_from_slice(&[0, 0]);
+            h[12..16].copy_from_slice(&s.octets());
+            h[16..20].copy_from_slice(&d.octets());
+            let c = internet_checksum(h);
+            h[10..12].copy_from_slice(&c.to_be_bytes());
+            Some(ETH_IPV4)
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            let len = u16::try_from(inner_len).ok()?;
+            let h = h.get_mut(..40)?;
+            let fl = flow & 0xf_ffff;
+            let w = (6u32 << 28) | ((tos as u32) << 20) | fl;
+            h[0..4].copy_from_slice(&w.to_be_bytes());
+            h[4..6].copy_from_slice(&len.to_be_bytes());
+            h[6] = nh;
+            h[7] = 64;
+            h[8..24].copy_from_slice(&s.octets());
+            h[24..40].copy_from_slice(&d.octets());
+            Some(ETH_IPV6)
+        }
+        _ => None,
+    }
 }
 
 /// IP-in-IP: Ethernet (`(backend MAC, port MAC)`, VLAN tags kept) + an outer
@@ -47,44 +113,44 @@ pub fn ipip(
     let oh = overhead(dst);
     let total = l3 + oh + inner.len();
     let o = out.get_mut(..total)?;
+    let et = outer_header(&mut o[l3..l3 + oh], ip.tos, src, dst, flow, inner.len(), *inner.first()? >> 4)?;
     o[0..6].copy_from_slice(&dst_mac);
     o[6..12].copy_from_slice(&src_mac);
     o[12..l3 - 2].copy_from_slice(frame.get(12..l3 - 2)?);
-    let nh = if inner[0] >> 4 == 4 { 4u8 } else { 41u8 };
-    match (src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let len = u16::try_from(20 + inner.len()).ok()?;
-            o[l3 - 2..l3].copy_from_slice(&ETH_IPV4.to_be_bytes());
-            let h = &mut o[l3..l3 + 20];
-            h[0] = 0x45;
-            h[1] = ip.tos;
-            h[2..4].copy_from_slice(&len.to_be_bytes());
-            h[4..6].copy_from_slice(&(flow as u16).to_be_bytes());
-            h[6..8].copy_from_slice(&[0, 0]);
-            h[8] = 64;
-            h[9] = nh;
-            h[10..12].copy_from_slice(&[0, 0]);
-            h[12..16].copy_from_slice(&s.octets());
-            h[16..20].copy_from_slice(&d.octets());
-            let c = internet_checksum(h);
-            h[10..12].copy_from_slice(&c.to_be_bytes());
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            let len = u16::try_from(inner.len()).ok()?;
-            o[l3 - 2..l3].copy_from_slice(&ETH_IPV6.to_be_bytes());
-            let h = &mut o[l3..l3 + 40];
-            let fl = flow & 0xf_ffff;
-            let w = (6u32 << 28) | ((ip.tos as u32) << 20) | fl;
-            h[0..4].copy_from_slice(&w.to_be_bytes());
-            h[4..6].copy_from_slice(&len.to_be_bytes());
-            h[6] = nh;
-            h[7] = 64;
-            h[8..24].copy_from_slice(&s.octets());
-            h[24..40].copy_from_slice(&d.octets());
-        }
-        _ => return None,
-    }
+    o[l3 - 2..l3].copy_from_slice(&et.to_be_bytes());
     o[l3 + oh..].copy_from_slice(inner);
+    Some(total)
+}
+
+/// [`ipip`] in place: the frame is cut to its IP packet (Ethernet padding
+/// dropped), grown at the front by the outer header (into the room in front
+/// of it, see [`FwdFrame::grow_front`]), and its Ethernet header (VLAN tags
+/// kept) moved to the new front. The bytes are those [`ipip`] writes into an
+/// `out` of `max` bytes. `None` when [`ipip`] would return `None` (the frame
+/// may then be left half rewritten: drop it).
+#[inline]
+pub fn ipip_in_place(
+    fr: &mut FwdFrame<'_>,
+    ip: &Ip,
+    (dst_mac, src_mac): ([u8; 6], [u8; 6]),
+    src: IpAddr,
+    dst: IpAddr,
+    flow: u32,
+    max: usize,
+) -> Option<usize> {
+    let l3 = ip.l3;
+    let inner_version = *fr.frame().get(l3..l3 + ip.len)?.first()? >> 4;
+    let oh = overhead(dst);
+    let total = l3 + oh + ip.len;
+    if total > max || l3 < 14 || !fr.set_len(l3 + ip.len) || !fr.grow_front(oh) {
+        return None;
+    }
+    let o = fr.frame_mut();
+    o.copy_within(oh..oh + l3, 0);
+    let et = outer_header(&mut o[l3..l3 + oh], ip.tos, src, dst, flow, ip.len, inner_version)?;
+    o[0..6].copy_from_slice(&dst_mac);
+    o[6..12].copy_from_slice(&src_mac);
+    o[l3 - 2..l3].copy_from_slice(&et.to_be_bytes());
     Some(total)
 }
 

@@ -214,38 +214,48 @@ fn worker_loop(
 ) {
     let mut w = Worker::new(&engine, port, reports, rate, counters.clone());
     let mut tx = TxBatch::default();
-    let mut burst = keyplane_net::Burst::with_capacity(dataplane::BURST);
+    // Frames are rewritten where they were received and sent from there
+    // (`Port::forward_burst`: on AF_XDP no copy in user space).
+    let mut scratch = keyplane_net::FwdScratch::new(dataplane::BURST);
     let mut last_resolve = Instant::now() - Duration::from_secs(1);
     while !stop.load(Ordering::Relaxed) {
         let svc = services.load();
-        tx.clear();
         if last_resolve.elapsed() >= Duration::from_millis(100) {
+            tx.clear();
             w.resolve(&svc, &mut tx);
             counters
                 .neighbors_resolved
                 .set(svc.neighbors.iter().filter(|a| w.neighbors.get(a).is_some()).count() as u64);
             last_resolve = Instant::now();
-        }
-        if sock.recv_timeout(&mut burst, Duration::from_millis(50)).is_err() {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let mut frames: [&[u8]; dataplane::BURST] = [&[]; dataplane::BURST];
-        let n = burst.len().min(dataplane::BURST);
-        for (i, f) in burst.iter().take(n).enumerate() {
-            frames[i] = f;
-        }
-        counters.rx.add(n as u64);
-        w.process(&svc, &frames[..n], &mut tx);
-        if !tx.is_empty() {
-            let mut sent = 0;
-            for f in tx.frames() {
-                sent += matches!(sock.tx_stage(f), Ok(true)) as usize;
+            if !tx.is_empty() {
+                let mut sent = 0;
+                for f in tx.frames() {
+                    sent += matches!(sock.tx_stage(f), Ok(true)) as usize;
+                }
+                let _ = sock.tx_flush();
+                counters.tx.add(sent as u64);
+                for _ in sent..tx.len() {
+                    counters.count_drop(metrics::DropReason::TxError);
+                }
             }
-            let _ = sock.tx_flush();
-            counters.tx.add(sent as u64);
-            for _ in sent..tx.len() {
-                counters.count_drop(metrics::DropReason::TxError);
+        }
+        let r = sock.forward_burst(dataplane::BURST, &mut scratch, &mut |frames| {
+            counters.rx.add(frames.len() as u64);
+            w.process_in_place(&svc, frames);
+        });
+        match r {
+            Ok(r) if r.rx > 0 => {
+                counters.tx.add(r.tx as u64);
+                for _ in 0..r.tx_failed {
+                    counters.count_drop(metrics::DropReason::TxError);
+                }
             }
+            Ok(_) => {
+                if sock.wait_rx(Duration::from_millis(50)).is_err() {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
         }
     }
     w.flush(&services.load());

@@ -48,6 +48,7 @@ mod burst;
 pub mod checksum;
 pub mod cpu;
 mod error;
+mod forward;
 pub mod metrics;
 pub mod parse;
 pub mod pcap;
@@ -59,6 +60,7 @@ pub mod workers;
 
 pub use burst::Burst;
 pub use error::{Error, Result};
+pub use forward::{FWD_HEADROOM, FWD_MAX, Forwarded, FwdFrame, FwdScratch, Verdict};
 pub use parse::{MacAddr, Packet, ParseError, parse};
 pub use port::{
     BURST, FRAME_CAPACITY, FanoutMode, IoKind, OtherPorts, Port, PortOptions, PortStats, XdpCopy, XdpMode, open,

@@ -1,5 +1,6 @@
 //! The burst interface: [`Port`], [`Burst`], [`open`].
 
+use crate::forward::{Forwarded, FwdFrame, FwdScratch, Verdict};
 use crate::{Burst, Error, Result};
 use std::os::fd::RawFd;
 use std::time::Duration;
@@ -229,6 +230,8 @@ impl std::fmt::Display for PortStats {
 ///
 /// [`recv`](Port::recv) / [`send_burst`](Port::send_burst) are the copying variants over a
 /// caller-owned [`Burst`], convenient when frames must outlive the RX call.
+/// [`forward_burst`](Port::forward_burst) lends a whole burst for in-place rewriting and sends the
+/// frames back out of the same port (AF_XDP: without copying them in user space).
 pub trait Port: Send {
     /// Interface name (or the pcap spec).
     fn name(&self) -> &str;
@@ -288,6 +291,61 @@ pub trait Port: Send {
         self.tx_flush()?;
         Ok(n)
     }
+
+    /// Receive up to `max` ready frames (never blocks; at most `scratch.capacity()`), lend them
+    /// all at once to `f`, which rewrites them in place (growing them at the front if it needs
+    /// to, see [`FwdFrame::grow_front`]) and sets each one's [`FwdFrame::verdict`]; then transmit
+    /// the [`Verdict::Transmit`] frames on this port (staged and flushed), copy the
+    /// [`Verdict::Slow`] ones into `scratch.slow` (cleared first) and drop the rest. `f` is not
+    /// called when nothing is ready.
+    ///
+    /// AF_XDP does this without copying in user space: frames stay in their UMEM chunks, with the
+    /// copy mode's 256 bytes of room in front, and a transmitted frame's chunk moves from the RX
+    /// ring to the TX ring. This default, used by the other back ends, copies each frame once into
+    /// `scratch` and transmits through [`tx_stage`](Port::tx_stage), like a `recv` + `send` loop.
+    fn forward_burst(
+        &mut self,
+        max: usize,
+        scratch: &mut FwdScratch,
+        f: &mut dyn FnMut(&mut [FwdFrame<'_>]),
+    ) -> Result<Forwarded> {
+        scratch.clear();
+        let max = max.min(scratch.capacity());
+        self.rx_burst_with(max, &mut |fr: &mut [u8]| {
+            scratch.push(fr);
+        })?;
+        let mut out = Forwarded { rx: scratch.len(), ..Forwarded::default() };
+        if out.rx == 0 {
+            return Ok(out);
+        }
+        let mut err = None;
+        let (frames, slow) = scratch.parts();
+        frames.lend(f, &mut |fr, v| match v {
+            Verdict::Drop => {}
+            Verdict::Transmit => match self.tx_stage(fr) {
+                Ok(true) => out.tx += 1,
+                Ok(false) => out.tx_failed += 1,
+                Err(e) => {
+                    out.tx_failed += 1;
+                    err.get_or_insert(e);
+                }
+            },
+            Verdict::Slow => {
+                if slow.push(fr) {
+                    out.slow += 1;
+                } else {
+                    out.slow_dropped += 1;
+                }
+            }
+        });
+        if out.tx > 0 {
+            self.tx_flush()?;
+        }
+        match err {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
 }
 
 /// A boxed port is a port (so generic code over `P: Port` takes `Box<dyn Port>` from [`open`]).
@@ -315,6 +373,14 @@ impl<P: Port + ?Sized> Port for Box<P> {
     }
     fn raw_fd(&self) -> Option<RawFd> {
         (**self).raw_fd()
+    }
+    fn forward_burst(
+        &mut self,
+        max: usize,
+        scratch: &mut FwdScratch,
+        f: &mut dyn FnMut(&mut [FwdFrame<'_>]),
+    ) -> Result<Forwarded> {
+        (**self).forward_burst(max, scratch, f)
     }
 }
 

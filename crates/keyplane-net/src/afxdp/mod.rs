@@ -1,11 +1,15 @@
 //! AF_XDP back end: one `AF_XDP` socket per (interface, queue) with its own UMEM.
 //!
-//! The UMEM is `ring_frames + tx_frames` chunks of 2048 bytes: the first `ring_frames` circulate
-//! between the fill ring, the kernel and the RX ring; the rest are TX buffers that return through
-//! the completion ring. A frame received is lent in place to the caller
+//! The UMEM is `ring_frames + tx_frames` chunks of 2048 bytes. Every chunk is always in exactly
+//! one place: user space's free list, lent to the kernel for receiving (fill ring, the kernel, RX
+//! ring: at most `ring_frames` chunks, so that `tx_frames` stay for sending), or lent for sending
+//! (TX ring, the kernel, completion ring). A frame received is lent in place to the caller
 //! ([`Port::rx_burst_with`]) and its chunk goes straight back to the fill ring; a frame sent is
-//! copied into a free TX chunk ([`Port::tx_stage`]) and the TX ring is kicked once per burst
-//! ([`Port::tx_flush`]).
+//! copied into a free chunk ([`Port::tx_stage`]) and the TX ring is kicked once per burst
+//! ([`Port::tx_flush`]). [`Port::forward_burst`] copies nothing: a transmitted frame's RX chunk
+//! goes onto the TX ring as it is (rewritten in place, grown into the 256 bytes that copy mode
+//! leaves in front of received data) and comes back through the completion ring to the free
+//! list, from which the fill ring is topped up.
 //!
 //! The frames reach the socket through a tiny XDP program (see `bpf.rs`) that redirects every
 //! frame of queue *q* to the socket in slot *q* of an `XSKMAP`, attached natively where the
@@ -16,6 +20,7 @@
 mod bpf;
 mod ring;
 
+use crate::forward::{FWD_MAX, Forwarded, FwdFrame, FwdScratch, Verdict};
 use crate::port::{FRAME_CAPACITY, IoKind, Port, PortOptions, PortStats, XdpCopy, XdpMode};
 use crate::sys::{self, Mmap};
 use crate::{Error, Result};
@@ -31,6 +36,8 @@ const XDP_COPY: u16 = 1 << 1;
 const XDP_ZEROCOPY: u16 = 1 << 2;
 const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
 const XDP_OPTIONS_ZEROCOPY: u32 = 1;
+/// `XDP_MAX_TX_SKB_BUDGET` (Linux 6.17): most descriptors one copy-mode `sendto` transmits.
+const XDP_MAX_TX_SKB_BUDGET: i32 = 9;
 
 /// The `len` bytes at `addr` of the UMEM, if they lie inside it.
 fn chunk(umem: &mut Mmap, addr: u64, len: usize) -> Option<&mut [u8]> {
@@ -42,6 +49,29 @@ fn chunk(umem: &mut Mmap, addr: u64, len: usize) -> Option<&mut [u8]> {
     // the chunk belongs to user space (taken from the RX ring or the TX free list) until it is
     // put back on the fill / TX ring, and the port hands out one chunk at a time.
     Some(unsafe { std::slice::from_raw_parts_mut(umem.ptr.add(addr as usize), len) })
+}
+
+/// Where an [`XdpPort`]'s UMEM chunks are ([`XdpPort::chunks`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkCounts {
+    /// Chunks in the UMEM (`ring_frames + tx_frames`).
+    pub total: u64,
+    /// In user space's free list.
+    pub free: u64,
+    /// Lent to the kernel for receiving: put on the fill ring and not yet taken back from the RX ring.
+    pub rx_lent: u64,
+    /// Lent to the kernel for sending: submitted on the TX ring and not yet taken back from the
+    /// completion ring.
+    pub tx_lent: u64,
+    /// TX descriptors written but not yet submitted.
+    pub tx_staged: u64,
+}
+
+impl ChunkCounts {
+    /// Every chunk is in exactly one place.
+    pub fn conserved(&self) -> bool {
+        self.free + self.rx_lent + self.tx_lent + self.tx_staged == self.total
+    }
 }
 
 /// One AF_XDP socket bound to one queue of one interface.
@@ -56,10 +86,18 @@ pub struct XdpPort {
     fd: OwnedFd,
     umem: Mmap,
     attachment: Arc<bpf::Attachment>,
-    /// Free TX chunk addresses.
-    tx_free: Vec<u64>,
+    /// Free chunk addresses (user space's own).
+    free: Vec<u64>,
     /// TX descriptors written but not yet submitted.
     tx_staged: u32,
+    /// Most chunks lent for receiving (`ring_frames`).
+    rx_quota: u64,
+    /// Chunks ever put on the fill ring / taken from the RX ring / put on the TX ring / taken
+    /// from the completion ring: the lent counts are differences ([`XdpPort::chunks`]).
+    fill_given: u64,
+    rx_taken: u64,
+    tx_given: u64,
+    comp_taken: u64,
     need_wakeup: bool,
     zero_copy: bool,
     stats: PortStats,
@@ -105,6 +143,9 @@ impl XdpPort {
         sys::setsockopt(&fd, libc::SOL_XDP, libc::XDP_UMEM_COMPLETION_RING, &txn, &w("XDP_UMEM_COMPLETION_RING"))?;
         sys::setsockopt(&fd, libc::SOL_XDP, libc::XDP_RX_RING, &rxn, &w("XDP_RX_RING"))?;
         sys::setsockopt(&fd, libc::SOL_XDP, libc::XDP_TX_RING, &txn, &w("XDP_TX_RING"))?;
+        // Copy mode transmits at most 32 frames per `sendto` unless told more (a kernel
+        // without the option refuses it: then the kick loop makes more calls).
+        let _ = sys::setsockopt(&fd, libc::SOL_XDP, XDP_MAX_TX_SKB_BUDGET, &txn, "XDP_MAX_TX_SKB_BUDGET");
         let off: libc::xdp_mmap_offsets =
             sys::getsockopt(fd.as_raw_fd(), libc::SOL_XDP, libc::XDP_MMAP_OFFSETS, &w("XDP_MMAP_OFFSETS"))?;
         let raw = fd.as_raw_fd();
@@ -126,7 +167,8 @@ impl XdpPort {
             unsafe { (fill.prod_slot(i, ADDR) as *mut u64).write(i as u64 * CHUNK as u64) };
         }
         fill.submit(n);
-        let tx_free = (0..txn).map(|i| (rxn + i) as u64 * CHUNK as u64).collect();
+        let mut free = Vec::with_capacity((rxn + txn) as usize);
+        free.extend((0..txn).map(|i| (rxn + i) as u64 * CHUNK as u64));
 
         let attachment = bpf::attach(ifname, ifindex, opts.xdp_mode).map_err(unsupported)?;
         let mut flags = match opts.xdp_copy {
@@ -186,8 +228,13 @@ impl XdpPort {
             fd,
             umem,
             attachment,
-            tx_free,
+            free,
             tx_staged: 0,
+            rx_quota: rxn as u64,
+            fill_given: n as u64,
+            rx_taken: 0,
+            tx_given: 0,
+            comp_taken: 0,
             need_wakeup: opts.need_wakeup,
             zero_copy,
             stats: PortStats::default(),
@@ -218,20 +265,52 @@ impl XdpPort {
         };
     }
 
+    /// Where the UMEM's chunks are: user space's free list, lent for receiving (fill ring, the
+    /// kernel, RX ring), lent for sending (TX ring, the kernel, completion ring) and TX descriptors
+    /// written but not yet submitted. The four always add up to `total`.
+    pub fn chunks(&self) -> ChunkCounts {
+        ChunkCounts {
+            total: (self.umem.len / CHUNK as usize) as u64,
+            free: self.free.len() as u64,
+            rx_lent: self.fill_given - self.rx_taken,
+            tx_lent: self.tx_given - self.comp_taken,
+            tx_staged: self.tx_staged as u64,
+        }
+    }
+
     /// Take back TX chunks the kernel has finished with.
     fn reap(&mut self) {
         let n = self.comp.ready(u32::MAX);
         for i in 0..n {
             // SAFETY: i < ready count; completion entries are 8-byte aligned u64 addresses.
             let a = unsafe { (self.comp.cons_slot(i, ADDR) as *const u64).read() };
-            self.tx_free.push(a & !(CHUNK as u64 - 1));
+            self.free.push(a & !(CHUNK as u64 - 1));
         }
         self.comp.release(n);
+        self.comp_taken += n as u64;
+    }
+
+    /// Lend free chunks to the fill ring until `ring_frames` are lent for receiving.
+    fn top_up_fill(&mut self) {
+        let lent = self.fill_given - self.rx_taken;
+        let want = self.rx_quota.saturating_sub(lent).min(self.free.len() as u64) as u32;
+        if want == 0 {
+            return;
+        }
+        let n = self.fill.free(want);
+        for i in 0..n {
+            let a = self.free.pop().expect("n <= free.len()");
+            // SAFETY: i < free count of the fill ring; 8-byte aligned entries.
+            unsafe { (self.fill.prod_slot(i, ADDR) as *mut u64).write(a) };
+        }
+        self.fill.submit(n);
+        self.fill_given += n as u64;
     }
 
     fn kick_tx(&mut self) -> Result<()> {
-        // Copy mode transmits only inside sendto, at most one kernel TX batch (32 frames) per
-        // call, so call until the ring is drained (bounded). Zero-copy drivers transmit on their
+        // Copy mode transmits only inside sendto, at most one kernel TX budget per call (32
+        // frames, or the TX ring's size where XDP_MAX_TX_SKB_BUDGET is known), so call until
+        // the ring is drained (bounded). Zero-copy drivers transmit on their
         // own and set the need-wakeup flag when they want a kick.
         for _ in 0..4096 {
             if self.tx.outstanding() == 0 || (self.zero_copy && self.need_wakeup && !self.tx.needs_wakeup()) {
@@ -285,10 +364,14 @@ impl Port for XdpPort {
             if i < room {
                 // SAFETY: i < free count of the fill ring.
                 unsafe { (self.fill.prod_slot(i, ADDR) as *mut u64).write(addr & !(CHUNK as u64 - 1)) };
+            } else {
+                self.free.push(addr & !(CHUNK as u64 - 1));
             }
         }
         self.rx.release(n);
         self.fill.submit(room);
+        self.rx_taken += n as u64;
+        self.fill_given += room as u64;
         self.stats.rx_frames += n as u64;
         if self.need_wakeup && self.fill.needs_wakeup() {
             self.kick_rx();
@@ -301,9 +384,9 @@ impl Port for XdpPort {
             self.stats.tx_dropped += 1;
             return Ok(false);
         }
-        if self.tx_free.is_empty() {
+        if self.free.is_empty() {
             self.reap();
-            if self.tx_free.is_empty() {
+            if self.free.is_empty() {
                 // Everything is in flight: push what is staged and try once more.
                 self.tx_flush()?;
                 self.reap();
@@ -313,7 +396,7 @@ impl Port for XdpPort {
             self.stats.tx_dropped += 1;
             return Ok(false);
         }
-        let Some(addr) = self.tx_free.pop() else {
+        let Some(addr) = self.free.pop() else {
             self.stats.tx_dropped += 1;
             return Ok(false);
         };
@@ -337,13 +420,133 @@ impl Port for XdpPort {
         let n = self.tx_staged;
         if n > 0 {
             self.tx.submit(n);
+            self.tx_given += n as u64;
             self.tx_staged = 0;
         }
         if n > 0 || self.tx.outstanding() > 0 {
             self.kick_tx()?;
         }
         self.reap();
+        self.top_up_fill();
         Ok(n as usize)
+    }
+
+    fn forward_burst(
+        &mut self,
+        max: usize,
+        scratch: &mut FwdScratch,
+        f: &mut dyn FnMut(&mut [FwdFrame<'_>]),
+    ) -> Result<Forwarded> {
+        scratch.clear();
+        let mut out = Forwarded::default();
+        let n = self.rx.ready(max.min(scratch.capacity()).min(FWD_MAX) as u32);
+        if n == 0 {
+            if self.need_wakeup && self.fill.needs_wakeup() {
+                self.kick_rx();
+            }
+            return Ok(out);
+        }
+        const MASK: u64 = !(CHUNK as u64 - 1);
+        // Chunk base of each lent frame, then its verdict, offset and length once `f` returned.
+        let mut base = [0u64; FWD_MAX];
+        let mut done = [(Verdict::Drop, 0usize, 0usize); FWD_MAX];
+        // Chunks not lent (descriptors outside the UMEM or their chunk): straight back to the fill ring.
+        let mut bad = [0u64; FWD_MAX];
+        let (mut lent, mut nbad) = (0usize, 0usize);
+        {
+            let mut frames: [FwdFrame<'_>; FWD_MAX] = std::array::from_fn(|_| FwdFrame::default());
+            for i in 0..n {
+                // SAFETY: i < ready count; RX descriptors are 16-byte struct xdp_desc entries.
+                let (addr, len) = unsafe {
+                    let d = self.rx.cons_slot(i, DESC);
+                    ((d as *const u64).read(), (d.add(8) as *const u32).read() as usize)
+                };
+                let b = addr & MASK;
+                let off = (addr - b) as usize;
+                let inside = b.checked_add(CHUNK as u64).is_some_and(|e| e <= self.umem.len as u64);
+                if !inside || off + len > CHUNK as usize {
+                    bad[nbad] = b;
+                    nbad += 1;
+                    continue;
+                }
+                // SAFETY: [b, b + CHUNK) lies inside the UMEM mapping (checked), which outlives
+                // `frames` (dropped at the end of this block, before any chunk is handed back to
+                // the kernel). The kernel hands each chunk to the RX ring once, so the lent
+                // slices are disjoint; until the chunk goes back on a ring it is user space's.
+                let buf = unsafe { std::slice::from_raw_parts_mut(self.umem.ptr.add(b as usize), CHUNK as usize) };
+                frames[lent] = FwdFrame::new(buf, off, len);
+                base[lent] = b;
+                lent += 1;
+                self.stats.rx_bytes += len as u64;
+            }
+            self.rx.release(n);
+            self.rx_taken += n as u64;
+            self.stats.rx_frames += n as u64;
+            out.rx = lent;
+            f(&mut frames[..lent]);
+            for (d, fr) in done.iter_mut().zip(&frames[..lent]) {
+                if fr.verdict == Verdict::Slow {
+                    if scratch.slow.push(fr.frame()) {
+                        out.slow += 1;
+                    } else {
+                        out.slow_dropped += 1;
+                    }
+                }
+                *d = (fr.verdict, fr.head(), fr.len());
+            }
+        }
+        // Every chunk taken from the RX ring fits back on the fill ring (at most `ring_frames`
+        // are lent for receiving and the fill ring holds that many); anything else goes to the
+        // free list.
+        let room = self.fill.free(n);
+        let mut nfill = 0u32;
+        let mut recycle = |port: &mut Self, b: u64| {
+            if nfill < room {
+                // SAFETY: nfill < free count of the fill ring; 8-byte aligned entries.
+                unsafe { (port.fill.prod_slot(nfill, ADDR) as *mut u64).write(b) };
+                nfill += 1;
+            } else {
+                port.free.push(b);
+            }
+        };
+        for &b in &bad[..nbad] {
+            recycle(self, b);
+        }
+        for (&b, &(v, head, len)) in base[..lent].iter().zip(&done[..lent]) {
+            if v != Verdict::Transmit {
+                recycle(self, b);
+                continue;
+            }
+            let fits = len > 0 && len <= FRAME_CAPACITY && self.tx.free(self.tx_staged + 1) > self.tx_staged;
+            if !fits {
+                self.stats.tx_dropped += 1;
+                out.tx_failed += 1;
+                recycle(self, b);
+                continue;
+            }
+            let slot = self.tx.prod_slot(self.tx_staged, DESC);
+            // SAFETY: the slot is free (checked above) and 16-byte aligned inside the TX ring.
+            unsafe {
+                (slot as *mut u64).write(b + head as u64);
+                (slot.add(8) as *mut u32).write(len as u32);
+                (slot.add(12) as *mut u32).write(0);
+            }
+            self.tx_staged += 1;
+            self.stats.tx_frames += 1;
+            self.stats.tx_bytes += len as u64;
+            out.tx += 1;
+        }
+        self.fill.submit(nfill);
+        self.fill_given += nfill as u64;
+        if self.tx_staged > 0 {
+            self.tx_flush()?;
+        } else {
+            self.top_up_fill();
+        }
+        if self.need_wakeup && self.fill.needs_wakeup() {
+            self.kick_rx();
+        }
+        Ok(out)
     }
 
     fn wait_rx(&mut self, timeout: Duration) -> Result<bool> {
