@@ -287,10 +287,14 @@ fn shared_table_readers_during_heavy_churn() {
 /// key, single and batched, on every pass.
 #[test]
 fn displacements_on_a_tiny_table_never_hide_a_key() {
-    displacements_with(Options { keys: KeyLayout::Wide, ..Options::default() }, 8, 16);
+    // Fixed seeds: how many inserts need a displacement path (rather than a
+    // free slot or the stash) in a table this full depends on where the
+    // seed puts the 57 residents, and a random seed made `moves > 1_000`
+    // fail in 2 of 15 runs (session 11).
+    displacements_with(Options { keys: KeyLayout::Wide, seed: 0x5eed_0001, ..Options::default() }, 8, 16);
     // Keyed (8-byte keys) and packed (6-byte keys, CuckooSwitch's MAC slots).
-    displacements_with(Options::default(), 8, 9);
-    displacements_with(Options::default(), 6, 8);
+    displacements_with(Options { seed: 0x5eed_0002, ..Options::default() }, 8, 9);
+    displacements_with(Options { seed: 0x5eed_0003, ..Options::default() }, 6, 8);
 }
 
 fn displacements_with(opts: Options, klen: usize, buckets: usize) {
