@@ -320,6 +320,34 @@ pub unsafe extern "C" fn kp_reader_free(reader: *mut kp_reader) {
 
 const CHUNK: usize = 32;
 
+/// Writes a chunk of answers for keys `at..at + out.len()` into `values`
+/// (0 when absent) and `found` (1 / 0); returns how many were found.
+fn store_answers(out: &[Option<u64>], at: usize, values: &mut [u64], found: Option<&mut [u8]>) -> usize {
+    let vals = &mut values[at..at + out.len()];
+    let mut hits = 0;
+    for (v, a) in vals.iter_mut().zip(out) {
+        *v = a.unwrap_or(0);
+        hits += a.is_some() as usize;
+    }
+    if let Some(f) = found {
+        for (f, a) in f[at..at + out.len()].iter_mut().zip(out) {
+            *f = a.is_some() as u8;
+        }
+    }
+    hits
+}
+
+/// Stores `h` in `*hits` unless `hits` is NULL.
+///
+/// # Safety
+/// `hits` is NULL or writable.
+unsafe fn put_hits(hits: *mut usize, h: usize) {
+    if !hits.is_null() {
+        // SAFETY: non-NULL, writable by the caller's contract.
+        unsafe { *hits = h };
+    }
+}
+
 fn batch<'k>(
     t: &AnyLookup,
     n: usize,
@@ -338,14 +366,7 @@ fn batch<'k>(
             *r = key(i + j);
         }
         t.get_batch(&refs[..m], &mut out[..m]);
-        for j in 0..m {
-            let hit = out[j].is_some();
-            values[i + j] = out[j].unwrap_or(0);
-            if let Some(f) = found.as_deref_mut() {
-                f[i + j] = hit as u8;
-            }
-            hits += hit as usize;
-        }
+        hits += store_answers(&out[..m], i, values, found.as_deref_mut());
         i += m;
     }
     hits
@@ -374,10 +395,8 @@ pub unsafe extern "C" fn kp_table_get_batch(
         // SAFETY: the caller guarantees a live handle or NULL.
         let Some(t) = (unsafe { table.as_ref() }) else { return null_arg("table") };
         if n == 0 {
-            if !hits.is_null() {
-                // SAFETY: non-NULL, writable by contract.
-                unsafe { *hits = 0 };
-            }
+            // SAFETY: `hits` is NULL or writable (the caller's contract).
+            unsafe { put_hits(hits, 0) };
             return KP_OK;
         }
         if keys.is_null() || key_lens.is_null() || values.is_null() {
@@ -404,10 +423,8 @@ pub unsafe extern "C" fn kp_table_get_batch(
             if kl[i] == 0 { &[] } else { unsafe { std::slice::from_raw_parts(kp[i], kl[i]) } }
         };
         let h = batch(&t.inner, n, key, vals, fnd);
-        if !hits.is_null() {
-            // SAFETY: non-NULL, writable by contract.
-            unsafe { *hits = h };
-        }
+        // SAFETY: `hits` is NULL or writable (the caller's contract).
+        unsafe { put_hits(hits, h) };
         KP_OK
     })
 }
@@ -437,10 +454,8 @@ pub unsafe extern "C" fn kp_table_get_batch_fixed(
             return KP_ERR_INVALID;
         };
         if n == 0 {
-            if !hits.is_null() {
-                // SAFETY: non-NULL, writable by contract.
-                unsafe { *hits = 0 };
-            }
+            // SAFETY: `hits` is NULL or writable (the caller's contract).
+            unsafe { put_hits(hits, 0) };
             return KP_OK;
         }
         // SAFETY: the caller guarantees `n * key_len` readable bytes.
@@ -453,10 +468,8 @@ pub unsafe extern "C" fn kp_table_get_batch_fixed(
         // SAFETY: as above; `found` is optional.
         let fnd = if found.is_null() { None } else { Some(unsafe { std::slice::from_raw_parts_mut(found, n) }) };
         let h = batch(&t.inner, n, |i| &all[i * key_len..(i + 1) * key_len], vals, fnd);
-        if !hits.is_null() {
-            // SAFETY: non-NULL, writable by contract.
-            unsafe { *hits = h };
-        }
+        // SAFETY: `hits` is NULL or writable (the caller's contract).
+        unsafe { put_hits(hits, h) };
         KP_OK
     })
 }
@@ -477,10 +490,8 @@ unsafe fn batch_u64_into(
     get_batch_u64: impl Fn(&[u64], &mut [Option<u64>]),
 ) -> kp_status {
     if n == 0 {
-        if !hits.is_null() {
-            // SAFETY: non-NULL, writable by contract.
-            unsafe { *hits = 0 };
-        }
+        // SAFETY: `hits` is NULL or writable (the caller's contract).
+        unsafe { put_hits(hits, 0) };
         return KP_OK;
     }
     if keys.is_null() {
@@ -503,19 +514,10 @@ unsafe fn batch_u64_into(
     for (i, ch) in ks.chunks(CHUNK).enumerate() {
         let o = &mut out[..ch.len()];
         get_batch_u64(ch, o);
-        for (j, a) in o.iter().enumerate() {
-            let at = i * CHUNK + j;
-            vals[at] = a.unwrap_or(0);
-            if let Some(f) = fnd.as_deref_mut() {
-                f[at] = a.is_some() as u8;
-            }
-            h += a.is_some() as usize;
-        }
+        h += store_answers(o, i * CHUNK, vals, fnd.as_deref_mut());
     }
-    if !hits.is_null() {
-        // SAFETY: non-NULL, writable by contract.
-        unsafe { *hits = h };
-    }
+    // SAFETY: `hits` is NULL or writable (the caller's contract).
+    unsafe { put_hits(hits, h) };
     KP_OK
 }
 
