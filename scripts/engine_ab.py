@@ -12,6 +12,11 @@ valgrind's callgrind: (run with U updates - run with 1) / (2 (U - 1)).
     scripts/engine_ab.py --before BEFORE --after target/release/examples/engine_ab \\
         --keys 1000000 --rounds 5 --out docs/bench/engine-ab.jsonl [--callgrind]
 
+With `ENGINE_AB_REPS=R` in the environment each lookup section runs R timed
+passes in one process and reports its fastest (`best` in engine_ab.rs); the
+summary then also gives, per figure, the ratio of the two binaries' fastest
+rounds (`min_ratio`) next to the ratio of medians.
+
 Every measured row goes to the JSONL output (one object per line: binary,
 round, structure, keys, what, wall ns, cpu ns, the load average at the time);
 the last lines are the summary: per (structure, keys, what) the before and
@@ -121,6 +126,7 @@ def summarize(rows, f):
             "after_median": round(ma, 2),
             "after_range": [round(min(v["after"]), 2), round(max(v["after"]), 2)],
             "ratio": round(ma / mb, 4) if mb else None,
+            "min_ratio": round(min(v["after"]) / min(v["before"]), 4) if min(v["before"]) else None,
             "within_3pct": bool(mb) and ma <= 1.03 * mb,
             "rounds": min(len(v["after"]), len(v["before"])),
             "load1_range": [min(loads), max(loads)],

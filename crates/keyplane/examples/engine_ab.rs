@@ -34,6 +34,29 @@ impl Clock {
     }
 }
 
+/// Timed passes per lookup section (`ENGINE_AB_REPS`, default 1): the
+/// fastest pass is reported, which on a shared VM filters out the passes a
+/// neighbour disturbed. The callgrind split of `scripts/engine_ab.py`
+/// counts on one pass per section, so it runs with the default.
+fn reps() -> u32 {
+    std::env::var("ENGINE_AB_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(1).max(1)
+}
+
+/// `(wall, cpu)` ns per operation of the pass with the least CPU time of
+/// `reps` timed passes of `pass` (which returns its operation count).
+fn best(reps: u32, s: &mut u64, mut pass: impl FnMut(&mut u64) -> u64) -> (f64, f64) {
+    let mut min = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..reps {
+        let t = Clock::start();
+        let ops = pass(s);
+        let r = t.per(ops);
+        if r.1 < min.1 {
+            min = r;
+        }
+    }
+    min
+}
+
 fn key(i: u64, names: bool) -> Vec<u8> {
     if names {
         format!("/com/example/n{}/{}", i % 97, i).into_bytes()
@@ -61,43 +84,50 @@ fn run<C: Configure>(n: u64, names: bool, vbits: u32, updates: Option<u64>) {
     for k in &q {
         s = s.wrapping_add(table.get(k).unwrap_or(1));
     }
-    let t = Clock::start();
-    for k in &q {
-        s = s.wrapping_add(table.get(k).unwrap_or(1));
-    }
-    let single = t.per(n);
+    let reps = reps();
+    let single = best(reps, &mut s, |s| {
+        for k in &q {
+            *s = s.wrapping_add(table.get(k).unwrap_or(1));
+        }
+        n
+    });
     let mut out = vec![None; 16];
-    let t = Clock::start();
-    for ks in q.chunks(16) {
-        table.get_batch(ks, &mut out[..ks.len()]);
-        s = s.wrapping_add(out[0].unwrap_or(1));
-    }
-    let batch = t.per(n);
+    let batch = best(reps, &mut s, |s| {
+        for ks in q.chunks(16) {
+            table.get_batch(ks, &mut out[..ks.len()]);
+            *s = s.wrapping_add(out[0].unwrap_or(1));
+        }
+        n
+    });
     let r = table.reader();
-    let t = Clock::start();
-    for k in &q {
-        s = s.wrapping_add(r.get(k).unwrap_or(1));
-    }
-    let reader = t.per(n);
-    let t = Clock::start();
-    for ks in q.chunks(16) {
-        r.get_batch(ks, &mut out[..ks.len()]);
-        s = s.wrapping_add(out[0].unwrap_or(1));
-    }
-    let reader_batch = t.per(n);
+    let reader = best(reps, &mut s, |s| {
+        for k in &q {
+            *s = s.wrapping_add(r.get(k).unwrap_or(1));
+        }
+        n
+    });
+    let reader_batch = best(reps, &mut s, |s| {
+        for ks in q.chunks(16) {
+            r.get_batch(ks, &mut out[..ks.len()]);
+            *s = s.wrapping_add(out[0].unwrap_or(1));
+        }
+        n
+    });
     // `get_u64` on the stored keys that are 8 bytes long (all of them
     // without `names`).
     let q64: Vec<u64> = q.iter().filter_map(|k| <[u8; 8]>::try_from(*k).ok()).map(u64::from_le_bytes).collect();
-    let t = Clock::start();
-    for &k in &q64 {
-        s = s.wrapping_add(table.get_u64(k).unwrap_or(1));
-    }
-    let get_u64 = t.per(q64.len().max(1) as u64);
-    let t = Clock::start();
-    for &k in &q64 {
-        s = s.wrapping_add(r.get_u64(k).unwrap_or(1));
-    }
-    let reader_u64 = t.per(q64.len().max(1) as u64);
+    let get_u64 = best(reps, &mut s, |s| {
+        for &k in &q64 {
+            *s = s.wrapping_add(table.get_u64(k).unwrap_or(1));
+        }
+        q64.len().max(1) as u64
+    });
+    let reader_u64 = best(reps, &mut s, |s| {
+        for &k in &q64 {
+            *s = s.wrapping_add(r.get_u64(k).unwrap_or(1));
+        }
+        q64.len().max(1) as u64
+    });
     drop(r);
     black_box(s);
     // Updates: insert new keys then remove them, each delta applied.
