@@ -602,9 +602,28 @@ mod net {
         cfg
     }
 
+    /// Flows one source address can masquerade to the 4 backends
+    /// (64,512 ports per backend address).
+    const FLOWS_PER_SNAT_ADDR: usize = 4 * 64_512;
+
+    /// Source addresses the nftables LB needs to hold `flows` tracked flows
+    /// with 10 % to spare: 1 (masquerade to the port's address) up to
+    /// ~234K flows, else a pool of [`snat_pool`] addresses.
+    fn snat_addrs(flows: usize) -> usize {
+        (flows + flows / 10).div_ceil(FLOWS_PER_SNAT_ADDR).max(1)
+    }
+
+    /// The `n`-address SNAT pool on the LB's port (198.18.0.240 on), used
+    /// when one address cannot hold the flows (as a kube-proxy node with
+    /// that many connections would SNAT to several addresses).
+    fn snat_pool(n: usize) -> Vec<Ipv4Addr> {
+        (0..n).map(|i| keyplane_net::testnet::v4(0, 240 + i as u8)).collect()
+    }
+
     /// kube-proxy style: a vmap from VIP:port to a service chain, `numgen
-    /// random mod 4` to endpoint chains that DNAT, masquerade.
-    fn nft_rules(tb: &Testbed) -> String {
+    /// random mod 4` to endpoint chains that DNAT; masquerade, or SNAT to
+    /// `pool` when it has more than one address.
+    fn nft_rules(pool: &[Ipv4Addr]) -> String {
         let mut s = String::from("table ip kplb {}\nflush table ip kplb\ntable ip kplb {\n");
         for i in 1..=4 {
             s += &format!("  chain ep{i} {{ dnat to {}; }}\n", testbed::backend4(i));
@@ -615,17 +634,33 @@ mod net {
             "  chain pre {{ type nat hook prerouting priority dstnat; ip daddr . tcp dport vmap {{ {} }}; }}\n",
             elems.join(", ")
         );
-        s += "  chain post { type nat hook postrouting priority srcnat; ct status dnat masquerade; }\n}\n";
-        let _ = tb;
+        let nat = match pool {
+            [] | [_] => "masquerade".to_string(),
+            [first, .., last] => format!("snat to {first}-{last}"),
+        };
+        s += &format!("  chain post {{ type nat hook postrouting priority srcnat; ct status dnat {nat}; }}\n}}\n");
         s
     }
 
-    struct Restore(Option<String>);
+    /// A sysctl file's old value, put back on drop.
+    struct Restore(&'static str, Option<String>);
     impl Drop for Restore {
         fn drop(&mut self) {
-            if let Some(v) = &self.0 {
-                let _ = std::fs::write("/proc/sys/net/netfilter/nf_conntrack_max", v);
+            if let Some(v) = &self.1 {
+                let _ = std::fs::write(self.0, v);
             }
+        }
+    }
+
+    /// Raises the sysctl at `path` to at least `need`, returning the guard
+    /// that restores it.
+    fn raise(path: &'static str, need: usize) -> Restore {
+        let cur: usize = std::fs::read_to_string(path).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
+        if cur < need {
+            let _ = std::fs::write(path, need.to_string());
+            Restore(path, Some(cur.to_string()))
+        } else {
+            Restore(path, None)
         }
     }
 
@@ -652,22 +687,16 @@ mod net {
         let dir = std::env::temp_dir().join(format!("lb-bench-{}", std::process::id()));
         // conntrack must hold every flow for the nftables LB (a global
         // limit, copied into a namespace when it is created: raised before
-        // the testbed; the old value is put back on exit).
-        let cur: usize = std::fs::read_to_string("/proc/sys/net/netfilter/nf_conntrack_max")
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(0);
-        // Warm-up creates FLOWS entries: room for twice that. (What bounds
-        // nftables here is masquerade: one source address, 4 backends:
-        // 4 x 64,512 ports = 258,048 flows; a flow beyond that fails NAT
-        // on every packet, so FLOWS must stay below it.)
+        // the testbed; the old values are put back on exit). Warm-up
+        // creates FLOWS entries: room for twice that, and a quarter as
+        // many hash buckets (kube-proxy's hashsize = max / 4). What else
+        // bounds nftables is NAT's source ports: one address reaches the
+        // 4 backends with 4 x 64,512 ports, so above ~234K flows the LB
+        // SNATs to a pool of addresses (`snat_addrs`).
         let ct_need = flows as usize * 2;
-        let _restore = if cur < ct_need {
-            let _ = std::fs::write("/proc/sys/net/netfilter/nf_conntrack_max", ct_need.to_string());
-            Restore(Some(cur.to_string()))
-        } else {
-            Restore(None)
-        };
+        let _restore_max = raise("/proc/sys/net/netfilter/nf_conntrack_max", ct_need);
+        let _restore_buckets = raise("/proc/sys/net/netfilter/nf_conntrack_buckets", ct_need / 4);
+        let pool = snat_pool(snat_addrs(flows as usize));
         let tb = Testbed::new("bench", 1, 4, &dir).expect("testbed (root)");
         // Backends drop the frames at ingress: rx_packets counts them, no
         // TCP reset comes back through the LB.
@@ -726,8 +755,14 @@ mod net {
                     }
                     Kind::Nft => {
                         let f = dir.join("kplb.nft");
-                        std::fs::write(&f, nft_rules(&tb)).unwrap();
+                        std::fs::write(&f, nft_rules(&pool)).unwrap();
                         tb.net.run(&tb.lb, &["sysctl", "-qw", "net.ipv4.ip_forward=1"]).unwrap();
+                        if pool.len() > 1 {
+                            for a in &pool {
+                                // Already there from an earlier round: fine.
+                                let _ = tb.net.ip(&tb.lb, &["addr", "add", &format!("{a}/24"), "dev", "eth0"]);
+                            }
+                        }
                         tb.net.run(&tb.lb, &["nft", "-f", &f.display().to_string()]).unwrap();
                         None
                     }
