@@ -46,7 +46,7 @@ impl Inner {
         let lock = StripedSeqLock::new(STRIPES);
         let smask = lock.stripes() - 1;
         let flip8 = crate::hash::short_flip(img.p.seed);
-        let mum = crate::hash::mum_keys(img.p.seed);
+        let mum = *img.p.mum();
         let (plain, vmask) = (img.p.fbits == 0 && !img.p.empt, crate::mask(img.p.vbits));
         // The unchecked reads of `View` rely on these (every image is made
         // so: `Image::decode` checks the word counts against `p`, and
