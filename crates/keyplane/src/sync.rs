@@ -432,6 +432,14 @@ impl<T, V: Copy> ViewSlot<T, V> {
         let g = src.generation.load(Ordering::Acquire);
         self.refresh(src, make, g);
     }
+
+    /// See [`CachedView::update`].
+    #[inline(always)]
+    fn update(&self, f: impl FnOnce(&mut V)) {
+        let mut v = self.view.get();
+        f(&mut v);
+        self.view.set(v);
+    }
 }
 
 impl<'a, T, V: Copy> CachedView<'a, T, V> {
@@ -482,9 +490,9 @@ impl<'a, T, V: Copy> CachedView<'a, T, V> {
     ///
     /// # Safety
     ///
-    /// `f` must not call `with`, `with_held` or `reload` on this same
-    /// handle (they may overwrite the view `f` holds a reference to and
-    /// drop its snapshot).
+    /// `f` must not call `with`, `with_held`, `reload` or `update` on this
+    /// same handle (they may overwrite the view `f` holds a reference to
+    /// and drop its snapshot).
     #[inline(always)]
     pub unsafe fn with_held<R>(&self, f: impl FnOnce(&V) -> R) -> R {
         // SAFETY: as in `with`: only `refresh` writes the view, and the
@@ -501,6 +509,15 @@ impl<'a, T, V: Copy> CachedView<'a, T, V> {
         // Generation first, as in `Cached::new`.
         let g = self.src.generation.load(Ordering::Acquire);
         self.refresh(g);
+    }
+
+    /// Changes the view of the snapshot held (for state the view caches
+    /// about its snapshot, such as a seqlock version last seen). Not to be
+    /// called inside `f` of `with` / `with_held`.
+    pub fn update(&self, f: impl FnOnce(&mut V)) {
+        let mut v = self.view.get();
+        f(&mut v);
+        self.view.set(v);
     }
 }
 
@@ -599,8 +616,8 @@ impl<T: Send + Sync, V: Copy + Send> PerThreadView<T, V> {
     /// # Safety
     ///
     /// `src` must be the same publisher on every call (the one owned next
-    /// to this value), and `f` must not call `with`, `with_held` or
-    /// `reload` on this same value.
+    /// to this value), and `f` must not call `with`, `with_held`, `reload`
+    /// or `update` on this same value.
     #[inline(always)]
     pub unsafe fn with_held<R>(&self, src: &Published<T>, f: impl FnOnce(&V) -> R) -> R {
         let slot = self.slot(src);
@@ -620,6 +637,15 @@ impl<T: Send + Sync, V: Copy + Send> PerThreadView<T, V> {
     #[inline(never)]
     pub unsafe fn reload(&self, src: &Published<T>) {
         self.slot(src).reload(src, self.make)
+    }
+
+    /// [`CachedView::update`] of this thread's slot.
+    ///
+    /// # Safety
+    ///
+    /// As for [`PerThreadView::reload`].
+    pub unsafe fn update(&self, src: &Published<T>, f: impl FnOnce(&mut V)) {
+        self.slot(src).update(f)
     }
 
     /// Runs `f` on this thread's view of `src`'s current snapshot (the

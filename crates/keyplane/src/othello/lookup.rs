@@ -99,6 +99,9 @@ impl Inner {
             a: self.a.words_ptr(),
             b: self.b.words_ptr(),
             seq: &self.lock.counters()[0],
+            // Acquire: the slot reads of every lookup through this view
+            // come after it (program order), as after a seqlock's peek.
+            seen: self.lock.counters()[0].load(Ordering::Acquire) & !1,
             flip8: self.flip8,
             mum: self.mum,
             mum8: self.p.hash == KeyHash::Mum8,
@@ -237,6 +240,13 @@ struct View {
     b: *const AtomicU64,
     /// The snapshot's seqlock counter (the lock's only stripe).
     seq: *const AtomicU64,
+    /// The counter's value when last loaded (acquire) through this view,
+    /// with bit 0 cleared: a single lookup validates against it instead of
+    /// peeking the counter first ([`View::read_validated`]). Set when the
+    /// view is made (so for a view made per call, as `Inner::get` does, it
+    /// is that call's peek) and, for a view a per-thread handle keeps, again
+    /// after a lookup missed ([`View::resync`]).
+    seen: u64,
     flip8: u64,
     /// The `Mum8` hash's keys (`Inner::mum`).
     mum: [u64; 4],
@@ -376,6 +386,19 @@ impl View {
     /// The two slots `read` returns, validated against the seqlock counter
     /// and turned into the answer; a writer in the snapshot, or its
     /// retirement, sends the lookup to `retry` (the lookup's [`Miss`]).
+    ///
+    /// The version the reads are validated against is [`View::seen`], the
+    /// counter as last loaded (with acquire) through this view — in this
+    /// call or an earlier one of the same thread, before these reads in
+    /// program order — with bit 0 cleared; the counter is not peeked again.
+    /// This is the seqlock's test with an earlier peek: the counter only
+    /// grows (until it is retired, to the odd `RETIRED`), so finding it
+    /// equal to `seen` after the reads means it held that even value from
+    /// the load that gave `seen` until now — no writer was in, the snapshot
+    /// was not retired, and the reads (after that acquire load) saw the
+    /// state that version published, the table's state at the final load,
+    /// inside this call. An odd load gives a `seen` the counter has passed
+    /// already, so every lookup misses until the view is resynchronised.
     #[inline(always)]
     fn read_validated<R>(
         &self,
@@ -383,18 +406,26 @@ impl View {
         answer: impl FnOnce(&Self, u64, u64) -> R,
         retry: impl FnOnce(&Self) -> R,
     ) -> R {
-        let c = self.counter();
-        let v = c.load(Ordering::Acquire);
         let (x, y) = read(self);
         fence(Ordering::Acquire);
-        // A writer was in (`v` odd) or has been in (moved) the snapshot,
-        // or the snapshot was retired (`RETIRED` is odd): the counter only
-        // grows until it is retired, so for an odd `v` it is never `v & !1`,
-        // and a retired counter is never `v & !1` either.
-        if c.load(Ordering::Relaxed) != v & !1 {
+        if self.counter().load(Ordering::Relaxed) != self.seen {
             return retry(self);
         }
         answer(self, x, y)
+    }
+
+    /// After a miss on a view a per-thread handle keeps (its snapshot not
+    /// retired): [`View::seen`] from the counter now (acquire), for the
+    /// handle's next lookups.
+    #[inline(always)]
+    fn resync(&mut self) {
+        self.seen = self.counter().load(Ordering::Acquire) & !1;
+    }
+
+    /// The snapshot was retired (replaced): the handle must reload.
+    #[inline(always)]
+    fn retired(&self) -> bool {
+        self.counter().load(Ordering::Relaxed) == crate::sync::RETIRED
     }
 
     #[inline(always)]
@@ -540,8 +571,8 @@ impl Miss for Defer<'_> {
 }
 
 /// [`Defer`]'s second lookup, on the view of the current snapshot (the
-/// handle reloaded it): the key located again (seed and sizes may have
-/// changed) and read under the lock ([`InPlace`]'s reads: they wait for a
+/// handle reloaded it if its snapshot was retired): the key located again
+/// (seed and sizes may have changed) and read under the lock ([`InPlace`]'s reads: they wait for a
 /// writer; a snapshot retired meanwhile is read as it was retired, a state
 /// current during the call).
 #[inline(always)]
@@ -658,14 +689,20 @@ impl FlatReader<'_> {
         if missed.get() { self.get_again(key) } else { r }
     }
 
-    /// After a [`Defer`] miss: the handle moves to the current snapshot
-    /// and the key is looked up there ([`get_again`]).
+    /// After a [`Defer`] miss: a retired snapshot sends the handle to the
+    /// current one; the key is looked up ([`get_again`]); then the view's
+    /// [`View::seen`] is brought up to date for the next lookups.
     #[cold]
     #[inline(never)]
     fn get_again<K: SingleKey>(&self, key: K) -> Option<u64> {
-        self.0.reload();
         // SAFETY: see `get`.
-        unsafe { self.0.with_held(|v| get_again(v, key)) }
+        if unsafe { self.0.with_held(View::retired) } {
+            self.0.reload();
+        }
+        // SAFETY: see `get`.
+        let r = unsafe { self.0.with_held(|v| get_again(v, key)) };
+        self.0.update(View::resync);
+        r
     }
 
     #[inline]
@@ -731,10 +768,15 @@ impl LocalViews {
     #[cold]
     #[inline(never)]
     fn get_again<K: SingleKey>(&self, raw: &RawLookup<Othello>, key: K) -> Option<u64> {
-        // SAFETY: `raw` as in `get`; the closure calls nothing on `self`.
+        let src = raw.publisher();
+        // SAFETY: `raw` as in `get`; the closures call nothing on `self`.
         unsafe {
-            self.0.reload(raw.publisher());
-            self.0.with_held(raw.publisher(), |v| get_again(v, key))
+            if self.0.with_held(src, View::retired) {
+                self.0.reload(src);
+            }
+            let r = self.0.with_held(src, |v| get_again(v, key));
+            self.0.update(src, View::resync);
+            r
         }
     }
 
