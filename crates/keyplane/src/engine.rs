@@ -77,6 +77,13 @@ pub(crate) trait Scheme: Sized + Debug + Clone + PartialEq + Send + Sync + 'stat
     /// seqlocks, or by publishing new snapshots through `cur`. Validates
     /// every index before the first write (a bad patch changes nothing).
     fn apply_patch(cur: &Published<Self::Inner>, c: Arc<Self::Inner>, patch: &Self::Patch) -> Result<()>;
+    /// Called on the published snapshot when a whole-table replacement
+    /// replaces it, after its last write and before its successor is
+    /// published ([`Published::replace_retiring`]). Othello retires the
+    /// snapshot's seqlock here, so a reader that kept the snapshot fails
+    /// its validation and moves to the current one (its reader checks no
+    /// generation per call). Default: nothing.
+    fn retire(_c: &Self::Inner) {}
     /// Heap bytes of a snapshot (without the `Inner` header itself).
     fn memory_bytes(c: &Self::Inner) -> usize;
     /// Value width of a snapshot.
@@ -367,7 +374,7 @@ impl<S: Scheme> RawLookup<S> {
                 S::check_replace(&c, img)?;
                 drop(c);
                 let inner = S::build((**img).clone()).map_err(|e| Error::DeltaMismatch(e.to_string()))?;
-                self.cur.replace(inner);
+                self.cur.replace_retiring(inner, S::retire);
                 w.refresh(&self.cur);
             }
         }

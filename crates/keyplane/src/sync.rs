@@ -13,12 +13,26 @@
 //! * [`Published`]: whole-structure replacement (re-seed, growth) by swapping
 //!   an `Arc`; readers keep the snapshot they loaded, so a lookup that races a
 //!   replacement answers from the complete old structure.
+//!
+//! The two meet in a **retired** seqlock ([`StripedSeqLock::retire`]): a
+//! structure whose snapshots each carry their own seqlock may, when it
+//! replaces a snapshot, first set the old snapshot's counters to
+//! [`RETIRED`] for good, then publish the new one
+//! ([`Published::replace_retiring`]). A reader that caches a snapshot
+//! across calls then needs no generation check per call: its validation
+//! against the retired counter fails, and its out-of-line retry moves it to
+//! the current snapshot (Othello's reader, `othello/lookup.rs`).
 
 use arc_swap::{ArcSwap, Guard};
 use std::cell::{Cell, RefCell};
 use std::ops::Deref;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
+
+/// The value of a retired seqlock counter ([`StripedSeqLock::retire`]):
+/// odd, so a reader's "not being written and unchanged" test fails on it,
+/// and never reached by writes (2^63 of them).
+pub(crate) const RETIRED: u64 = u64::MAX;
 
 /// Striped sequence counters.
 #[derive(Debug)]
@@ -87,12 +101,15 @@ impl StripedSeqLock {
         Stripes { v: &self.v, mask: self.mask }
     }
 
-    /// Reader: version of a stripe before reading, waiting while a writer holds it.
+    /// Reader: version of a stripe before reading, waiting while a writer
+    /// holds it. A [`RETIRED`] counter is returned at once (no writer comes
+    /// back to a retired lock, so what it guards no longer changes and
+    /// [`Self::read_validate`] then succeeds).
     #[inline(always)]
     pub fn read_begin(&self, stripe: usize) -> u64 {
         loop {
             let v = self.v[stripe].load(Ordering::Acquire);
-            if v & 1 == 0 {
+            if v & 1 == 0 || v == RETIRED {
                 return v;
             }
             std::hint::spin_loop();
@@ -126,7 +143,8 @@ impl StripedSeqLock {
     /// free of duplicates (use [`StripeSet`]). Only one writer at a time.
     pub fn write_begin(&self, stripes: &[usize]) {
         for &s in stripes {
-            self.v[s].fetch_add(1, Ordering::Relaxed);
+            let was = self.v[s].fetch_add(1, Ordering::Relaxed);
+            debug_assert_ne!(was, RETIRED, "a write to a retired seqlock");
         }
         fence(Ordering::Release);
     }
@@ -135,6 +153,25 @@ impl StripedSeqLock {
     pub fn write_end(&self, stripes: &[usize]) {
         for &s in stripes {
             self.v[s].fetch_add(1, Ordering::Release);
+        }
+    }
+
+    /// Writer: retires the lock for good, after the last write to what it
+    /// guards (none may be in progress, none may follow): every counter
+    /// becomes [`RETIRED`] (release stores, so a reader that loads a
+    /// retired counter sees every write made before). From then on a
+    /// reader's validation of a version peeked before the retirement fails,
+    /// as does [`Stripes::still`] and any "even and unchanged" test of a
+    /// version peeked after it, while [`Self::read_begin`] /
+    /// [`Self::read_validate`] / [`Self::read2`] read the final state.
+    ///
+    /// Readers of a retired lock that loop on [`Stripes::still`] (or on
+    /// their own "even" test) would loop for ever: only a lock whose every
+    /// reader handles [`RETIRED`] may be retired (Othello's snapshots,
+    /// `othello/lookup.rs`).
+    pub(crate) fn retire(&self) {
+        for c in self.v.iter() {
+            c.store(RETIRED, Ordering::Release);
         }
     }
 
@@ -218,6 +255,22 @@ impl<T> Published<T> {
         self.cur.store(Arc::new(t));
         self.generation.fetch_add(1, Ordering::Release);
     }
+
+    /// [`Published::replace`], calling `retire` on the structure being
+    /// replaced first (for example [`StripedSeqLock::retire`] of its
+    /// seqlock), before the new one is published: the retirement's stores
+    /// come before the publication's (arc-swap's store is a sequentially
+    /// consistent swap, the generation bump a release), so a thread that
+    /// loads the new snapshot or the new generation also sees the old one
+    /// retired. Nothing between the two can fail (the `Arc` is allocated
+    /// before). Only one thread may replace at a time (the caller's lock),
+    /// so the structure retired is the one replaced.
+    pub(crate) fn replace_retiring(&self, t: T, retire: impl FnOnce(&T)) {
+        let new = Arc::new(t);
+        retire(&self.cur.load());
+        self.cur.store(new);
+        self.generation.fetch_add(1, Ordering::Release);
+    }
     /// A per-thread handle that caches the current snapshot, borrowing the
     /// publisher. ([`Cached::new`] takes any owner, e.g. an `Arc<Published<T>>`.)
     pub fn cached(&self) -> Cached<&Self, T> {
@@ -295,6 +348,14 @@ impl<P: Deref<Target = Published<T>>, T> Cached<P, T> {
 /// before `f` runs: a view passed to `f` describes a snapshot this handle
 /// keeps alive at least until its next `with` call. `f` must not call
 /// `with` on the same handle if it uses the view afterwards.
+///
+/// Without the generation check: [`CachedView::with_held`] runs `f` on the
+/// view of the snapshot held, current or not, and [`CachedView::reload`]
+/// moves the handle to the current snapshot. For a lookup whose own
+/// validation fails on every replaced snapshot (its seqlock retired before
+/// the replacement, [`Published::replace_retiring`]): it reads through the
+/// held view and, when the validation fails, reloads (after `f` returned)
+/// and looks up again.
 pub(crate) struct CachedView<'a, T, V: Copy> {
     src: &'a Published<T>,
     generation: Cell<u64>,
@@ -351,6 +412,34 @@ impl<T, V: Copy> ViewSlot<T, V> {
         // The old snapshot goes last, after nothing refers to it any more.
         drop(self.keep.replace(t));
     }
+
+    /// See [`CachedView::with_held`].
+    ///
+    /// # Safety
+    ///
+    /// As for [`ViewSlot::with`] (`f` must not reload this slot either).
+    #[inline(always)]
+    unsafe fn with_held<R>(&self, f: impl FnOnce(&V) -> R) -> R {
+        // SAFETY: as in `with`: only `refresh` writes the view, and the
+        // caller guarantees `f` does not reach it on this slot.
+        f(unsafe { &*self.view.as_ptr() })
+    }
+
+    /// See [`CachedView::reload`]; `src` as in [`ViewSlot::with`].
+    #[inline(always)]
+    fn reload(&self, src: &Published<T>, make: fn(&T) -> V) {
+        // Generation first, as in `Cached::new`.
+        let g = src.generation.load(Ordering::Acquire);
+        self.refresh(src, make, g);
+    }
+
+    /// See [`CachedView::update`].
+    #[inline(always)]
+    fn update(&self, f: impl FnOnce(&mut V)) {
+        let mut v = self.view.get();
+        f(&mut v);
+        self.view.set(v);
+    }
 }
 
 impl<'a, T, V: Copy> CachedView<'a, T, V> {
@@ -393,6 +482,42 @@ impl<'a, T, V: Copy> CachedView<'a, T, V> {
         self.generation.set(g);
         // The old snapshot goes last, after nothing refers to it any more.
         drop(self.keep.replace(t));
+    }
+
+    /// Runs `f` on the view of the snapshot this handle holds, with no
+    /// generation check (the snapshot may have been replaced since; the
+    /// handle keeps it alive).
+    ///
+    /// # Safety
+    ///
+    /// `f` must not call `with`, `with_held`, `reload` or `update` on this
+    /// same handle (they may overwrite the view `f` holds a reference to
+    /// and drop its snapshot).
+    #[inline(always)]
+    pub unsafe fn with_held<R>(&self, f: impl FnOnce(&V) -> R) -> R {
+        // SAFETY: as in `with`: only `refresh` writes the view, and the
+        // caller guarantees that `f` does not reach it on this handle.
+        f(unsafe { &*self.view.as_ptr() })
+    }
+
+    /// Out of line: moves the handle to the publisher's current snapshot,
+    /// whatever the generation says (the snapshot held before may be
+    /// dropped). Not to be called inside `f` of `with` / `with_held`.
+    #[cold]
+    #[inline(never)]
+    pub fn reload(&self) {
+        // Generation first, as in `Cached::new`.
+        let g = self.src.generation.load(Ordering::Acquire);
+        self.refresh(g);
+    }
+
+    /// Changes the view of the snapshot held (for state the view caches
+    /// about its snapshot, such as a seqlock version last seen). Not to be
+    /// called inside `f` of `with` / `with_held`.
+    pub fn update(&self, f: impl FnOnce(&mut V)) {
+        let mut v = self.view.get();
+        f(&mut v);
+        self.view.set(v);
     }
 }
 
@@ -482,6 +607,45 @@ impl<T: Send + Sync, V: Copy + Send> PerThreadView<T, V> {
         let slot = self.slots.get_or(|| ViewSlot::new(src, make));
         LAST_VIEW.with(|m| m.set((self.id, slot as *const ViewSlot<T, V> as *const ())));
         slot
+    }
+
+    /// [`CachedView::with_held`] on this thread's slot (made on its first
+    /// call): `f` runs on the view of the snapshot the slot holds, current
+    /// or not (no generation check).
+    ///
+    /// # Safety
+    ///
+    /// `src` must be the same publisher on every call (the one owned next
+    /// to this value), and `f` must not call `with`, `with_held`, `reload`
+    /// or `update` on this same value.
+    #[inline(always)]
+    pub unsafe fn with_held<R>(&self, src: &Published<T>, f: impl FnOnce(&V) -> R) -> R {
+        let slot = self.slot(src);
+        // SAFETY: the slot belongs to this thread and was made from `src`
+        // (the caller's promise); the caller's promise on `f` is the slot's.
+        unsafe { slot.with_held(f) }
+    }
+
+    /// [`CachedView::reload`] of this thread's slot: out of line, moves it
+    /// to `src`'s current snapshot (the one held before may be dropped).
+    ///
+    /// # Safety
+    ///
+    /// `src` as for [`PerThreadView::with_held`]; not to be called inside
+    /// `f` of `with` / `with_held`.
+    #[cold]
+    #[inline(never)]
+    pub unsafe fn reload(&self, src: &Published<T>) {
+        self.slot(src).reload(src, self.make)
+    }
+
+    /// [`CachedView::update`] of this thread's slot.
+    ///
+    /// # Safety
+    ///
+    /// As for [`PerThreadView::reload`].
+    pub unsafe fn update(&self, src: &Published<T>, f: impl FnOnce(&mut V)) {
+        self.slot(src).update(f)
     }
 
     /// Runs `f` on this thread's view of `src`'s current snapshot (the

@@ -266,3 +266,149 @@ fn one_thread_alternating_over_many_tables_reads_each_ones_values() {
     }
     assert!(replaced >= 6, "only {replaced} whole-table replacements");
 }
+
+/// The value of tracked key `k` at version `ver` in
+/// [`no_answer_comes_from_a_replaced_snapshot`].
+fn versioned(k: u64, ver: u64, vbits: u32) -> u64 {
+    keyplane::hash::mix64(k ^ ver.wrapping_mul(0x9e37_79b9_7f4a_7c15)) & keyplane::mask(vbits)
+}
+
+/// Readers on every single-lookup path (a reader handle's `get_u64` and
+/// `get`, `&self` `get_u64` and `get`, and a one-key `get_batch_u64`)
+/// while the writer changes the values of tracked keys, and churns other
+/// keys (a remove and an insert of a fresh key: now and then the insert
+/// closes a cycle and re-seeds the whole table) and inserts fresh keys (the
+/// table grows): many whole-table replacements, each of which retires the
+/// old snapshot's seqlock, with the readers' handles and per-thread views
+/// holding replaced snapshots in between (some readers pause now and then,
+/// so their view is several replacements old). Every answer must be a
+/// value the key had in a state current during the call: the writer
+/// announces version `s` of a key (`begun`) before it applies the delta
+/// and publishes it (`applied`) after, and a reader accepts only versions
+/// from the one applied before its call began to the one begun when it
+/// ended. A reader that answered from a replaced snapshot (no generation
+/// check, a retirement missed) would give a version older than
+/// `applied`; a torn read, a value of no version.
+fn no_answer_comes_from_a_replaced_snapshot(vbits: u32, opts: othello::Options, deltas: usize) {
+    use std::sync::atomic::AtomicU64;
+    const TRACKED: usize = 256;
+    let tracked: Vec<u64> =
+        (0..TRACKED as u64).map(|i| keyplane::hash::mix64(i ^ 0x7ac4 ^ (vbits as u64) << 32)).collect();
+    let churn_key = |i: u64| keyplane::hash::mix64(i ^ 0xc4c4_0000_0000 ^ (vbits as u64) << 48);
+    let mut churn: Vec<u64> = (0..TRACKED as u64).map(churn_key).collect();
+    let mut next_churn = TRACKED as u64;
+    let items = tracked
+        .iter()
+        .map(|&k| (u64_key(k), versioned(k, 0, vbits)))
+        .chain(churn.iter().map(|&k| (u64_key(k), k & keyplane::mask(vbits))));
+    let mut ctl = othello::Control::from_items_with(items, vbits, opts).unwrap();
+    let table = Arc::new(ctl.export());
+    let tracked = Arc::new(tracked);
+    let begun: Arc<Vec<AtomicU64>> = Arc::new((0..TRACKED).map(|_| AtomicU64::new(0)).collect());
+    let applied: Arc<Vec<AtomicU64>> = Arc::new((0..TRACKED).map(|_| AtomicU64::new(0)).collect());
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..3usize)
+        .map(|r| {
+            let (table, tracked, begun, applied, stop) =
+                (table.clone(), tracked.clone(), begun.clone(), applied.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let rd = table.reader();
+                let mut out = [None];
+                let (mut checked, mut i) = (0u64, r * 31);
+                while !stop.load(Ordering::Relaxed) || checked < 2_000 {
+                    let j = i % TRACKED;
+                    let k = tracked[j];
+                    let lo = applied[j].load(Ordering::Acquire);
+                    let got = match (i / TRACKED + r) % 5 {
+                        0 => rd.get_u64(k),
+                        1 => rd.get(&u64_key(k)),
+                        2 => table.get_u64(k),
+                        3 => table.get(&u64_key(k)),
+                        _ => {
+                            rd.get_batch_u64(&[k], &mut out);
+                            out[0]
+                        }
+                    };
+                    let hi = begun[j].load(Ordering::Acquire);
+                    assert!(
+                        (lo..=hi).any(|s| got == Some(versioned(k, s, vbits))),
+                        "reader {r}: key {k:#x} answered {got:?}, not a value of versions {lo}..={hi}"
+                    );
+                    checked += 1;
+                    i += 1;
+                    // Readers 1 and 2 pause now and then: their handle and
+                    // per-thread view then hold a snapshot that may have
+                    // been replaced several times.
+                    if r > 0 && i % (512 * r) == 0 {
+                        std::thread::sleep(std::time::Duration::from_micros(200));
+                    }
+                }
+                checked
+            })
+        })
+        .collect();
+    let mut ver = vec![0u64; TRACKED];
+    for d in 0..deltas {
+        let x = keyplane::hash::mix64(d as u64 ^ 0x5151);
+        if d % 3 == 0 {
+            let j = x as usize % TRACKED;
+            let k = tracked[j];
+            ver[j] += 1;
+            begun[j].store(ver[j], Ordering::Release);
+            table.apply(&ctl.insert(&u64_key(k), versioned(k, ver[j], vbits)).unwrap()).unwrap();
+            applied[j].store(ver[j], Ordering::Release);
+        } else if d % 97 == 1 {
+            // A fresh key, kept: the table grows.
+            let k = churn_key(next_churn);
+            next_churn += 1;
+            churn.push(k);
+            table.apply(&ctl.insert(&u64_key(k), k & keyplane::mask(vbits)).unwrap()).unwrap();
+        } else {
+            // Churn: one key out, a fresh one in (inserts close cycles now
+            // and then, which re-seeds the table).
+            let c = x as usize % churn.len();
+            let old = std::mem::replace(&mut churn[c], churn_key(next_churn));
+            next_churn += 1;
+            table.apply(&ctl.remove(&u64_key(old)).unwrap().unwrap()).unwrap();
+            let k = churn[c];
+            table.apply(&ctl.insert(&u64_key(k), k & keyplane::mask(vbits)).unwrap()).unwrap();
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let checked: u64 = readers.into_iter().map(|h| h.join().unwrap()).sum();
+    assert!(checked >= 6_000);
+    let s = ctl.stats();
+    assert!(s.cycle_rebuilds >= 5, "only {} re-seeds", s.cycle_rebuilds);
+    assert!(s.grow_rebuilds >= 1, "no growth");
+    // Afterwards every path reads every tracked key's last version.
+    let rd = table.reader();
+    for (j, &k) in tracked.iter().enumerate() {
+        let want = Some(versioned(k, ver[j], vbits));
+        assert_eq!(rd.get_u64(k), want);
+        assert_eq!(rd.get(&u64_key(k)), want);
+        assert_eq!(table.get_u64(k), want);
+        assert_eq!(table.get(&u64_key(k)), want);
+    }
+}
+
+#[test]
+fn no_answer_comes_from_a_replaced_snapshot_plain_8_bit() {
+    no_answer_comes_from_a_replaced_snapshot(8, othello::Options { seed: 40, ..Default::default() }, 60_000);
+}
+
+#[test]
+fn no_answer_comes_from_a_replaced_snapshot_plain_16_bit_pow2_xxh3() {
+    let opts = othello::Options {
+        seed: 41,
+        sizing: othello::Sizing::PowerOfTwo,
+        hash: othello::KeyHash::Xxh3,
+        ..Default::default()
+    };
+    no_answer_comes_from_a_replaced_snapshot(16, opts, 60_000);
+}
+
+#[test]
+fn no_answer_comes_from_a_replaced_snapshot_general_layout() {
+    let opts = othello::Options { seed: 42, ..othello::Options::filtered(6) };
+    no_answer_comes_from_a_replaced_snapshot(13, opts, 60_000);
+}

@@ -141,7 +141,7 @@ struct NarrowBas {
 
 impl NarrowBas {
     fn of(wp: &othello::Params, wa: &PackedArray, wb: &PackedArray, bits: u32) -> Self {
-        let p = othello::Params { vbits: bits, fbits: 0, empt: false, ..*wp };
+        let p = wp.with_plain_values(bits);
         let bytes = |m: u32| crate::bits::words_for(m as usize, bits) * 8;
         let mut n = Self { p, a: vec![0; bytes(p.ma)].into(), b: vec![0; bytes(p.mb)].into() };
         let m = mask(bits);
@@ -592,7 +592,7 @@ impl OthelloMap {
 /// bitwise, so every key whose value fits in `bits` reads it unchanged.
 fn narrow(l: &othello::Lookup, bits: u32) -> othello::Lookup {
     let s = l.snapshot_arc();
-    let p = othello::Params { vbits: bits, fbits: 0, empt: false, ..s.p };
+    let p = s.p.with_plain_values(bits);
     let m = mask(bits);
     let a = PackedArray::new(p.ma as usize, bits);
     for i in 0..p.ma as usize {

@@ -464,8 +464,8 @@ unsafe impl Sync for Hdr {}
 impl Hdr {
     fn of(p: &VipPlane) -> Self {
         Self {
-            flo: XXH3_LO.wrapping_add(p.p.seed),
-            fhi: XXH3_HI.wrapping_sub(p.p.seed),
+            flo: XXH3_LO.wrapping_add(p.p.seed()),
+            fhi: XXH3_HI.wrapping_sub(p.p.seed()),
             a: p.a.as_ptr(),
             b: p.b.as_ptr(),
             row: p.da.bytes.as_ptr(),
@@ -488,15 +488,8 @@ impl Hdr {
             (ia, ib),
             {
                 let seed = self.flo.wrapping_sub(XXH3_LO);
-                let p = othello::Params {
-                    seed,
-                    ma: self.ma,
-                    mb: self.mb,
-                    vbits: self.dbits as u32,
-                    fbits: 0,
-                    empt: false,
-                    hash: othello::KeyHash::Xxh3,
-                };
+                let p =
+                    othello::Params::new(seed, self.ma, self.mb, self.dbits as u32, 0, false, othello::KeyHash::Xxh3);
                 let (_, a, b) = p.locate(key);
                 (a, b)
             },
@@ -559,15 +552,7 @@ impl PlaneSet {
             return Err(Error::Corrupt(format!("VIP {:?} has {}-bit Dcodes, table {dbits}", p.vip, p.dbits)));
         }
         let words = crate::bits::words_for(1, dbits) * 8;
-        let p = othello::Params {
-            seed: 0,
-            ma: 1,
-            mb: 1,
-            vbits: dbits,
-            fbits: 0,
-            empt: false,
-            hash: othello::KeyHash::Xxh3,
-        };
+        let p = othello::Params::new(0, 1, 1, dbits, 0, false, othello::KeyHash::Xxh3);
         let none = Arc::new(VipPlane::from_images(
             Vip::new(std::net::Ipv4Addr::UNSPECIFIED, 0, 0),
             0,
@@ -903,7 +888,7 @@ fn put(o: &mut Option<Backend>, a: &Option<Backend>) {
 fn batch_row<const WIDE: bool, const D: u32>(p: &VipPlane, keys: &[&[u8]], out: &mut [Option<Backend>]) {
     debug_assert!(D == 0 || p.dbits == D);
     let row = &p.da.bytes[..];
-    let (flo, fhi) = (XXH3_LO.wrapping_add(p.p.seed), XXH3_HI.wrapping_sub(p.p.seed));
+    let (flo, fhi) = (XXH3_LO.wrapping_add(p.p.seed()), XXH3_HI.wrapping_sub(p.p.seed()));
     let (ma, mb) = (p.p.ma, p.p.mb);
     let dbits = if D == 0 { p.dbits as usize } else { D as usize };
     let dmask = if D == 0 { p.dmask } else { (1u32 << D) - 1 };

@@ -505,7 +505,7 @@ fn precheck(t: &Tables, ops: &[Op]) -> Result<()> {
                         if img.p.vbits != s.ibits {
                             return bad(format!("/{len} index rebuild changes the slot-index width"));
                         }
-                        s.seed = img.p.seed;
+                        s.seed = img.p.seed();
                     }
                     Change::Patch(p) => {
                         if p.seed != s.seed {
@@ -525,7 +525,7 @@ fn precheck(t: &Tables, ops: &[Op]) -> Result<()> {
                         len: *len,
                         slots: img.slots.len(),
                         oseq: img.oseq,
-                        seed: img.index.p.seed,
+                        seed: img.index.p.seed(),
                         ibits: img.index.p.vbits,
                     });
                 }

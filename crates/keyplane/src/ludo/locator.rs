@@ -31,7 +31,7 @@ use crate::othello::{self, Image, Sizing};
 /// Locator slot indices `(ia, ib)` of a key with Ludo hash `h`.
 #[inline(always)]
 pub(crate) fn locate(p: &othello::Params, h: u64) -> (usize, usize) {
-    let x = mix64(h ^ p.seed);
+    let x = mix64(h ^ p.seed());
     (reduce(lo(x), p.ma) as usize, reduce(hi(x), p.mb) as usize)
 }
 
@@ -56,8 +56,7 @@ impl Locator {
         seed: u64,
         table: crate::lineage::Lineage,
     ) -> Result<Self> {
-        let p =
-            othello::Params { seed: 0, ma: 1, mb: 1, vbits: 1, fbits: 0, empt: false, hash: othello::KeyHash::Xxh3 };
+        let p = othello::Params::new(0, 1, 1, 1, 0, false, othello::KeyHash::Xxh3);
         let mut l = Locator { f: Forest::new(p, SeedSeq::new(seed)), len: 0, table, seq: 0 };
         l.rebuild(cells, lp, id_bound, cap)?;
         Ok(l)

@@ -85,15 +85,7 @@ impl Control {
         check_value_bits(value_bits, 1, 64)?;
         let mut seeds = SeedSeq::new(opts.seed);
         let seed = seeds.next();
-        let p = Params {
-            seed,
-            ma: 1,
-            mb: 1,
-            vbits: value_bits,
-            fbits: opts.fingerprint_bits,
-            empt: opts.emptiness,
-            hash: opts.hash,
-        };
+        let p = Params::new(seed, 1, 1, value_bits, opts.fingerprint_bits, opts.emptiness, opts.hash);
         p.validate()?;
         let mut c = Control { opts, store, f: Forest::new(p, seeds), table: crate::lineage::Lineage::random(), seq: 0 };
         let n = c.store.len();

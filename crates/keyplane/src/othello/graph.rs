@@ -309,7 +309,7 @@ impl Forest {
         }
         let mut p = Params { ma, mb, ..self.p };
         if new_seed {
-            p.seed = self.seeds.next();
+            p.set_seed(self.seeds.next());
         }
         // Per id: slots and target, filled in increasing id order so every
         // attempt walks them sequentially.
@@ -331,7 +331,7 @@ impl Forest {
             if attempts >= MAX_ATTEMPTS {
                 return Err(Error::BuildFailed(fail(ids.len())));
             }
-            p.seed = self.seeds.next();
+            p.set_seed(self.seeds.next());
         };
         drop(targets);
         // Free the old graph first (peak memory), then link the new one.
@@ -614,7 +614,7 @@ mod tests {
         for (new, empt, vbits) in
             [(NewSlots::Marked, true, 4), (NewSlots::Marked, false, 8), (NewSlots::Recoloured, false, 1)]
         {
-            let p = Params { seed: 0, ma: 1, mb: 1, vbits, fbits: 0, empt, hash: super::super::KeyHash::Xxh3 };
+            let p = Params::new(0, 1, 1, vbits, 0, empt, super::super::KeyHash::Xxh3);
             let mut f = Forest::new(p, SeedSeq::new(7));
             let cap = 600;
             // id -> (hash, value)

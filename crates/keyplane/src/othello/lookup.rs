@@ -10,6 +10,7 @@ use crate::lineage::Lineage;
 use crate::mem::prefetch;
 use crate::sync::{CachedView, PerThreadView, Published, StripedSeqLock};
 use crate::wire::Kind;
+use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 
@@ -22,6 +23,21 @@ mod batch;
 /// writes a patch's few slots. (Striping bought no fewer coherence misses:
 /// readers touch every stripe's line at random, so each write invalidated a
 /// line that readers soon missed on anyway.)
+///
+/// **Retirement.** When a whole-table replacement replaces a snapshot, the
+/// engine retires the old snapshot's counter first ([`Scheme::retire`]:
+/// [`crate::sync::RETIRED`], odd for ever) and then publishes the new one.
+/// So a snapshot is, at any time, either the current one or retired, and a
+/// validation against its counter succeeds only for a read that began (its
+/// first counter load) while the snapshot was current and that no writer
+/// touched: the per-thread readers ([`FlatReader`], [`LocalViews`]) keep a
+/// view of their snapshot across calls and check no generation per call —
+/// a failed validation ([`Defer`]) sends them, after the lookup, to a
+/// second lookup out of line (`get_again`), which moves them to the current
+/// snapshot and looks the key up again there. Lookups
+/// that load their snapshot for the call (the [`InPlace`] retry under the
+/// lock) read a snapshot retired meanwhile as it was when retired: its
+/// last state, current during the call.
 const STRIPES: usize = 1;
 
 #[derive(Debug)]
@@ -46,7 +62,7 @@ impl Inner {
         let lock = StripedSeqLock::new(STRIPES);
         let smask = lock.stripes() - 1;
         let flip8 = crate::hash::short_flip(img.p.seed);
-        let mum = crate::hash::mum_keys(img.p.seed);
+        let mum = *img.p.mum();
         let (plain, vmask) = (img.p.fbits == 0 && !img.p.empt, crate::mask(img.p.vbits));
         // The unchecked reads of `View` rely on these (every image is made
         // so: `Image::decode` checks the word counts against `p`, and
@@ -83,6 +99,9 @@ impl Inner {
             a: self.a.words_ptr(),
             b: self.b.words_ptr(),
             seq: &self.lock.counters()[0],
+            // Acquire: the slot reads of every lookup through this view
+            // come after it (program order), as after a seqlock's peek.
+            seen: self.lock.counters()[0].load(Ordering::Acquire) & !1,
             flip8: self.flip8,
             mum: self.mum,
             mum8: self.p.hash == KeyHash::Mum8,
@@ -136,14 +155,14 @@ impl Inner {
 
     #[inline(always)]
     fn get(&self, key: &[u8]) -> Option<u64> {
-        self.view().get(key)
+        self.view().get(key, InPlace)
     }
 
     /// `get(&u64_key(key))`: the same hash bit for bit
     /// ([`crate::hash::hash_u64`]), with the seed's constant precomputed.
     #[inline(always)]
     fn get_u64(&self, key: u64) -> Option<u64> {
-        self.view().get_u64(key)
+        self.view().get_u64(key, InPlace)
     }
 
     fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
@@ -207,10 +226,13 @@ const NOT_POW2: u32 = u32::MAX;
 ///
 /// Validity: a `View` is made only by [`Inner::view`] and used only while
 /// that `Inner` is alive: either inside a borrow of it (`Inner::get`,
-/// `Inner::get_u64`) or inside [`CachedView::with`] of a [`FlatReader`],
-/// whose handle holds the `Arc<Inner>` the view was made from (and no
-/// lookup calls `with` re-entrantly). The type and its fields are private
-/// to this module, so no other code can make or keep one.
+/// `Inner::get_u64`) or inside [`CachedView::with`] /
+/// [`CachedView::with_held`] of a [`FlatReader`] (or the same calls on a
+/// [`LocalViews`] slot), whose handle holds the `Arc<Inner>` the view was
+/// made from (and no lookup calls `with`, `with_held` or `reload`
+/// re-entrantly: a lookup's miss is handled after it returned, [`Defer`]).
+/// The type and its fields are private to this module, so no other code can
+/// make or keep one.
 #[derive(Clone, Copy, Debug)]
 struct View {
     inner: *const Inner,
@@ -218,6 +240,13 @@ struct View {
     b: *const AtomicU64,
     /// The snapshot's seqlock counter (the lock's only stripe).
     seq: *const AtomicU64,
+    /// The counter's value when last loaded (acquire) through this view,
+    /// with bit 0 cleared: a single lookup validates against it instead of
+    /// peeking the counter first ([`View::read_validated`]). Set when the
+    /// view is made (so for a view made per call, as `Inner::get` does, it
+    /// is that call's peek) and, for a view a per-thread handle keeps, again
+    /// after a lookup missed ([`View::resync`]).
+    seen: u64,
     flip8: u64,
     /// The `Mum8` hash's keys (`Inner::mum`).
     mum: [u64; 4],
@@ -314,20 +343,20 @@ impl View {
     /// snapshot, is out of line), so consecutive lookups overlap their
     /// misses. (`Inner::stripe` is always 0: one stripe.)
     #[inline(always)]
-    fn read_once(&self, h: u64, ia: usize, ib: usize) -> Option<u64> {
+    fn read_once(&self, h: u64, ia: usize, ib: usize, miss: impl Miss) -> Option<u64> {
         // 8-bit values (the data-plane case: ports, next hops) are tested
         // first, on a field of their own (LLVM would merge the compares of
         // one field into a switch and test the widths in its own order).
         if self.plain8 {
-            return self.read_plain::<3>(ia, ib);
+            return self.read_plain::<3>(ia, ib, miss);
         }
         let pb = self.plain_bits;
         if pb == 16 {
-            self.read_plain::<4>(ia, ib)
+            self.read_plain::<4>(ia, ib, miss)
         } else if pb == 32 {
-            self.read_plain::<5>(ia, ib)
+            self.read_plain::<5>(ia, ib, miss)
         } else {
-            self.read_general(h, ia, ib)
+            self.read_general(h, ia, ib, miss)
         }
     }
 
@@ -337,47 +366,70 @@ impl View {
     /// Always `Some` (the retry reads the raw XOR too), which the caller's
     /// code sees: no test of the answer's discriminant is left after
     /// inlining.
-    fn read_plain<const LG: u32>(&self, ia: usize, ib: usize) -> Option<u64> {
+    fn read_plain<const LG: u32>(&self, ia: usize, ib: usize, miss: impl Miss) -> Option<u64> {
         Some(self.read_validated(
             |v| (v.slot_pow2::<LG>(v.a, ia), v.slot_pow2::<LG>(v.b, ib)),
             |_, x, y| x ^ y,
-            |c| c.raw_retry(ia, ib),
+            |v| miss.plain(v, ia, ib),
         ))
     }
 
     #[inline(always)]
-    fn read_general(&self, h: u64, ia: usize, ib: usize) -> Option<u64> {
+    fn read_general(&self, h: u64, ia: usize, ib: usize, miss: impl Miss) -> Option<u64> {
         self.read_validated(
             |v| (v.slot(v.a, ia), v.slot(v.b, ib)),
             |v, x, y| v.answer(h, x, y),
-            |c| c.read_retry(h, ia, ib),
+            |v| miss.general(v, h, ia, ib),
         )
     }
 
     /// The two slots `read` returns, validated against the seqlock counter
-    /// and turned into the answer; a writer in the snapshot sends the
-    /// lookup to the locked retry, out of line.
+    /// and turned into the answer; a writer in the snapshot, or its
+    /// retirement, sends the lookup to `retry` (the lookup's [`Miss`]).
+    ///
+    /// The version the reads are validated against is [`View::seen`], the
+    /// counter as last loaded (with acquire) through this view — in this
+    /// call or an earlier one of the same thread, before these reads in
+    /// program order — with bit 0 cleared; the counter is not peeked again.
+    /// This is the seqlock's test with an earlier peek: the counter only
+    /// grows (until it is retired, to the odd `RETIRED`), so finding it
+    /// equal to `seen` after the reads means it held that even value from
+    /// the load that gave `seen` until now — no writer was in, the snapshot
+    /// was not retired, and the reads (after that acquire load) saw the
+    /// state that version published, the table's state at the final load,
+    /// inside this call. An odd load gives a `seen` the counter has passed
+    /// already, so every lookup misses until the view is resynchronised.
     #[inline(always)]
     fn read_validated<R>(
         &self,
         read: impl FnOnce(&Self) -> (u64, u64),
         answer: impl FnOnce(&Self, u64, u64) -> R,
-        retry: impl FnOnce(&Inner) -> R,
+        retry: impl FnOnce(&Self) -> R,
     ) -> R {
-        let c = self.counter();
-        let v = c.load(Ordering::Acquire);
         let (x, y) = read(self);
         fence(Ordering::Acquire);
-        // A writer was in (`v` odd) or has been in (moved) the snapshot:
-        // the counter only grows, so for an odd `v` it is never `v & !1`.
-        if c.load(Ordering::Relaxed) != v & !1 {
-            return retry(self.inner());
+        if self.counter().load(Ordering::Relaxed) != self.seen {
+            return retry(self);
         }
         answer(self, x, y)
     }
 
+    /// After a miss on a view a per-thread handle keeps (its snapshot not
+    /// retired): [`View::seen`] from the counter now (acquire), for the
+    /// handle's next lookups.
     #[inline(always)]
-    fn get(&self, key: &[u8]) -> Option<u64> {
+    fn resync(&mut self) {
+        self.seen = self.counter().load(Ordering::Acquire) & !1;
+    }
+
+    /// The snapshot was retired (replaced): the handle must reload.
+    #[inline(always)]
+    fn retired(&self) -> bool {
+        self.counter().load(Ordering::Relaxed) == crate::sync::RETIRED
+    }
+
+    #[inline(always)]
+    fn get(&self, key: &[u8], miss: impl Miss) -> Option<u64> {
         // An 8-byte key takes the typed path: `Params::hash` of it is the
         // hash `locate_u64` gives its little-endian word (for XXH3 tables
         // `hash64(key, seed)` equals `hash_u64(from_le_bytes(key), seed)`
@@ -386,10 +438,10 @@ impl View {
         // `Mum8` tables it is `hash_u64_mum` by definition), and the view
         // has the seed's constants precomputed.
         if let Ok(k8) = <[u8; 8]>::try_from(key) {
-            return self.get_u64(u64::from_le_bytes(k8));
+            return self.get_u64(u64::from_le_bytes(k8), miss);
         }
         let (h, ia, ib) = self.inner().p.locate(key);
-        self.read_once(h, ia, ib)
+        self.read_once(h, ia, ib, miss)
     }
 
     /// Hash and slot indices of an 8-byte key (`Params::locate` of its
@@ -421,9 +473,9 @@ impl View {
     /// `get_u64` of a plain 8-bit `Mum8` table: the two-multiply hash, the
     /// reductions, one byte load per slot, one seqlock validation.
     #[inline(always)]
-    fn get_u64_fast8(&self, key: u64) -> Option<u64> {
+    fn get_u64_fast8(&self, key: u64, miss: impl Miss) -> Option<u64> {
         let (_, ia, ib) = self.locate_mum(key);
-        self.read_plain::<3>(ia, ib)
+        self.read_plain::<3>(ia, ib, miss)
     }
 
     /// The answer of a general (not fixed-width plain) layout from the two
@@ -435,13 +487,98 @@ impl View {
     }
 
     #[inline(always)]
-    fn get_u64(&self, key: u64) -> Option<u64> {
+    fn get_u64(&self, key: u64, miss: impl Miss) -> Option<u64> {
         if self.fast8 {
-            return self.get_u64_fast8(key);
+            return self.get_u64_fast8(key, miss);
         }
         let (h, ia, ib) = self.locate_u64(key);
-        self.read_once(h, ia, ib)
+        self.read_once(h, ia, ib, miss)
     }
+}
+
+/// What a single lookup does when its seqlock validation fails (a writer
+/// was or has been in the snapshot, or the snapshot was retired): the
+/// answer of a plain layout (always the raw XOR, so the hot path's answer
+/// stays `Some`) or of any layout. `v` is the view that failed, `(h, ia,
+/// ib)` the key's hash and slots in its snapshot.
+trait Miss {
+    fn plain(self, v: &View, ia: usize, ib: usize) -> u64;
+    fn general(self, v: &View, h: u64, ia: usize, ib: usize) -> Option<u64>;
+}
+
+/// The miss of a lookup that loaded its snapshot for this call (`Inner::get`,
+/// `Inner::get_u64` under an arc-swap guard): read the same slots again
+/// under the lock, out of line. A snapshot retired meanwhile is read as it
+/// was retired ([`StripedSeqLock::read_begin`]), a state current during
+/// the call.
+#[derive(Clone, Copy)]
+struct InPlace;
+
+impl Miss for InPlace {
+    #[inline(always)]
+    fn plain(self, v: &View, ia: usize, ib: usize) -> u64 {
+        v.inner().raw_retry(ia, ib)
+    }
+    #[inline(always)]
+    fn general(self, v: &View, h: u64, ia: usize, ib: usize) -> Option<u64> {
+        v.inner().read_retry(h, ia, ib)
+    }
+}
+
+/// A key of a single lookup, located again after a reload.
+trait SingleKey: Copy {
+    fn locate(self, v: &View) -> (u64, usize, usize);
+}
+
+impl SingleKey for u64 {
+    #[inline(always)]
+    fn locate(self, v: &View) -> (u64, usize, usize) {
+        v.locate_u64(self)
+    }
+}
+
+impl SingleKey for &[u8] {
+    #[inline(always)]
+    fn locate(self, v: &View) -> (u64, usize, usize) {
+        // As `View::get`: an 8-byte key by the typed hash.
+        match <[u8; 8]>::try_from(self) {
+            Ok(k8) => v.locate_u64(u64::from_le_bytes(k8)),
+            Err(_) => v.inner().p.locate(self),
+        }
+    }
+}
+
+/// The miss of a per-thread handle's single lookup, which reads through
+/// the handle's held view with no generation check (its snapshot may be
+/// one that was replaced, and then retired, so the validation failed):
+/// it only records the miss (the answer returned with it is discarded).
+/// After the lookup returned, the handle reloads and the key is looked up
+/// again ([`get_again`], out of line). (The reload cannot run inside the
+/// lookup: it overwrites the view the lookup holds a reference to.)
+struct Defer<'f>(&'f Cell<bool>);
+
+impl Miss for Defer<'_> {
+    #[inline(always)]
+    fn plain(self, _: &View, _: usize, _: usize) -> u64 {
+        self.0.set(true);
+        0
+    }
+    #[inline(always)]
+    fn general(self, _: &View, _: u64, _: usize, _: usize) -> Option<u64> {
+        self.0.set(true);
+        None
+    }
+}
+
+/// [`Defer`]'s second lookup, on the view of the current snapshot (the
+/// handle reloaded it if its snapshot was retired): the key located again
+/// (seed and sizes may have changed) and read under the lock ([`InPlace`]'s reads: they wait for a
+/// writer; a snapshot retired meanwhile is read as it was retired, a state
+/// current during the call).
+#[inline(always)]
+fn get_again<K: SingleKey>(v: &View, key: K) -> Option<u64> {
+    let (h, ia, ib) = key.locate(v);
+    v.inner().read(h, ia, ib)
 }
 
 /// Slot `i` of a packed array of `2^LG`-bit slots (`LG` in 3..=5: bytes,
@@ -508,8 +645,13 @@ unsafe fn load_slot<const LG: u32>(base: *const AtomicU64, i: usize) -> u64 {
     }
 }
 
-/// Othello's per-thread reader: the current snapshot and its [`View`],
-/// cached by value ([`CachedView`]); one generation check per call.
+/// Othello's per-thread reader: a snapshot and its [`View`], cached by
+/// value ([`CachedView`]). A single lookup (`get`, `get_u64`) checks no
+/// generation: it reads through a copy of the view and validates against
+/// the snapshot's seqlock, which fails once the snapshot was replaced (the
+/// engine retires it first, see [`STRIPES`]); then ([`Defer`]) the handle
+/// moves to the current snapshot and looks the key up again, out of line. Batches check the
+/// generation once per call.
 #[derive(Debug, Clone)]
 pub(crate) struct FlatReader<'a>(CachedView<'a, Inner, View>);
 
@@ -522,38 +664,60 @@ impl<'a> From<crate::engine::Reader<'a, Othello>> for FlatReader<'a> {
 impl FlatReader<'_> {
     #[inline(always)]
     pub fn get(&self, key: &[u8]) -> Option<u64> {
-        // SAFETY: the closure does not call `with` on this handle.
-        unsafe {
-            self.0.with(
+        let missed = Cell::new(false);
+        // SAFETY: the closure does not call `with`, `with_held` or
+        // `reload` on this handle.
+        let r = unsafe {
+            self.0.with_held(
                 #[inline(always)]
-                |v| v.get(key),
+                |v| v.get(key, Defer(&missed)),
             )
-        }
+        };
+        if missed.get() { self.get_again(key) } else { r }
     }
 
     #[inline(always)]
     pub fn get_u64(&self, key: u64) -> Option<u64> {
+        let missed = Cell::new(false);
         // SAFETY: see `get`.
-        unsafe {
-            self.0.with(
+        let r = unsafe {
+            self.0.with_held(
                 #[inline(always)]
-                |v| v.get_u64(key),
+                |v| v.get_u64(key, Defer(&missed)),
             )
+        };
+        if missed.get() { self.get_again(key) } else { r }
+    }
+
+    /// After a [`Defer`] miss: a retired snapshot sends the handle to the
+    /// current one; the key is looked up ([`get_again`]); then the view's
+    /// [`View::seen`] is brought up to date for the next lookups.
+    #[cold]
+    #[inline(never)]
+    fn get_again<K: SingleKey>(&self, key: K) -> Option<u64> {
+        // SAFETY: see `get`.
+        if unsafe { self.0.with_held(View::retired) } {
+            self.0.reload();
         }
+        // SAFETY: see `get`.
+        let r = unsafe { self.0.with_held(|v| get_again(v, key)) };
+        self.0.update(View::resync);
+        r
     }
 
     #[inline]
     pub fn get_batch(&self, keys: &[&[u8]], out: &mut [Option<u64>]) {
-        // SAFETY: see `get`.
+        // SAFETY: the closure does not call `with` on this handle.
         unsafe { self.0.with(|v| v.get_batch(keys, out)) }
     }
 }
 
 /// The `&self` lookups' per-thread snapshot cache ([`PerThreadView`]):
 /// each thread that calls `get` / `get_u64` / `get_batch` on a [`Lookup`] keeps, inside
-/// that table, its own snapshot `Arc` and [`View`], checked against the
-/// generation per call like a [`Reader`]'s, instead of pinning the snapshot
-/// with arc-swap on every call.
+/// that table, its own snapshot `Arc` and [`View`], instead of pinning the
+/// snapshot with arc-swap on every call. As a [`FlatReader`]'s: single
+/// lookups validate against the snapshot's (possibly retired) seqlock and
+/// reload on a miss, batches check the generation.
 pub(crate) struct LocalViews(PerThreadView<Inner, View>);
 
 impl Default for LocalViews {
@@ -571,39 +735,60 @@ impl std::fmt::Debug for LocalViews {
 impl LocalViews {
     #[inline(always)]
     fn get(&self, raw: &RawLookup<Othello>, key: &[u8]) -> Option<u64> {
+        let missed = Cell::new(false);
         // SAFETY: `raw` is the `RawLookup` owned next to this cache in the
         // same `Lookup` (the only caller, `lookup_form!`'s `get`, passes
-        // `&self.raw`), and the closure does not call `with`.
-        unsafe {
-            self.0.with(
+        // `&self.raw`), and the closure does not call `with`, `with_held`
+        // or `reload` (as in `FlatReader::get`).
+        let r = unsafe {
+            self.0.with_held(
                 raw.publisher(),
                 #[inline(always)]
-                |v| v.get(key),
+                |v| v.get(key, Defer(&missed)),
             )
-        }
+        };
+        if missed.get() { self.get_again(raw, key) } else { r }
     }
 
     #[inline(always)]
     fn get_u64(&self, raw: &RawLookup<Othello>, key: u64) -> Option<u64> {
+        let missed = Cell::new(false);
         // SAFETY: see `get`.
-        unsafe {
-            self.0.with(
+        let r = unsafe {
+            self.0.with_held(
                 raw.publisher(),
                 #[inline(always)]
-                |v| v.get_u64(key),
+                |v| v.get_u64(key, Defer(&missed)),
             )
+        };
+        if missed.get() { self.get_again(raw, key) } else { r }
+    }
+
+    /// As [`FlatReader::get_again`], on this thread's slot.
+    #[cold]
+    #[inline(never)]
+    fn get_again<K: SingleKey>(&self, raw: &RawLookup<Othello>, key: K) -> Option<u64> {
+        let src = raw.publisher();
+        // SAFETY: `raw` as in `get`; the closures call nothing on `self`.
+        unsafe {
+            if self.0.with_held(src, View::retired) {
+                self.0.reload(src);
+            }
+            let r = self.0.with_held(src, |v| get_again(v, key));
+            self.0.update(src, View::resync);
+            r
         }
     }
 
     #[inline]
     fn get_batch(&self, raw: &RawLookup<Othello>, keys: &[&[u8]], out: &mut [Option<u64>]) {
-        // SAFETY: see `get`.
+        // SAFETY: `raw` as in `get`, and the closure does not call `with`.
         unsafe { self.0.with(raw.publisher(), |v| v.get_batch(keys, out)) }
     }
 
     #[inline]
     pub(super) fn get_batch_u64(&self, raw: &RawLookup<Othello>, keys: &[u64], out: &mut [Option<u64>]) {
-        // SAFETY: see `get`.
+        // SAFETY: see `get_batch`.
         unsafe { self.0.with(raw.publisher(), |v| v.get_batch_u64(keys, out)) }
     }
 }
@@ -640,6 +825,12 @@ impl Scheme for Othello {
     fn apply_patch(_: &Published<Inner>, c: Arc<Inner>, patch: &Slots) -> Result<()> {
         c.apply_slots(patch)
     }
+    /// Retires the replaced snapshot's seqlock (see [`STRIPES`]): the
+    /// per-thread readers' single lookups check no generation and rely on
+    /// it.
+    fn retire(c: &Inner) {
+        c.lock.retire();
+    }
     fn memory_bytes(c: &Inner) -> usize {
         c.a.memory_bytes() + c.b.memory_bytes() + c.lock.memory_bytes()
     }
@@ -662,8 +853,9 @@ impl Scheme for Othello {
 ///
 /// `get` and `get_u64` on `&self` cost about what a [`Reader`]'s do: each
 /// thread that calls them keeps, inside this table, a cached pointer to the
-/// table's current arrays (a snapshot) and checks one generation counter
-/// per call. The price: a thread may keep **one stale snapshot** of this
+/// table's current arrays (a snapshot); a single lookup validates against
+/// that snapshot's seqlock, which a whole-table replacement retires, so no
+/// generation counter is checked per call (batches check it once). The price: a thread may keep **one stale snapshot** of this
 /// table alive after a whole-table replacement (growth, re-seed, a rebuild
 /// delta) until its next `get` / `get_u64` on this table, which moves it to
 /// the current one, or until the table is dropped, which releases every

@@ -10,6 +10,7 @@
 
 use super::View;
 use crate::mem::prefetch;
+use crate::sync::RETIRED;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 
 /// Keys hashed and prefetched before the first of them is read (one seqlock
@@ -183,16 +184,30 @@ fn unpack(ix: u64) -> (usize, usize) {
 }
 
 impl View {
-    /// A batch whose validation failed (a writer was in the snapshot):
-    /// the whole batch is read again until one read of all of it validates,
-    /// so a batch's answers always come from one state of the table.
+    /// A batch whose validation failed (a writer was in the snapshot, or
+    /// it was retired): the whole batch is read again until one read of
+    /// all of it validates, so a batch's answers always come from one state
+    /// of the table. A retired snapshot (replaced while the batch ran: the
+    /// batch checked the generation when it began) no longer changes, so
+    /// one read of it after the retirement is seen gives its last state,
+    /// current during the call.
     #[cold]
     #[inline(never)]
     fn batch_retry(&self, loc: &Located, out: &mut [Option<u64>], m: usize) {
         loop {
             // Wait for the writer to leave (its patches are a few slots).
-            while self.counter().load(Ordering::Relaxed) & 1 == 1 {
+            let mut now = self.counter().load(Ordering::Relaxed);
+            while now & 1 == 1 && now != RETIRED {
                 std::hint::spin_loop();
+                now = self.counter().load(Ordering::Relaxed);
+            }
+            if now == RETIRED {
+                // `batch_read`'s acquire load of the counter (`RETIRED`,
+                // its last value) orders the reads after the retirement's
+                // release store, so they see every write made before it,
+                // and no write follows it.
+                self.batch_read(loc, out, m);
+                return;
             }
             if self.batch_read(loc, out, m) {
                 return;
