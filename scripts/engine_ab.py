@@ -141,6 +141,12 @@ def main():
     ap.add_argument("--after", required=True)
     ap.add_argument("--keys", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument(
+        "--first-round",
+        type=int,
+        default=0,
+        help="number of the first round (a run continuing another: odd starts with the after binary)",
+    )
     ap.add_argument("--structures", default=",".join(ALL))
     ap.add_argument("--updates", type=int, default=20_000, help="updates timed per run (SetSep: 2000)")
     ap.add_argument("--callgrind", action="store_true", help="also count instructions per update at 64K keys")
@@ -189,7 +195,7 @@ def main():
         return
     rows = []
     with open(a.out, "a") as f:
-        for rnd in range(a.rounds):
+        for rnd in range(a.first_round, a.first_round + a.rounds):
             for s in structures:
                 order = ["before", "after"] if (rnd % 2 == 0) else ["after", "before"]
                 for b in order:
