@@ -49,8 +49,6 @@ pub(crate) struct Inner {
     smask: usize,
     /// `hash::short_flip(p.seed)`, for the 8-byte key path of an XXH3 table.
     flip8: u64,
-    /// `hash::mum_keys(p.seed)`, for the 8-byte key path of a `Mum8` table.
-    mum: [u64; 4],
     /// No fingerprint and no emptiness bit: the answer is `A ^ B` masked.
     plain: bool,
     /// `mask(p.vbits)`.
@@ -62,7 +60,6 @@ impl Inner {
         let lock = StripedSeqLock::new(STRIPES);
         let smask = lock.stripes() - 1;
         let flip8 = crate::hash::short_flip(img.p.seed);
-        let mum = *img.p.mum();
         let (plain, vmask) = (img.p.fbits == 0 && !img.p.empt, crate::mask(img.p.vbits));
         // The unchecked reads of `View` rely on these (every image is made
         // so: `Image::decode` checks the word counts against `p`, and
@@ -76,7 +73,7 @@ impl Inner {
                 && img.b.bits() == img.p.width(),
             "othello image arrays do not match their parameters"
         );
-        Self { p: img.p, a: img.a, b: img.b, lock, smask, flip8, mum, plain, vmask }
+        Self { p: img.p, a: img.a, b: img.b, lock, smask, flip8, plain, vmask }
     }
 
     /// A copy of the arrays and parameters.
@@ -103,7 +100,7 @@ impl Inner {
             // come after it (program order), as after a seqlock's peek.
             seen: self.lock.counters()[0].load(Ordering::Acquire) & !1,
             flip8: self.flip8,
-            mum: self.mum,
+            mum: *self.p.mum(),
             mum8: self.p.hash == KeyHash::Mum8,
             vmask: self.vmask,
             emask: crate::mask(bits),
@@ -248,7 +245,7 @@ struct View {
     /// after a lookup missed ([`View::resync`]).
     seen: u64,
     flip8: u64,
-    /// The `Mum8` hash's keys (`Inner::mum`).
+    /// The `Mum8` hash's keys (`Params::mum`).
     mum: [u64; 4],
     /// The table hashes 8-byte keys with `Mum8` (else with XXH3).
     mum8: bool,
@@ -525,12 +522,18 @@ impl Miss for InPlace {
     }
 }
 
-/// A key of a single lookup, located again after a reload.
+/// A key of a single lookup: looked up through a view ([`View::get`] /
+/// [`View::get_u64`]), and located again after a reload.
 trait SingleKey: Copy {
+    fn get(self, v: &View, miss: impl Miss) -> Option<u64>;
     fn locate(self, v: &View) -> (u64, usize, usize);
 }
 
 impl SingleKey for u64 {
+    #[inline(always)]
+    fn get(self, v: &View, miss: impl Miss) -> Option<u64> {
+        v.get_u64(self, miss)
+    }
     #[inline(always)]
     fn locate(self, v: &View) -> (u64, usize, usize) {
         v.locate_u64(self)
@@ -538,6 +541,10 @@ impl SingleKey for u64 {
 }
 
 impl SingleKey for &[u8] {
+    #[inline(always)]
+    fn get(self, v: &View, miss: impl Miss) -> Option<u64> {
+        v.get(self, miss)
+    }
     #[inline(always)]
     fn locate(self, v: &View) -> (u64, usize, usize) {
         // As `View::get`: an 8-byte key by the typed hash.
@@ -664,26 +671,25 @@ impl<'a> From<crate::engine::Reader<'a, Othello>> for FlatReader<'a> {
 impl FlatReader<'_> {
     #[inline(always)]
     pub fn get(&self, key: &[u8]) -> Option<u64> {
+        self.single(key)
+    }
+
+    #[inline(always)]
+    pub fn get_u64(&self, key: u64) -> Option<u64> {
+        self.single(key)
+    }
+
+    /// A single lookup through the held view ([`Defer`] on a miss, then
+    /// [`Self::get_again`] out of line).
+    #[inline(always)]
+    fn single<K: SingleKey>(&self, key: K) -> Option<u64> {
         let missed = Cell::new(false);
         // SAFETY: the closure does not call `with`, `with_held` or
         // `reload` on this handle.
         let r = unsafe {
             self.0.with_held(
                 #[inline(always)]
-                |v| v.get(key, Defer(&missed)),
-            )
-        };
-        if missed.get() { self.get_again(key) } else { r }
-    }
-
-    #[inline(always)]
-    pub fn get_u64(&self, key: u64) -> Option<u64> {
-        let missed = Cell::new(false);
-        // SAFETY: see `get`.
-        let r = unsafe {
-            self.0.with_held(
-                #[inline(always)]
-                |v| v.get_u64(key, Defer(&missed)),
+                |v| key.get(v, Defer(&missed)),
             )
         };
         if missed.get() { self.get_again(key) } else { r }
@@ -735,30 +741,27 @@ impl std::fmt::Debug for LocalViews {
 impl LocalViews {
     #[inline(always)]
     fn get(&self, raw: &RawLookup<Othello>, key: &[u8]) -> Option<u64> {
-        let missed = Cell::new(false);
-        // SAFETY: `raw` is the `RawLookup` owned next to this cache in the
-        // same `Lookup` (the only caller, `lookup_form!`'s `get`, passes
-        // `&self.raw`), and the closure does not call `with`, `with_held`
-        // or `reload` (as in `FlatReader::get`).
-        let r = unsafe {
-            self.0.with_held(
-                raw.publisher(),
-                #[inline(always)]
-                |v| v.get(key, Defer(&missed)),
-            )
-        };
-        if missed.get() { self.get_again(raw, key) } else { r }
+        self.single(raw, key)
     }
 
     #[inline(always)]
     fn get_u64(&self, raw: &RawLookup<Othello>, key: u64) -> Option<u64> {
+        self.single(raw, key)
+    }
+
+    /// As [`FlatReader::single`], on this thread's slot.
+    #[inline(always)]
+    fn single<K: SingleKey>(&self, raw: &RawLookup<Othello>, key: K) -> Option<u64> {
         let missed = Cell::new(false);
-        // SAFETY: see `get`.
+        // SAFETY: `raw` is the `RawLookup` owned next to this cache in the
+        // same `Lookup` (the only callers, `lookup_form!`'s `get` /
+        // `get_u64`, pass `&self.raw`), and the closure does not call
+        // `with`, `with_held` or `reload` (as in `FlatReader::single`).
         let r = unsafe {
             self.0.with_held(
                 raw.publisher(),
                 #[inline(always)]
-                |v| v.get_u64(key, Defer(&missed)),
+                |v| key.get(v, Defer(&missed)),
             )
         };
         if missed.get() { self.get_again(raw, key) } else { r }
@@ -769,7 +772,7 @@ impl LocalViews {
     #[inline(never)]
     fn get_again<K: SingleKey>(&self, raw: &RawLookup<Othello>, key: K) -> Option<u64> {
         let src = raw.publisher();
-        // SAFETY: `raw` as in `get`; the closures call nothing on `self`.
+        // SAFETY: `raw` as in `single`; the closures call nothing on `self`.
         unsafe {
             if self.0.with_held(src, View::retired) {
                 self.0.reload(src);
@@ -782,7 +785,7 @@ impl LocalViews {
 
     #[inline]
     fn get_batch(&self, raw: &RawLookup<Othello>, keys: &[&[u8]], out: &mut [Option<u64>]) {
-        // SAFETY: `raw` as in `get`, and the closure does not call `with`.
+        // SAFETY: `raw` as in `single`, and the closure does not call `with`.
         unsafe { self.0.with(raw.publisher(), |v| v.get_batch(keys, out)) }
     }
 
