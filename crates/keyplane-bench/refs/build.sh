@@ -18,9 +18,8 @@ git -C Othello checkout -q 5496cf7
 # The two fixes (idempotent): without them the build reads garbage / crashes.
 grep -q "rand());\s*return v;" Othello/src/othello.h || grep -A1 "v = (va ^ rand());" Othello/src/othello.h | grep -q "return v;" ||
     sed -i 's/^\(\s*\)v = (va ^ rand());$/\1v = (va ^ rand());\n\1return v;/' Othello/src/othello.h
-awk '{print} /fa->push_back\(-1\);/ && !done {print "        return true;"; done=1}' Othello/src/disjointset.h > ds.tmp
-grep -q "return true;" Othello/src/disjointset.h || mv ds.tmp Othello/src/disjointset.h
-rm -f ds.tmp
+grep -q "return true;" Othello/src/disjointset.h ||
+    sed -i '0,/fa->push_back(-1);/s//fa->push_back(-1);\n        return true;/' Othello/src/disjointset.h
 CXX=${CXX:-$(command -v clang++ || command -v g++)}
 $CXX -O3 -march=${MARCH:-native} -std=c++17 -w -IOthello/src "$here/othello_sdyy.cc" -o othello_sdyy
 echo "$dir/othello_sdyy"
