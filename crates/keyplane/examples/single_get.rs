@@ -253,7 +253,7 @@ fn parse_num(s: &str) -> Option<u64> {
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "single_get: {msg}\nusage: single_get [--n 1M] [--queries 8M] [--reps 5] [--rounds 3] [--structures othello,othello_pow2,setsep,cuckoo] [--serve] [--decode] [--only PATH] [--batch 16]"
+        "single_get: {msg}\nusage: single_get [--n 1M] [--queries 8M] [--reps 5] [--rounds 3] [--structures othello,othello_pow2,setsep,cuckoo] [--serve] [--decode] [--only PATH] [--batch 16] [--othello-bits 8] [--othello-fp 0]"
     );
     std::process::exit(2)
 }
@@ -269,7 +269,7 @@ fn main() {
         match k.as_str() {
             "--serve" => serve = true,
             "--decode" => decode = true,
-            "--n" | "--queries" | "--reps" | "--rounds" | "--structures" | "--only" | "--batch" => {
+            "--n" | "--queries" | "--reps" | "--rounds" | "--structures" | "--only" | "--batch" | "--othello-bits" | "--othello-fp" => {
                 let v = it.next().unwrap_or_else(|| usage(&format!("{k} needs a value")));
                 opt.insert(k[2..].to_string(), v);
             }
@@ -299,8 +299,13 @@ fn main() {
         match s {
             "othello" | "othello_pow2" => {
                 let sizing = if s == "othello" { othello::Sizing::Compact } else { othello::Sizing::PowerOfTwo };
-                let opts = othello::Options { sizing, seed: 7, ..Default::default() };
-                let ctl = othello::Control::from_items_with(items(), 8, opts).expect("othello build");
+                // `--othello-bits` / `--othello-fp`: other layouts than the
+                // plain 8-bit one (values stay below 2^8), for the cost of
+                // the general path.
+                let fingerprint_bits = num("othello-fp", 0) as u32;
+                let opts = othello::Options { sizing, seed: 7, fingerprint_bits, ..Default::default() };
+                let vb = num("othello-bits", 8) as u32;
+                let ctl = othello::Control::from_items_with(items(), vb, opts).expect("othello build");
                 let name = if s == "othello" { "othello" } else { "othello_pow2" };
                 let t = ctl.export();
                 let t = if decode { othello::Lookup::from_bytes(&t.to_bytes()).expect("othello decode") } else { t };
