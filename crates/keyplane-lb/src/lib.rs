@@ -152,7 +152,8 @@ impl Lb {
             let Engine::Concury(dp) = &engine else { unreachable!("--io xdp is Concury only") };
             let mut x = XdpSync::new(dp.clone(), neigh.clone());
             x.sync_now(&mut p, &services, &counters, None)?;
-            p.attach(&opts.port)?;
+            let how = p.attach(&opts.port)?;
+            eprintln!("keyplane lb: XDP program attached to {} ({how} XDP)", opts.port);
             let feed = p.feed()?;
             let (r2, c3, sv, s5) = (rtx.clone(), counters.clone(), services.clone(), stop.clone());
             threads.push(spawn("lb-xdp", move || xdp_loop(feed, r2, rate, c3, sv, s5))?);

@@ -65,6 +65,8 @@ pub struct Testbed {
     pub clients: Vec<String>,
     /// Backend namespaces (backend `i` is `backends[i - 1]`).
     pub backends: Vec<String>,
+    /// The switch namespace (bridge `br0`; the LB's peer port is `p0`).
+    pub sw: String,
     dir: PathBuf,
     nginx: Vec<Option<usize>>,
 }
@@ -138,7 +140,7 @@ impl Testbed {
         }
         std::fs::create_dir_all(dir).map_err(|x| Error::io(format!("creating {}", dir.display()), x))?;
         let mut tb =
-            Testbed { net, lb, clients: cs, backends: bs, dir: dir.to_path_buf(), nginx: vec![None; backends] };
+            Testbed { net, lb, clients: cs, backends: bs, sw, dir: dir.to_path_buf(), nginx: vec![None; backends] };
         for i in 1..=backends {
             tb.start_backend(i)?;
         }
@@ -222,6 +224,15 @@ impl Testbed {
             }
         }
         Ok(())
+    }
+
+    /// Turns GRO on at the LB's peer port (`p0` on the bridge). `--io xdp`
+    /// transmits with `XDP_TX`, which on a veth hands the frame to the
+    /// peer's NAPI instance; the peer has one only with an XDP program or
+    /// GRO (otherwise veth drops every transmitted frame and counts it in the
+    /// peer's `rx_dropped`/XDP statistics).
+    pub fn lb_peer_napi(&self) -> Result<()> {
+        self.net.run(&self.sw, &["ethtool", "-K", "p0", "gro", "on"]).map(|_| ()).map_err(e)
     }
 
     /// Runs `f` on this thread inside client `i`'s namespace.
