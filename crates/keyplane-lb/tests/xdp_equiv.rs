@@ -145,7 +145,7 @@ fn frame(
         (IpAddr::V6(s), IpAddr::V6(d)) => {
             f.extend_from_slice(&[0x86, 0xdd]);
             let mut h = [0u8; 40];
-            let w = (6u32 << 28) | ((tos as u32) << 20) | (sport as u32 * 7 & 0xfffff);
+            let w = (6u32 << 28) | ((tos as u32) << 20) | ((sport as u32 * 7) & 0xfffff);
             h[0..4].copy_from_slice(&w.to_be_bytes());
             h[4..6].copy_from_slice(&(l4len as u16).to_be_bytes());
             h[6] = proto;
