@@ -322,8 +322,7 @@ fn control_loop(
     let counters = ctl.counters();
     while !stop.load(Ordering::Relaxed) {
         // The XDP program's copy of the data plane follows every change
-        // (pool, services, neighbours); idle turns settle the last flip's
-        // grace period so the next pool change need not wait for it.
+        // (pool, services, neighbours).
         if let Some(x) = xdp.as_mut() {
             x.sync(&services, &counters, None);
         }
@@ -415,12 +414,12 @@ impl XdpSync {
     }
 
     /// Publishes when something changed (`t0`: when the pool change began,
-    /// for the pool-change latency gauge); else settles the last grace period.
+    /// for the pool-change latency gauge).
     fn sync(&mut self, services: &arc_swap::ArcSwap<dataplane::Services>, counters: &Counters, t0: Option<Instant>) {
         let Some(mut p) = self.prog.take() else { return };
-        if self.last == Some(self.state(services)) {
-            p.settle();
-        } else if let Err(e) = self.sync_now(&mut p, services, counters, t0) {
+        if self.last != Some(self.state(services))
+            && let Err(e) = self.sync_now(&mut p, services, counters, t0)
+        {
             if !self.failed {
                 eprintln!(
                     "keyplane lb: updating the XDP program's maps failed (its VIP packets keep the last data plane): {e}"

@@ -293,7 +293,7 @@ impl Counters {
         );
         g(
             "xdp_last_grace_microseconds",
-            "RCU grace period the last XDP publication waited for.",
+            "Time the last XDP publication waited for an RCU grace period (0 unless two flips came within one).",
             "gauge",
             self.xdp_grace_us.get(),
         );

@@ -232,7 +232,13 @@ impl Testbed {
     /// GRO (otherwise veth drops every transmitted frame and counts it in the
     /// peer's `rx_dropped`/XDP statistics).
     pub fn lb_peer_napi(&self) -> Result<()> {
-        self.net.run(&self.sw, &["ethtool", "-K", "p0", "gro", "on"]).map(|_| ()).map_err(e)
+        self.lb_peer_gro(true)
+    }
+
+    /// GRO on the LB's peer port on or off (off: as the testbed makes it).
+    pub fn lb_peer_gro(&self, on: bool) -> Result<()> {
+        let v = if on { "on" } else { "off" };
+        self.net.run(&self.sw, &["ethtool", "-K", "p0", "gro", v]).map(|_| ()).map_err(e)
     }
 
     /// Runs `f` on this thread inside client `i`'s namespace.

@@ -17,14 +17,17 @@
 //!
 //! **Maps and atomic pool changes.** The control side writes the whole data
 //! plane ([`DataPlane::images`](keyplane::lb::DataPlane::images): BAS images,
-//! DIP rows, backends with their next-hop MACs) into the *inactive*
-//! generation of mmap-able array maps (`kp_vips`, `kp_heap`, `kp_bk`) and
-//! the VIP hash map (keys carry the generation), then flips `kp_ctl.gen`
-//! with one atomic store. A packet reads `gen` once, so it sees the old
-//! data plane or the new one, never a mix. Before a generation is written
-//! again the publisher waits for an RCU grace period (`membarrier`, i.e.
+//! DIP rows, backends with their next-hop MACs) into an *inactive*
+//! generation of mmap-able array maps (`kp_vips`, `kp_heap`, `kp_bk`; three
+//! generations) and the VIP hash map (keys carry the generation), then
+//! flips `kp_ctl.gen` with one atomic store. A packet reads `gen` once, so
+//! it sees the old data plane or the new one, never a mix. A generation is
+//! written again only after an RCU grace period has passed since packets
+//! stopped being sent to it (`membarrier(MEMBARRIER_CMD_GLOBAL)`, i.e.
 //! `synchronize_rcu`; XDP runs inside RCU read sections), so no packet that
-//! read the old generation is still running.
+//! read it is still running. The grace periods run on a helper thread right
+//! after each flip (measured 6–15 ms here); with three generations a
+//! publication waits only when two flips came within one grace period.
 //!
 //! **Reports and counters.** New-flow events go to the control side through
 //! a bounded BPF ring buffer (`kp_reports`; a full ring is counted,
@@ -189,9 +192,13 @@ pub struct Program {
     link: Option<OwnedFd>,
     sizes: Sizes,
     active: u32,
-    grace_owed: bool,
+    grace: Arc<Grace>,
+    /// Per generation: the flip that moved packets away from it (0: never active since).
+    left_at: [u64; GENS as usize],
+    flips: u64,
+    grace_thread: Option<std::thread::JoinHandle<()>>,
     /// VIP-map keys written per generation (deleted before it is rewritten).
-    keys: [Vec<[u8; 24]>; 2],
+    keys: [Vec<[u8; 24]>; GENS as usize],
     ctr: HashMap<(VipId, Backend), u32>,
     ctrs: Arc<Mutex<Vec<(u32, VipId, Backend)>>>,
     /// Attach mode ("native" or "generic"), once attached.
@@ -207,7 +214,7 @@ pub struct Published {
     pub skipped: usize,
     /// Heap words written.
     pub words: usize,
-    /// Microseconds waiting for the grace period of the previous flip (0 when it was settled before).
+    /// Microseconds this publication waited for a grace period (0 unless two flips came within one).
     pub grace_us: u64,
     /// Microseconds from the start of the write to the flip (grace excluded).
     pub write_us: u64,
@@ -230,9 +237,9 @@ impl Program {
         for d in &obj.maps {
             let mut d = d.clone();
             d.entries = match d.name.as_str() {
-                "kp_vips" => 2 * sizes.vips,
-                "kp_heap" => 2 * sizes.heap_words,
-                "kp_bk" => 2 * sizes.backends,
+                "kp_vips" => GENS * sizes.vips,
+                "kp_heap" => GENS * sizes.heap_words,
+                "kp_bk" => GENS * sizes.backends,
                 "kp_stats" => sizes.counters,
                 "kp_reports" => sizes.ring_bytes,
                 _ => d.entries,
@@ -254,6 +261,7 @@ impl Program {
             insns[i + 1] &= 0x0000_0000_ffff_ffff;
         }
         let prog = sys::prog_load("kp_lb", &insns)?;
+        let grace = Arc::new(Grace::default());
         let mut take = |n: &str| made.remove(n).ok_or_else(|| Error::Setup(format!("the XDP object has no map {n}")));
         let maps = Maps {
             ctl: take("kp_ctl")?,
@@ -272,8 +280,11 @@ impl Program {
             link: None,
             sizes,
             active: 0,
-            grace_owed: false,
-            keys: [Vec::new(), Vec::new()],
+            grace: grace.clone(),
+            left_at: [0; GENS as usize],
+            flips: 0,
+            grace_thread: Some(spawn_grace(grace)?),
+            keys: Default::default(),
             ctr: HashMap::new(),
             ctrs: Arc::new(Mutex::new(Vec::new())),
             mode: None,
@@ -360,17 +371,26 @@ impl Program {
         n
     }
 
-    /// Waits for the grace period of the last flip if it is still owed
-    /// (call when idle, so the next publish need not wait). Returns the
-    /// microseconds waited.
-    pub fn settle(&mut self) -> u64 {
-        if !self.grace_owed {
-            return 0;
-        }
+    /// Waits until an RCU grace period has passed since flip `flip`
+    /// (returns the microseconds waited).
+    fn wait_grace(&self, flip: u64) -> u64 {
         let t = Instant::now();
-        sys::rcu_grace();
-        self.grace_owed = false;
+        let mut st = self.grace.state.lock().unwrap_or_else(|e| e.into_inner());
+        while st.done < flip {
+            st = self.grace.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
         t.elapsed().as_micros() as u64
+    }
+
+    /// Waits until every flip so far is past its grace period; returns
+    /// the microseconds waited.
+    pub fn settle(&mut self) -> u64 {
+        self.wait_grace(self.flips)
+    }
+
+    /// Microseconds the last completed grace period took (helper thread).
+    pub fn last_grace_us(&self) -> u64 {
+        self.grace.state.lock().unwrap_or_else(|e| e.into_inner()).last_us
     }
 
     /// Writes the data plane `images` (with each VIP's method from
@@ -384,9 +404,9 @@ impl Program {
         services: &Services,
         mac: &dyn Fn(&IpAddr) -> Option<[u8; 6]>,
     ) -> Result<Published> {
-        let mut r = Published { grace_us: self.settle(), ..Published::default() };
+        let g = (self.active + 1) % GENS;
+        let mut r = Published { grace_us: self.wait_grace(self.left_at[g as usize]), ..Published::default() };
         let t = Instant::now();
-        let g = 1 - self.active;
         let s = self.sizes;
         let (vbase, hbase, bbase) = (g * s.vips, g as u64 * s.heap_words as u64, g * s.backends);
         let (mut hpos, mut bpos, mut vpos) = (0u64, 0u32, 0u32);
@@ -477,11 +497,76 @@ impl Program {
         }
         std::sync::atomic::fence(Ordering::SeqCst);
         self.maps.gen_word().store(g, Ordering::Release);
+        self.flips += 1;
+        self.left_at[self.active as usize] = self.flips;
         self.active = g;
-        self.grace_owed = true;
+        {
+            let mut st = self.grace.state.lock().unwrap_or_else(|e| e.into_inner());
+            st.wanted = self.flips;
+        }
+        self.grace.cv.notify_all();
         r.words = hpos as usize;
         r.write_us = t.elapsed().as_micros() as u64;
         Ok(r)
+    }
+}
+
+/// Generations of the data plane in the maps.
+const GENS: u32 = 3;
+
+/// Grace periods after flips, run by a helper thread.
+#[derive(Default)]
+struct Grace {
+    state: Mutex<GraceState>,
+    cv: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct GraceState {
+    /// Flips that want a grace period after them.
+    wanted: u64,
+    /// Flips followed by a completed grace period.
+    done: u64,
+    stop: bool,
+    last_us: u64,
+}
+
+fn spawn_grace(g: Arc<Grace>) -> Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("lb-xdp-grace".into())
+        .spawn(move || {
+            loop {
+                let want = {
+                    let mut st = g.state.lock().unwrap_or_else(|e| e.into_inner());
+                    while st.wanted == st.done && !st.stop {
+                        st = g.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+                    }
+                    if st.stop {
+                        // Nothing will be rewritten any more: release waiters.
+                        st.done = u64::MAX;
+                        g.cv.notify_all();
+                        return;
+                    }
+                    st.wanted
+                };
+                let t = Instant::now();
+                sys::rcu_grace();
+                let mut st = g.state.lock().unwrap_or_else(|e| e.into_inner());
+                st.done = st.done.max(want);
+                st.last_us = t.elapsed().as_micros() as u64;
+                g.cv.notify_all();
+            }
+        })
+        .map_err(|e| Error::io("starting the XDP grace-period thread", e))
+}
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        self.grace.state.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
+        self.grace.cv.notify_all();
+        if let Some(t) = self.grace_thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
