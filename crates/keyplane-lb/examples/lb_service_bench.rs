@@ -812,9 +812,13 @@ mod net {
             for &kind in &kinds {
                 let t0 = Instant::now();
                 std::fs::write(&path, config(flows, 1)).unwrap();
-                // XDP_TX on the LB's veth needs NAPI on its peer (GRO on);
-                // the other LBs run with the testbed's GRO off.
-                tb.lb_peer_gro(kind == Kind::Xdp).expect("GRO on the LB's peer");
+                // XDP_TX on the LB's veth needs an XDP program on its peer
+                // (XDP_PASS); the other LBs run without it.
+                if kind == Kind::Xdp {
+                    tb.lb_peer_napi().expect("XDP_PASS program on the LB's peer port");
+                } else {
+                    tb.lb_peer_napi_off();
+                }
                 let lb = match kind {
                     Kind::Keyplane(..) | Kind::Xdp => {
                         let (mode, io, xdp) = match kind {
@@ -954,6 +958,12 @@ mod net {
                     };
                     let per = |c: f64| if c > 0.0 { got as f64 / c } else { 0.0 };
                     let ct: Vec<u64> = ct1.iter().zip(&ct0).map(|(a, b)| a - b).collect();
+                    if std::env::var("XDP_DEBUG").is_ok() && kind == Kind::Xdp {
+                        eprintln!("{}", tb.net.run(&tb.lb, &["ethtool", "-S", "eth0"]).unwrap_or_default());
+                        eprintln!("{}", tb.net.run(&tb.sw, &["ethtool", "-S", "p0"]).unwrap_or_default());
+                        eprintln!("{}", tb.net.run(&tb.sw, &["ip", "-s", "link"]).unwrap_or_default());
+                        eprintln!("{}", tb.net.run(&tb.sw, &["ethtool", "-k", "p0"]).unwrap_or_default());
+                    }
                     let xdp_extra = match (&lb, kind) {
                         (Some(lb), Kind::Xdp) => {
                             let c = lb.counters();
@@ -977,7 +987,7 @@ mod net {
                 match lb {
                     Some(lb) => {
                         lb.stop();
-                        let _ = tb.lb_peer_gro(false);
+                        tb.lb_peer_napi_off();
                     }
                     None => {
                         tb.nft_clear().unwrap();

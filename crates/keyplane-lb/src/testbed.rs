@@ -67,6 +67,8 @@ pub struct Testbed {
     pub backends: Vec<String>,
     /// The switch namespace (bridge `br0`; the LB's peer port is `p0`).
     pub sw: String,
+    /// The XDP_PASS program's link on the LB's peer port, while attached.
+    peer_xdp: std::sync::Mutex<Option<std::os::fd::OwnedFd>>,
     dir: PathBuf,
     nginx: Vec<Option<usize>>,
 }
@@ -139,8 +141,16 @@ impl Testbed {
             }
         }
         std::fs::create_dir_all(dir).map_err(|x| Error::io(format!("creating {}", dir.display()), x))?;
-        let mut tb =
-            Testbed { net, lb, clients: cs, backends: bs, sw, dir: dir.to_path_buf(), nginx: vec![None; backends] };
+        let mut tb = Testbed {
+            net,
+            lb,
+            clients: cs,
+            backends: bs,
+            sw,
+            peer_xdp: std::sync::Mutex::new(None),
+            dir: dir.to_path_buf(),
+            nginx: vec![None; backends],
+        };
         for i in 1..=backends {
             tb.start_backend(i)?;
         }
@@ -226,19 +236,35 @@ impl Testbed {
         Ok(())
     }
 
-    /// Turns GRO on at the LB's peer port (`p0` on the bridge). `--io xdp`
-    /// transmits with `XDP_TX`, which on a veth hands the frame to the
-    /// peer's NAPI instance; the peer has one only with an XDP program or
-    /// GRO (otherwise veth drops every transmitted frame and counts it in the
-    /// peer's `rx_dropped`/XDP statistics).
+    /// Attaches an `XDP_PASS` program to the LB's peer port (`p0` on the
+    /// bridge; native XDP). `--io xdp` transmits with `XDP_TX`, which on a
+    /// veth puts the frame on the peer's XDP ring; the peer takes frames off
+    /// it in NAPI, and veth schedules that NAPI after an `XDP_TX` only when
+    /// the peer has an XDP program (with GRO alone the ring fills up and
+    /// every later frame is dropped as `rx_queue_0_xdp_tx_errors`, except
+    /// when the LB's own kernel traffic happens to schedule the NAPI).
     pub fn lb_peer_napi(&self) -> Result<()> {
-        self.lb_peer_gro(true)
+        let mut g = self.peer_xdp.lock().unwrap_or_else(|p| p.into_inner());
+        if g.is_some() {
+            return Ok(());
+        }
+        let link = testnet::enter(&self.sw, || -> Result<std::os::fd::OwnedFd> {
+            let prog = crate::xdp::sys::pass_program()?;
+            let ifindex = crate::io::ifindex("p0")? as u32;
+            crate::xdp::sys::xdp_link(
+                std::os::fd::AsRawFd::as_raw_fd(&prog),
+                ifindex,
+                crate::xdp::sys::XDP_FLAGS_DRV_MODE,
+            )
+        })
+        .map_err(e)??;
+        *g = Some(link);
+        Ok(())
     }
 
-    /// GRO on the LB's peer port on or off (off: as the testbed makes it).
-    pub fn lb_peer_gro(&self, on: bool) -> Result<()> {
-        let v = if on { "on" } else { "off" };
-        self.net.run(&self.sw, &["ethtool", "-K", "p0", "gro", v]).map(|_| ()).map_err(e)
+    /// Detaches [`Self::lb_peer_napi`]'s program (the testbed's state).
+    pub fn lb_peer_napi_off(&self) {
+        self.peer_xdp.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
 
     /// Runs `f` on this thread inside client `i`'s namespace.

@@ -140,6 +140,14 @@ fn delivery(xdp: bool) {
         assert!(c.xdp_tx.get() >= 300, "XDP transmitted {}\n{m}", c.xdp_tx.get());
         assert_eq!(c.xdp_ring_full.get(), 0);
         assert!(c.reports_sent.get() >= 100, "new flows reported from the ring buffer\n{m}");
+        // Every XDP_TX left the veth (none refused for want of NAPI on the peer).
+        let st = tb.net.run(&tb.lb, &["ethtool", "-S", "eth0"]).expect("veth statistics");
+        let errs: u64 = st
+            .lines()
+            .filter(|l| l.contains("xdp_tx_errors"))
+            .filter_map(|l| l.rsplit(':').next()?.trim().parse::<u64>().ok())
+            .sum();
+        assert_eq!(errs, 0, "{st}");
     }
     lb.stop();
 }

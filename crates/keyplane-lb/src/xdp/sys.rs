@@ -113,6 +113,16 @@ pub fn prog_load(name: &str, insns: &[u64]) -> Result<OwnedFd> {
     }
 }
 
+/// A two-instruction XDP program that passes every frame (`return XDP_PASS`):
+/// attached to the peer of a veth that receives `XDP_TX` frames, it gives
+/// that peer the NAPI instance veth needs to take them (see
+/// `Testbed::lb_peer_napi`).
+pub fn pass_program() -> Result<OwnedFd> {
+    // r0 = 2 (XDP_PASS); exit
+    let insns = [0x0000_0002_0000_00b7u64, 0x0000_0000_0000_0095u64];
+    prog_load("kp_pass", &insns)
+}
+
 /// Attaches an XDP program to an interface of the calling thread's
 /// namespace with `flags` (native or generic); detached when the link closes.
 pub fn xdp_link(prog: RawFd, ifindex: u32, flags: u32) -> Result<OwnedFd> {
