@@ -1,5 +1,5 @@
 //! Compiles the LB's XDP program (`bpf/lb_xdp.c`) with clang when clang is
-//! there (`clang -O2 -g -target bpf`), into `$OUT_DIR/lb_xdp.o`, and sets
+//! there (`clang -O2 -g -target bpf -mcpu=v3`: fetching atomics), into `$OUT_DIR/lb_xdp.o`, and sets
 //! `cfg(kp_xdp_obj)` so the crate embeds it. Without clang the crate builds
 //! all the same and `--io xdp` says how to get the program (install clang,
 //! llvm and libbpf-dev, rebuild). `KEYPLANE_LB_NO_XDP=1` skips the program.
@@ -21,7 +21,7 @@ fn main() {
     let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_else(|_| "x86_64".into());
     let inc = format!("-I/usr/include/{arch}-linux-gnu");
     let r = Command::new(&clang)
-        .args(["-O2", "-g", "-target", "bpf", "-Wall", "-Werror", &inc, "-c", "bpf/lb_xdp.c", "-o"])
+        .args(["-O2", "-g", "-target", "bpf", "-mcpu=v3", "-Wall", "-Werror", &inc, "-c", "bpf/lb_xdp.c", "-o"])
         .arg(&out)
         .output();
     match r {

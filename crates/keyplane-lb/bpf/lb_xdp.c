@@ -23,10 +23,13 @@
 //
 // Maps are created by the loader in Rust (crates/keyplane-lb/src/xdp/) from
 // the `maps` section below (type, key size, value size, max entries, flags;
-// the loader may raise max_entries); the data plane is double-buffered:
-// every record names absolute offsets inside one generation's half of the
+// the loader may raise max_entries); the data plane is multi-buffered:
+// every record names absolute offsets inside one generation's part of the
 // maps, the VIP hash map's key carries the generation, and `kp_ctl.gen`
-// selects the generation a packet reads (read once, at the start).
+// selects the generation a packet reads (read once, at the start). Each run
+// of the program is bracketed by two atomic increments of a per-CPU
+// counter (`kp_epoch`: odd while a run is in progress), so the loader knows
+// when no run can still be reading a generation it flipped away from.
 //
 // Build: clang -O2 -g -target bpf -c lb_xdp.c (build.rs does it).
 
@@ -105,6 +108,7 @@ MAP(kp_flows, BPF_MAP_TYPE_ARRAY, 4, 8, 1 << 16, 0);
 MAP(kp_stats, BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(struct stats), 1 << 14, 0);
 MAP(kp_cnt, BPF_MAP_TYPE_PERCPU_ARRAY, 4, 8, 16, 0);
 MAP(kp_reports, BPF_MAP_TYPE_RINGBUF, 0, 0, 1 << 22, 0);
+MAP(kp_epoch, BPF_MAP_TYPE_PERCPU_ARRAY, 4, 8, 1, 0);
 
 /* kp_cnt indices */
 #define CNT_TX 0       /* transmitted here */
@@ -222,8 +226,7 @@ static __always_inline __u16 csum20(const __u16 *h)
 	return (__u16)~s;
 }
 
-SEC("xdp")
-int kp_lb(struct xdp_md *ctx)
+static __always_inline int lb(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
@@ -507,6 +510,24 @@ int kp_lb(struct xdp_md *ctx)
 	}
 	count(CNT_TX);
 	return XDP_TX;
+}
+
+SEC("xdp")
+int kp_lb(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	__u64 *ep = bpf_map_lookup_elem(&kp_epoch, &zero);
+	if (!ep)
+		return XDP_PASS;
+	/* Fetching atomics are full barriers: the odd count is visible before
+	 * kp_ctl.gen is read, and every read of the data plane is done before
+	 * the count turns even again. */
+	__u64 e0 = __sync_fetch_and_add(ep, 1);
+	int r = lb(ctx);
+	__u64 e1 = __sync_fetch_and_add(ep, 1);
+	/* Always true (runs on one CPU do not nest); using both results keeps
+	 * them fetching atomics, which are full barriers on every JIT. */
+	return e1 == e0 + 1 ? r : XDP_ABORTED;
 }
 
 char _license[] SEC("license") = "Dual MIT/GPL";

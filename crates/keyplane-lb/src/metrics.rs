@@ -154,7 +154,7 @@ pub struct Counters {
     pub xdp_publishes: Counter,
     /// `--io xdp`: microseconds the last publication took to write and flip (gauge).
     pub xdp_publish_us: Counter,
-    /// `--io xdp`: microseconds the last publication waited for the previous flip's grace period (gauge).
+    /// `--io xdp`: microseconds the last publication waited after its flip for program runs still reading the old generation (gauge).
     pub xdp_grace_us: Counter,
     /// `--io xdp`: microseconds from the last pool change's start to the XDP flip (gauge).
     pub xdp_pool_change_us: Counter,
@@ -293,7 +293,7 @@ impl Counters {
         );
         g(
             "xdp_last_grace_microseconds",
-            "Time the last XDP publication waited for an RCU grace period (0 unless two flips came within one).",
+            "Time the last XDP publication waited after its flip for program runs still reading the old generation.",
             "gauge",
             self.xdp_grace_us.get(),
         );

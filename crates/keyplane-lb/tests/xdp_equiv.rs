@@ -414,3 +414,85 @@ fn xdp_program_forwards_byte_for_byte_like_the_user_space_path() {
         }
     }
 }
+
+/// Pool changes are atomic for packets: while one thread republishes two
+/// data planes A and B (different pools and weights on every VIP) back to
+/// back, another runs frames through the program; every output is the
+/// frame A forwards it as or the one B does, never a mix (a packet reads
+/// one generation; a generation is rewritten only after the runs that read
+/// it ended).
+#[test]
+fn xdp_pool_flips_are_atomic_for_packets() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipping: BPF_PROG_TEST_RUN needs root");
+        return;
+    }
+    let counters = Arc::new(Counters::default());
+    let mut ctl = ControlSide::new(Mode::Concury, Config::parse(&config(0), &[]).unwrap(), counters).unwrap();
+    let Engine::Concury(dp) = ctl.engine() else { unreachable!() };
+    let mut planes = Vec::new();
+    for r in [1, 2] {
+        ctl.apply_config(Config::parse(&config(r), &[]).unwrap()).unwrap();
+        planes.push((dp.images().1, ctl.services().load_full()));
+    }
+    let mut prog = Program::load(xdp::Sizes::for_config(100_000, 16, 12)).expect("load the XDP program (root)");
+    prog.set_port(&port()).unwrap();
+    let runner = prog.runner().unwrap();
+    let mac = |a: &IpAddr| Some(mac_of(a));
+    // ACK frames (no new-flow reports), to VIPs only.
+    let mut rng = Rng(0xa70_3117c);
+    let frames: Vec<Vec<u8>> = (0..2000)
+        .map(|_| {
+            let mut f = plain(&mut rng, 100_000);
+            let l4 = if f[12] == 0x08 { 34 } else { 54 };
+            let tcp = f[if f[12] == 0x08 { 23 } else { 20 }] == 6;
+            if tcp {
+                f[l4 + 13] = 0x10;
+            }
+            f
+        })
+        .collect();
+    let mut want: Vec<[Option<Vec<u8>>; 2]> = vec![[None, None]; frames.len()];
+    for (k, (images, svc)) in planes.iter().enumerate() {
+        prog.publish(images, svc, &mac).unwrap();
+        for (i, f) in frames.iter().enumerate() {
+            let (v, out) = prog.run(f).unwrap();
+            want[i][k] = (v == XDP_TX).then_some(out);
+        }
+    }
+    let differ = want.iter().filter(|w| w[0] != w[1]).count();
+    assert!(differ > frames.len() / 4, "the two planes differ on {differ} frames only");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (runs, flips) = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            let mut flips = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (images, svc) = &planes[(flips % 2) as usize];
+                prog.publish(images, svc, &mac).unwrap();
+                flips += 1;
+            }
+            flips
+        });
+        let t = Instant::now();
+        let (mut runs, mut bad) = (0u64, None);
+        'outer: while t.elapsed() < std::time::Duration::from_secs(2) {
+            for (i, f) in frames.iter().enumerate() {
+                let (v, out) = runner.run(f).expect("test run");
+                let got = (v == XDP_TX).then_some(out);
+                if got != want[i][0] && got != want[i][1] {
+                    bad = Some(i);
+                    break 'outer;
+                }
+                runs += 1;
+            }
+        }
+        // Stop the publisher before any assertion (a panic here would leave it running).
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let flips = h.join().unwrap();
+        assert_eq!(bad, None, "a frame's output is neither plane's, after {runs} runs and {flips} flips");
+        (runs, flips)
+    });
+    eprintln!("{runs} runs during {flips} flips, every output one plane's");
+    assert!(flips > 100, "{flips} flips");
+}

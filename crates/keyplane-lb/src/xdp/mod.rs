@@ -18,16 +18,19 @@
 //! **Maps and atomic pool changes.** The control side writes the whole data
 //! plane ([`DataPlane::images`](keyplane::lb::DataPlane::images): BAS images,
 //! DIP rows, backends with their next-hop MACs) into an *inactive*
-//! generation of mmap-able array maps (`kp_vips`, `kp_heap`, `kp_bk`; three
+//! generation of mmap-able array maps (`kp_vips`, `kp_heap`, `kp_bk`; two
 //! generations) and the VIP hash map (keys carry the generation), then
 //! flips `kp_ctl.gen` with one atomic store. A packet reads `gen` once, so
 //! it sees the old data plane or the new one, never a mix. A generation is
-//! written again only after an RCU grace period has passed since packets
-//! stopped being sent to it (`membarrier(MEMBARRIER_CMD_GLOBAL)`, i.e.
-//! `synchronize_rcu`; XDP runs inside RCU read sections), so no packet that
-//! read it is still running. The grace periods run on a helper thread right
-//! after each flip (measured 6–15 ms here); with three generations a
-//! publication waits only when two flips came within one grace period.
+//! written again only when no run of the program that may have read it is
+//! still going: every run increments a per-CPU counter (`kp_epoch`) before
+//! it reads `gen` and again when it is done (fetching atomics: full
+//! barriers), so after a flip the publisher reads every CPU's counter once
+//! and waits only for the CPUs whose count was odd to move on (a run takes
+//! microseconds). This is RCU with the program's runs as the read-side
+//! sections, finished in microseconds where `synchronize_rcu`
+//! (`membarrier`) took 4–16 ms here, which back-to-back pool changes would
+//! have waited for.
 //!
 //! **Reports and counters.** New-flow events go to the control side through
 //! a bounded BPF ring buffer (`kp_reports`; a full ring is counted,
@@ -157,6 +160,7 @@ pub struct Maps {
     stats: Map,
     cnt: Map,
     reports: Map,
+    epoch: Map,
     ncpu: usize,
 }
 
@@ -192,11 +196,7 @@ pub struct Program {
     link: Option<OwnedFd>,
     sizes: Sizes,
     active: u32,
-    grace: Arc<Grace>,
-    /// Per generation: the flip that moved packets away from it (0: never active since).
-    left_at: [u64; GENS as usize],
-    flips: u64,
-    grace_thread: Option<std::thread::JoinHandle<()>>,
+    last_quiesce_us: u64,
     /// VIP-map keys written per generation (deleted before it is rewritten).
     keys: [Vec<[u8; 24]>; GENS as usize],
     ctr: HashMap<(VipId, Backend), u32>,
@@ -214,9 +214,9 @@ pub struct Published {
     pub skipped: usize,
     /// Heap words written.
     pub words: usize,
-    /// Microseconds this publication waited for a grace period (0 unless two flips came within one).
+    /// Microseconds waited after the flip for runs of the program that had read the previous generation.
     pub grace_us: u64,
-    /// Microseconds from the start of the write to the flip (grace excluded).
+    /// Microseconds from the start of the write to the flip.
     pub write_us: u64,
 }
 
@@ -261,7 +261,6 @@ impl Program {
             insns[i + 1] &= 0x0000_0000_ffff_ffff;
         }
         let prog = sys::prog_load("kp_lb", &insns)?;
-        let grace = Arc::new(Grace::default());
         let mut take = |n: &str| made.remove(n).ok_or_else(|| Error::Setup(format!("the XDP object has no map {n}")));
         let maps = Maps {
             ctl: take("kp_ctl")?,
@@ -272,6 +271,7 @@ impl Program {
             stats: take("kp_stats")?,
             cnt: take("kp_cnt")?,
             reports: take("kp_reports")?,
+            epoch: take("kp_epoch")?,
             ncpu: sys::possible_cpus(),
         };
         Ok(Self {
@@ -280,10 +280,7 @@ impl Program {
             link: None,
             sizes,
             active: 0,
-            grace: grace.clone(),
-            left_at: [0; GENS as usize],
-            flips: 0,
-            grace_thread: Some(spawn_grace(grace)?),
+            last_quiesce_us: 0,
             keys: Default::default(),
             ctr: HashMap::new(),
             ctrs: Arc::new(Mutex::new(Vec::new())),
@@ -352,6 +349,12 @@ impl Program {
         Ok((v, out))
     }
 
+    /// A handle that runs the program ([`Runner::run`]) from another thread
+    /// while this one publishes.
+    pub fn runner(&self) -> Result<Runner> {
+        Ok(Runner(self.prog.try_clone().map_err(|e| Error::io("dup of the XDP program descriptor", e))?))
+    }
+
     /// The consumer of the program's reports and counters (one per program).
     pub fn feed(&self) -> Result<Feed> {
         Feed::new(self.maps.clone(), self.ctrs.clone())
@@ -371,26 +374,36 @@ impl Program {
         n
     }
 
-    /// Waits until an RCU grace period has passed since flip `flip`
-    /// (returns the microseconds waited).
-    fn wait_grace(&self, flip: u64) -> u64 {
+    /// Waits until no run of the program that started before this call is
+    /// still going (each CPU's `kp_epoch` even, or moved on since the first
+    /// look); returns the microseconds waited. After 100 ms of an odd count
+    /// that does not move (not expected: a run takes microseconds) it waits
+    /// for an RCU grace period instead, which covers every run too.
+    fn quiesce(&self) -> Result<u64> {
         let t = Instant::now();
-        let mut st = self.grace.state.lock().unwrap_or_else(|e| e.into_inner());
-        while st.done < flip {
-            st = self.grace.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        let vs = 8;
+        let mut first = vec![0u8; vs * self.maps.ncpu];
+        sys::map_lookup(self.maps.epoch.raw(), &0u32.to_ne_bytes(), &mut first)?;
+        let at = |b: &[u8], c: usize| u64::from_ne_bytes(b[c * vs..c * vs + 8].try_into().expect("8 bytes"));
+        let mut busy: Vec<(usize, u64)> =
+            (0..self.maps.ncpu).map(|c| (c, at(&first, c))).filter(|&(_, e)| e & 1 == 1).collect();
+        let mut now = vec![0u8; vs * self.maps.ncpu];
+        while !busy.is_empty() {
+            if t.elapsed() > Duration::from_millis(100) {
+                sys::rcu_grace();
+                break;
+            }
+            std::thread::yield_now();
+            sys::map_lookup(self.maps.epoch.raw(), &0u32.to_ne_bytes(), &mut now)?;
+            busy.retain(|&(c, e)| at(&now, c) == e);
         }
-        t.elapsed().as_micros() as u64
+        Ok(t.elapsed().as_micros() as u64)
     }
 
-    /// Waits until every flip so far is past its grace period; returns
-    /// the microseconds waited.
-    pub fn settle(&mut self) -> u64 {
-        self.wait_grace(self.flips)
-    }
-
-    /// Microseconds the last completed grace period took (helper thread).
-    pub fn last_grace_us(&self) -> u64 {
-        self.grace.state.lock().unwrap_or_else(|e| e.into_inner()).last_us
+    /// Microseconds the last publication waited for runs of the program
+    /// that could still read the generation it left.
+    pub fn last_quiesce_us(&self) -> u64 {
+        self.last_quiesce_us
     }
 
     /// Writes the data plane `images` (with each VIP's method from
@@ -405,7 +418,7 @@ impl Program {
         mac: &dyn Fn(&IpAddr) -> Option<[u8; 6]>,
     ) -> Result<Published> {
         let g = (self.active + 1) % GENS;
-        let mut r = Published { grace_us: self.wait_grace(self.left_at[g as usize]), ..Published::default() };
+        let mut r = Published::default();
         let t = Instant::now();
         let s = self.sizes;
         let (vbase, hbase, bbase) = (g * s.vips, g as u64 * s.heap_words as u64, g * s.backends);
@@ -497,76 +510,33 @@ impl Program {
         }
         std::sync::atomic::fence(Ordering::SeqCst);
         self.maps.gen_word().store(g, Ordering::Release);
-        self.flips += 1;
-        self.left_at[self.active as usize] = self.flips;
+        std::sync::atomic::fence(Ordering::SeqCst);
         self.active = g;
-        {
-            let mut st = self.grace.state.lock().unwrap_or_else(|e| e.into_inner());
-            st.wanted = self.flips;
-        }
-        self.grace.cv.notify_all();
         r.words = hpos as usize;
         r.write_us = t.elapsed().as_micros() as u64;
+        // The generation left behind is rewritten by a later publication:
+        // wait here (microseconds) until no run can still be reading it.
+        r.grace_us = self.quiesce()?;
+        self.last_quiesce_us = r.grace_us;
         Ok(r)
     }
 }
 
-/// Generations of the data plane in the maps.
-const GENS: u32 = 3;
+/// Generations of the data plane in the maps: the one packets read and the
+/// one the next publication writes (free again once [`Program::quiesce`]
+/// returned after the flip that left it).
+const GENS: u32 = 2;
 
-/// Grace periods after flips, run by a helper thread.
-#[derive(Default)]
-struct Grace {
-    state: Mutex<GraceState>,
-    cv: std::sync::Condvar,
-}
+/// Runs the loaded program on frames (`BPF_PROG_TEST_RUN`).
+pub struct Runner(OwnedFd);
 
-#[derive(Default)]
-struct GraceState {
-    /// Flips that want a grace period after them.
-    wanted: u64,
-    /// Flips followed by a completed grace period.
-    done: u64,
-    stop: bool,
-    last_us: u64,
-}
-
-fn spawn_grace(g: Arc<Grace>) -> Result<std::thread::JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name("lb-xdp-grace".into())
-        .spawn(move || {
-            loop {
-                let want = {
-                    let mut st = g.state.lock().unwrap_or_else(|e| e.into_inner());
-                    while st.wanted == st.done && !st.stop {
-                        st = g.cv.wait(st).unwrap_or_else(|e| e.into_inner());
-                    }
-                    if st.stop {
-                        // Nothing will be rewritten any more: release waiters.
-                        st.done = u64::MAX;
-                        g.cv.notify_all();
-                        return;
-                    }
-                    st.wanted
-                };
-                let t = Instant::now();
-                sys::rcu_grace();
-                let mut st = g.state.lock().unwrap_or_else(|e| e.into_inner());
-                st.done = st.done.max(want);
-                st.last_us = t.elapsed().as_micros() as u64;
-                g.cv.notify_all();
-            }
-        })
-        .map_err(|e| Error::io("starting the XDP grace-period thread", e))
-}
-
-impl Drop for Program {
-    fn drop(&mut self) {
-        self.grace.state.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
-        self.grace.cv.notify_all();
-        if let Some(t) = self.grace_thread.take() {
-            let _ = t.join();
-        }
+impl Runner {
+    /// As [`Program::run`].
+    pub fn run(&self, frame: &[u8]) -> Result<(u32, Vec<u8>)> {
+        let mut out = vec![0u8; frame.len() + 512];
+        let (v, n) = sys::test_run(&self.0, frame, &mut out)?;
+        out.truncate(n);
+        Ok((v, out))
     }
 }
 
