@@ -10,8 +10,11 @@
 //! 3. Memory at 1M (and `CONNS_10M=1`: 10M) connections: Concury data plane
 //!    vs Maglev table + connection tracking.
 //! 4. Pool change → data plane updated, at 1M connections.
-//! 5. (`NET=1`, root) pps through the LB on the namespace testbed over
-//!    AF_PACKET, and the nftables LB on the same topology and generator.
+//! 5. (`NET=1`, root) pps through the LB on the namespace testbed (Concury
+//!    `--io xdp`, Concury / Maglev on AF_XDP or AF_PACKET), and the
+//!    nftables LB on the same topology and generator.
+//! 6. (`XDP_POOL=1`, root) pool change → `--io xdp` data plane updated, at
+//!    `CONNS` connections on one VIP.
 //!
 //! `cargo run --release -p keyplane-lb --example lb_service_bench`
 //! (`NET=1 ONLY_NET=1 OUT=...`: only the namespace run; `ONLY_MEM=1
@@ -955,20 +958,22 @@ mod net {
                     };
                     let per = |c: f64| if c > 0.0 { got as f64 / c } else { 0.0 };
                     let ct: Vec<u64> = ct1.iter().zip(&ct0).map(|(a, b)| a - b).collect();
-                    if std::env::var("XDP_DEBUG").is_ok() && kind == Kind::Xdp {
-                        eprintln!("{}", tb.net.run(&tb.lb, &["ethtool", "-S", "eth0"]).unwrap_or_default());
-                        eprintln!("{}", tb.net.run(&tb.sw, &["ethtool", "-S", "p0"]).unwrap_or_default());
-                        eprintln!("{}", tb.net.run(&tb.sw, &["ip", "-s", "link"]).unwrap_or_default());
-                        eprintln!("{}", tb.net.run(&tb.sw, &["ethtool", "-k", "p0"]).unwrap_or_default());
-                    }
                     let xdp_extra = match (&lb, kind) {
                         (Some(lb), Kind::Xdp) => {
                             let c = lb.counters();
+                            // XDP_TX frames the veth could not hand to its peer (cumulative).
+                            let st = tb.net.run(&tb.lb, &["ethtool", "-S", "eth0"]).unwrap_or_default();
+                            let tx_err: u64 = st
+                                .lines()
+                                .filter(|l| l.contains("xdp_tx_errors"))
+                                .filter_map(|l| l.rsplit(':').next()?.trim().parse::<u64>().ok())
+                                .sum();
                             format!(
-                                ",\"xdp_transmitted_total\":{},\"xdp_slow_path_total\":{},\"xdp_report_ring_full_total\":{}",
+                                ",\"xdp_transmitted_total\":{},\"xdp_slow_path_total\":{},\"xdp_report_ring_full_total\":{},\"veth_xdp_tx_errors_total\":{tx_err},\"xdp_mode\":\"{}\"",
                                 c.xdp_tx.get(),
                                 c.xdp_slow.get(),
-                                c.xdp_ring_full.get()
+                                c.xdp_ring_full.get(),
+                                std::env::var("KEYPLANE_LB_XDP_MODE").unwrap_or_else(|_| "auto (native)".into())
                             )
                         }
                         _ => String::new(),
@@ -994,8 +999,8 @@ mod net {
         }
     }
 
-    /// `LBS=concury-af_xdp,maglev-af_xdp,nftables` (the default; also
-    /// `concury-af_packet`, `maglev-af_packet`).
+    /// `LBS=concury-xdp,concury-af_xdp,maglev-af_xdp,nftables` (the
+    /// default; also `concury-af_packet`, `maglev-af_packet`).
     fn env_kinds() -> Vec<Kind> {
         let s = std::env::var("LBS").unwrap_or_else(|_| "concury-xdp,concury-af_xdp,maglev-af_xdp,nftables".into());
         s.split(',')

@@ -443,6 +443,13 @@ impl XdpSync {
         let (_, images) = self.dp.images();
         let neigh = self.neigh.map.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let r = p.publish(&images, &svc, &|a| neigh.get(a).copied())?;
+        if r.skipped > 0 && !self.failed {
+            eprintln!(
+                "keyplane lb: {} VIPs do not fit the XDP program's maps (sized at start for lb.max_connections); \
+                 their packets take the user-space path",
+                r.skipped
+            );
+        }
         xdp::record(counters, &r, t.elapsed().as_micros() as u64);
         self.last = Some(state);
         self.failed = false;
