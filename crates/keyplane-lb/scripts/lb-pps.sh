@@ -21,7 +21,7 @@ set -eu
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-/tmp/lb-pps.json}
 cargo build --release -p keyplane-lb --example lb_service_bench
-NET=1 ONLY_NET=1 OUT="$OUT" ./target/release/examples/lb_service_bench >/dev/null
+NET=1 ONLY_NET=1 OUT="$OUT" "${CARGO_TARGET_DIR:-target}/release/examples/lb_service_bench" >/dev/null
 if [ "${MERGE:-0}" = 1 ]; then
     python3 crates/keyplane-lb/scripts/lb_pps_table.py "$OUT" --merge docs/bench/lb-service.json
 else
