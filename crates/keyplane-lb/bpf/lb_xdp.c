@@ -116,6 +116,7 @@ MAP(kp_epoch, BPF_MAP_TYPE_PERCPU_ARRAY, 4, 8, 1, 0);
 #define CNT_SLOW 2     /* a VIP packet left to the user-space path */
 #define CNT_RING_FULL 3 /* new-flow report lost: ring buffer full */
 #define CNT_REPORTS 4  /* reports written */
+#define CNT_NO_ROOM 5  /* dropped: the frame could not be grown for the outer header */
 
 #define FLOW_CACHE 65536
 #define FRAME_MAX 2048
@@ -384,6 +385,25 @@ static __always_inline int lb(struct xdp_md *ctx)
 		return pass(CNT_SLOW);
 	}
 
+	/* IP-in-IP: cut Ethernet padding, grow the front by the outer header
+	 * (before any side effect: a frame that cannot be grown is dropped and
+	 * counted, and nothing else happened for it). */
+	if (v->method == 1) {
+		if (flen > 14 + inner_len && bpf_xdp_adjust_tail(ctx, (int)(14 + inner_len) - (int)flen))
+			return pass(CNT_SLOW); /* unchanged frame */
+		if (bpf_xdp_adjust_head(ctx, -(int)oh)) {
+			count(CNT_NO_ROOM);
+			return XDP_DROP; /* padding may be cut already */
+		}
+		data = (void *)(long)ctx->data;
+		end = (void *)(long)ctx->data_end;
+		eth = data;
+		if (data + 14 + 40 > end && (oh == 40 || data + 14 + 20 > end)) {
+			count(CNT_NO_ROOM);
+			return XDP_DROP;
+		}
+	}
+
 	/* Flow event (dataplane.rs `flow_event`): flow hash of (key, VIP). */
 	__u64 fh = 0x9e3779b97f4a7c15ULL ^ (__u64)v->vip_id;
 	fh = mix64(fh ^ w0);
@@ -449,23 +469,12 @@ static __always_inline int lb(struct xdp_md *ctx)
 		return XDP_TX;
 	}
 
-	/* IP-in-IP: cut Ethernet padding, grow the front by the outer header. */
+	/* IP-in-IP: the frame was cut and grown above. */
 	__u32 flow = (__u32)fh;
 	__u8 bfam = b->family;
 	__u8 baddr[16];
 	__builtin_memcpy(baddr, b->addr, 16);
 	__u8 nh = family == 4 ? 4 : 41;
-	if (flen > 14 + inner_len) {
-		if (bpf_xdp_adjust_tail(ctx, (int)(14 + inner_len) - (int)flen))
-			return XDP_DROP;
-	}
-	if (bpf_xdp_adjust_head(ctx, -(int)oh))
-		return XDP_DROP;
-	data = (void *)(long)ctx->data;
-	end = (void *)(long)ctx->data_end;
-	eth = data;
-	if (data + 14 + 40 > end && (oh == 40 || data + 14 + 20 > end))
-		return XDP_DROP;
 	__builtin_memcpy(eth, mac, 6);
 	__builtin_memcpy(eth + 6, c->mac, 6);
 	__u8 *o = eth + 14;

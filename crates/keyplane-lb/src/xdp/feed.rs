@@ -131,6 +131,9 @@ impl Feed {
         counters.xdp_pass.add(d.cnt[cnt::PASS]);
         counters.xdp_slow.add(d.cnt[cnt::SLOW]);
         counters.xdp_ring_full.add(d.cnt[cnt::RING_FULL]);
+        for _ in 0..d.cnt[cnt::NO_ROOM] {
+            counters.count_drop(crate::metrics::DropReason::TooBig);
+        }
     }
 }
 

@@ -98,6 +98,8 @@ pub mod cnt {
     pub const RING_FULL: usize = 3;
     /// Reports written.
     pub const REPORTS: usize = 4;
+    /// Dropped: no room to grow the frame for the outer header.
+    pub const NO_ROOM: usize = 5;
     /// Entries.
     pub const N: usize = 16;
 }
