@@ -144,3 +144,42 @@ pub fn parse(bytes: &[u8], prog: &str) -> Result<Object> {
     }
     Ok(Object { insns, maps, relocs })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The embedded object parses (its maps and relocations are the ones the
+    /// loader expects), and no truncation or byte change of it panics.
+    #[test]
+    fn object_parses_and_bad_bytes_are_errors_not_panics() {
+        let Ok(obj) = crate::xdp::object() else {
+            eprintln!("skipping: built without clang");
+            return;
+        };
+        let o = parse(obj, "xdp").expect("the built object");
+        let names: Vec<&str> = o.maps.iter().map(|m| m.name.as_str()).collect();
+        for n in ["kp_ctl", "kp_vipmap", "kp_vips", "kp_heap", "kp_bk", "kp_stats", "kp_cnt", "kp_reports", "kp_epoch"]
+        {
+            assert!(names.contains(&n), "{n} missing from {names:?}");
+        }
+        assert!(!o.relocs.is_empty() && o.relocs.iter().all(|&(i, m)| i + 1 < o.insns.len() && m < o.maps.len()));
+        assert!(parse(obj, "nosuch").is_err());
+        let step = (obj.len() / 2000).max(1);
+        for n in (0..obj.len()).step_by(step) {
+            let _ = parse(&obj[..n], "xdp");
+        }
+        let mut x = 0x1234_5678_9abc_def1u64;
+        for _ in 0..3000 {
+            let mut b = obj.to_vec();
+            for _ in 0..4 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let i = (x as usize) % b.len();
+                b[i] = (x >> 40) as u8;
+            }
+            let _ = parse(&b, "xdp");
+        }
+    }
+}
