@@ -18,7 +18,7 @@ pub struct LbArgs {
     /// Lookup engine: concury (stateless data plane) or maglev (table + connection tracking).
     #[arg(long, default_value = "concury")]
     mode: String,
-    /// Packet I/O: auto (= af_packet for the LB), af_xdp (dedicated port: the kernel sees none of its frames), af_packet.
+    /// Packet I/O: auto (= af_packet for the LB), xdp (Concury in an in-kernel XDP program, af_packet for the rest), af_xdp (dedicated port: the kernel sees none of its frames), af_packet.
     #[arg(long, default_value = "auto")]
     io: String,
     /// Serve Prometheus metrics on ADDR:PORT.
@@ -33,18 +33,19 @@ pub fn run(a: &LbArgs) -> Result<u8, CliError> {
         "maglev" => Mode::Maglev,
         m => return Err(CliError::usage(&format!("--mode {m}: use concury or maglev"))),
     };
-    let io = match a.io.as_str() {
-        "auto" => IoKind::Auto,
-        "af_xdp" => IoKind::AfXdp,
-        "af_packet" => IoKind::AfPacket,
-        m => return Err(CliError::usage(&format!("--io {m}: use auto, af_xdp or af_packet"))),
+    let (io, xdp) = match a.io.as_str() {
+        "auto" => (IoKind::Auto, false),
+        "xdp" => (IoKind::AfPacket, true),
+        "af_xdp" => (IoKind::AfXdp, false),
+        "af_packet" => (IoKind::AfPacket, false),
+        m => return Err(CliError::usage(&format!("--io {m}: use auto, xdp, af_xdp or af_packet"))),
     };
     let metrics = match &a.metrics {
         Some(m) => Some(m.parse().map_err(|_| CliError::usage(&format!("--metrics {m}: give ADDR:PORT")))?),
         None => None,
     };
     let stop = keyplane_net::Shutdown::with_signals().map_err(|e| CliError { code: 6, msg: e.to_string() })?;
-    let opts = Options { port: a.port.clone(), config: a.config.clone().into(), mode, io, metrics };
+    let opts = Options { port: a.port.clone(), config: a.config.clone().into(), mode, io, metrics, xdp };
     let lb = Lb::start(opts).map_err(|e| match e {
         keyplane_lb::Error::Config(_) => CliError { code: 3, msg: e.to_string() },
         e => CliError { code: 6, msg: e.to_string() },

@@ -10,8 +10,11 @@
 //! 3. Memory at 1M (and `CONNS_10M=1`: 10M) connections: Concury data plane
 //!    vs Maglev table + connection tracking.
 //! 4. Pool change → data plane updated, at 1M connections.
-//! 5. (`NET=1`, root) pps through the LB on the namespace testbed over
-//!    AF_PACKET, and the nftables LB on the same topology and generator.
+//! 5. (`NET=1`, root) pps through the LB on the namespace testbed (Concury
+//!    `--io xdp`, Concury / Maglev on AF_XDP or AF_PACKET), and the
+//!    nftables LB on the same topology and generator.
+//! 6. (`XDP_POOL=1`, root) pool change → `--io xdp` data plane updated, at
+//!    `CONNS` connections on one VIP.
 //!
 //! `cargo run --release -p keyplane-lb --example lb_service_bench`
 //! (`NET=1 ONLY_NET=1 OUT=...`: only the namespace run; `ONLY_MEM=1
@@ -54,6 +57,66 @@ fn config(vips: usize) -> String {
         }
     }
     s
+}
+
+/// Pool change → `--io xdp` data plane updated, at `conns` tracked
+/// connections on one VIP (root: the XDP program's maps are made, the
+/// program is loaded, not attached): a reload that reweights one backend
+/// (`ControlSide::apply_config`: `Control::update_pool` + `DataPlane::apply`),
+/// then the publication into the inactive generation and the flip
+/// (`Program::publish`: `DataPlane::images`, copies, VIP-map updates, one
+/// atomic store, then the wait until no run of the program still reads the
+/// old generation).
+fn xdp_pool(out: &mut Out, conns: u32) {
+    use keyplane_lb::xdp::{Program, Sizes};
+    let t = Instant::now();
+    let (mut ctl, _) = loaded(Mode::Concury, 1, conns);
+    eprintln!("xdp pool change: {conns} connections loaded in {:.1} s", t.elapsed().as_secs_f64());
+    let Engine::Concury(dp) = ctl.engine() else { unreachable!("Concury") };
+    let mut prog = Program::load(Sizes::for_config(conns as usize, 1, 12)).expect("XDP program (root)");
+    prog.set_port(&PORT).unwrap();
+    let mac = |_: &IpAddr| Some([2, 0xb, 0, 0, 0, 1]);
+    let (_, images) = dp.images();
+    let first = prog.publish(&images, &ctl.services().load(), &mac).unwrap();
+    let rounds = env("XDP_POOL_ROUNDS", 10);
+    let mm = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        format!("[{:.2},{:.2},{:.2}]", v[0], v[v.len() / 2], v[v.len() - 1])
+    };
+    // Spaced changes (100 ms apart: the grace period of the last flip has
+    // passed), then back-to-back changes (every publication may wait).
+    for (spacing, what) in [(100u64, "spaced_100ms"), (0, "back_to_back")] {
+        let (mut apply, mut publish, mut waited, mut write) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for r in 0..rounds {
+            std::thread::sleep(Duration::from_millis(spacing));
+            let mut text = config(1);
+            text = text.replacen(
+                "address = \"198.18.0.11\"\n",
+                &format!("address = \"198.18.0.11\"\nweight = {}\n", 2 + r % 3),
+                1,
+            );
+            let cfg = Config::parse(&text, &[]).unwrap();
+            let t = Instant::now();
+            ctl.apply_config(cfg).unwrap();
+            apply.push(t.elapsed().as_secs_f64() * 1e3);
+            let t = Instant::now();
+            let (_, images) = dp.images();
+            let p = prog.publish(&images, &ctl.services().load(), &mac).unwrap();
+            publish.push(t.elapsed().as_secs_f64() * 1e3);
+            write.push(p.write_us as f64 / 1e3);
+            waited.push(p.grace_us as f64 / 1e3);
+        }
+        let mut total: Vec<f64> = apply.iter().zip(&publish).map(|(a, b)| a + b).collect();
+        out.put(format!(
+            "{{\"bench\":\"xdp_pool_change\",\"changes_spacing\":\"{what}\",\"connections\":{conns},\"vips\":1,\"changes\":{rounds},\"heap_words\":{},\"apply_ms_min_median_max\":{},\"xdp_publish_ms_min_median_max\":{},\"xdp_write_flip_ms_min_median_max\":{},\"quiesce_ms_min_median_max\":{},\"pool_change_to_xdp_ms_min_median_max\":{},\"what\":\"reload reweighting one backend (ControlSide::apply_config) + DataPlane::images and Program::publish: write the next generation, flip, wait until no program run still reads the old one (per-CPU kp_epoch)\"}}",
+            first.words,
+            mm(&mut apply),
+            mm(&mut publish),
+            mm(&mut write),
+            mm(&mut waited),
+            mm(&mut total),
+        ));
+    }
 }
 
 /// A TCP frame of `size` bytes from connection `c` to VIP `v`.
@@ -415,6 +478,10 @@ fn main() {
         ));
     }
 
+    if env("XDP_POOL", 0) == 1 {
+        xdp_pool(&mut out, conns);
+    }
+
     if env("NET", 0) == 1 {
         net::run(&mut out, env("NET_SECONDS", 5) as u64);
     }
@@ -667,6 +734,8 @@ mod net {
     #[derive(Clone, Copy, PartialEq)]
     enum Kind {
         Keyplane(Mode, IoKind),
+        /// Concury with `--io xdp` (the XDP program forwards in softirq).
+        Xdp,
         Nft,
     }
 
@@ -674,6 +743,7 @@ mod net {
         fn name(self) -> String {
             match self {
                 Kind::Keyplane(m, io) => format!("{m:?} {}", io.as_str()),
+                Kind::Xdp => "Concury xdp".into(),
                 Kind::Nft => "nftables".into(),
             }
         }
@@ -742,9 +812,20 @@ mod net {
             for &kind in &kinds {
                 let t0 = Instant::now();
                 std::fs::write(&path, config(flows, 1)).unwrap();
+                // XDP_TX on the LB's veth needs an XDP program on its peer
+                // (XDP_PASS); the other LBs run without it.
+                if kind == Kind::Xdp {
+                    tb.lb_peer_napi().expect("XDP_PASS program on the LB's peer port");
+                } else {
+                    tb.lb_peer_napi_off();
+                }
                 let lb = match kind {
-                    Kind::Keyplane(mode, io) => {
-                        let opts = Options { mode, io, ..Options::new("eth0", &path) };
+                    Kind::Keyplane(..) | Kind::Xdp => {
+                        let (mode, io, xdp) = match kind {
+                            Kind::Keyplane(m, io) => (m, io, false),
+                            _ => (Mode::Concury, IoKind::AfPacket, true),
+                        };
+                        let opts = Options { mode, io, xdp, ..Options::new("eth0", &path) };
                         match tb.in_lb(|| Lb::start(opts)).unwrap() {
                             Ok(lb) => Some(lb),
                             Err(e) => {
@@ -790,10 +871,21 @@ mod net {
                     _ => warm(&tb, &warm_syn, gen_cpu, Duration::from_micros(500)),
                 };
                 std::thread::sleep(Duration::from_millis(500));
+                let mut pool_change = String::new();
                 let tracked = match &lb {
                     Some(lb) => {
                         std::fs::write(&path, config(flows, 2)).unwrap();
+                        let t = Instant::now();
                         lb.reload().expect("reload");
+                        let c = lb.counters();
+                        pool_change = format!(
+                            ",\"reload_ms\":{:.2},\"last_vip_update_us\":{},\"xdp_pool_change_us\":{},\"xdp_publish_us\":{},\"xdp_grace_us\":{}",
+                            t.elapsed().as_secs_f64() * 1e3,
+                            c.last_update_us.get(),
+                            c.xdp_pool_change_us.get(),
+                            c.xdp_publish_us.get(),
+                            c.xdp_grace_us.get()
+                        );
                         // Maglev tracks in its data plane (learned from the
                         // warm-up frames), not on the control side.
                         if matches!(kind, Kind::Keyplane(Mode::Maglev, _)) {
@@ -817,7 +909,17 @@ mod net {
                 for (vi, &(size, vips)) in variants.iter().enumerate() {
                     let la = cpu::loadavg();
                     let worker = cpu::thread_named("lb-worker");
-                    let wrt = || worker.map_or(0, cpu::thread_runtime_ns);
+                    // --io xdp: the LB's user-space threads (slow path,
+                    // reports and counters, control) are charged too.
+                    let extra: Vec<i32> = if kind == Kind::Xdp {
+                        ["lb-xdp", "lb-control", "lb-health"].iter().filter_map(|n| cpu::thread_named(n)).collect()
+                    } else {
+                        Vec::new()
+                    };
+                    let wrt = || {
+                        worker.map_or(0, cpu::thread_runtime_ns)
+                            + extra.iter().map(|&t| cpu::thread_runtime_ns(t)).sum::<u64>()
+                    };
                     let (rx0, si0, w0, k0, ct0) = (
                         rx_packets(&tb),
                         cpu::softirq_ticks(),
@@ -848,12 +950,36 @@ mod net {
                     let ksirq_lb_s = k1.saturating_sub(k0) as f64 / 1e9;
                     let (lb_s, all_s) = match kind {
                         Kind::Nft => (si_lb + si_gen, si_lb + si_gen),
+                        // The XDP program runs in softirq (mostly the
+                        // generator CPU's, as nftables does): both CPUs'
+                        // softirq as for nftables, plus the LB's threads.
+                        Kind::Xdp => (si_lb + si_gen + worker_s, si_lb + si_gen + worker_s),
                         _ => (worker_s + ksirq_lb_s, worker_s + ksirq_lb_s + si_gen),
                     };
                     let per = |c: f64| if c > 0.0 { got as f64 / c } else { 0.0 };
                     let ct: Vec<u64> = ct1.iter().zip(&ct0).map(|(a, b)| a - b).collect();
+                    let xdp_extra = match (&lb, kind) {
+                        (Some(lb), Kind::Xdp) => {
+                            let c = lb.counters();
+                            // XDP_TX frames the veth could not hand to its peer (cumulative).
+                            let st = tb.net.run(&tb.lb, &["ethtool", "-S", "eth0"]).unwrap_or_default();
+                            let tx_err: u64 = st
+                                .lines()
+                                .filter(|l| l.contains("xdp_tx_errors"))
+                                .filter_map(|l| l.rsplit(':').next()?.trim().parse::<u64>().ok())
+                                .sum();
+                            format!(
+                                ",\"xdp_transmitted_total\":{},\"xdp_slow_path_total\":{},\"xdp_report_ring_full_total\":{},\"veth_xdp_tx_errors_total\":{tx_err},\"xdp_mode\":\"{}\"",
+                                c.xdp_tx.get(),
+                                c.xdp_slow.get(),
+                                c.xdp_ring_full.get(),
+                                std::env::var("KEYPLANE_LB_XDP_MODE").unwrap_or_else(|_| "auto (native)".into())
+                            )
+                        }
+                        _ => String::new(),
+                    };
                     out.put(format!(
-                        "{{\"bench\":\"net_pps\",\"rep\":{rep},\"lb\":\"{}\",\"frame_bytes\":{size},\"vips\":{vips},\"flows_warmed\":{warmed},\"tracked\":{tracked},\"seconds\":{el:.2},\"sent\":{sent},\"delivered\":{got},\"pps\":{:.0},\"worker_cpu_s\":{worker_s:.3},\"ksoftirqd_lb_cpu_s\":{ksirq_lb_s:.3},\"softirq_lb_cpu_s\":{si_lb:.2},\"softirq_gen_cpu_s\":{si_gen:.2},\"pps_per_core_lb\":{:.0},\"pps_per_core_all_in\":{:.0},\"conntrack_insert_drop_early_drop\":{ct:?},\"loadavg\":\"{la}\",\"warmup_s\":{warm_s:.1}}}",
+                        "{{\"bench\":\"net_pps\",\"rep\":{rep},\"lb\":\"{}\",\"frame_bytes\":{size},\"vips\":{vips},\"flows_warmed\":{warmed},\"tracked\":{tracked},\"seconds\":{el:.2},\"sent\":{sent},\"delivered\":{got},\"pps\":{:.0},\"worker_cpu_s\":{worker_s:.3},\"ksoftirqd_lb_cpu_s\":{ksirq_lb_s:.3},\"softirq_lb_cpu_s\":{si_lb:.2},\"softirq_gen_cpu_s\":{si_gen:.2},\"pps_per_core_lb\":{:.0},\"pps_per_core_all_in\":{:.0},\"conntrack_insert_drop_early_drop\":{ct:?},\"loadavg\":\"{la}\",\"warmup_s\":{warm_s:.1}{pool_change}{xdp_extra}}}",
                         kind.name(),
                         got as f64 / el,
                         per(lb_s),
@@ -861,7 +987,10 @@ mod net {
                     ));
                 }
                 match lb {
-                    Some(lb) => lb.stop(),
+                    Some(lb) => {
+                        lb.stop();
+                        tb.lb_peer_napi_off();
+                    }
                     None => {
                         tb.nft_clear().unwrap();
                     }
@@ -870,13 +999,16 @@ mod net {
         }
     }
 
-    /// `LBS=concury-af_xdp,maglev-af_xdp,nftables` (the default; also
-    /// `concury-af_packet`, `maglev-af_packet`).
+    /// `LBS=concury-xdp,concury-af_xdp,maglev-af_xdp,nftables` (the
+    /// default; also `concury-af_packet`, `maglev-af_packet`).
     fn env_kinds() -> Vec<Kind> {
-        let s = std::env::var("LBS").unwrap_or_else(|_| "concury-af_xdp,maglev-af_xdp,nftables".into());
+        let s = std::env::var("LBS").unwrap_or_else(|_| "concury-xdp,concury-af_xdp,maglev-af_xdp,nftables".into());
         s.split(',')
             .filter_map(|k| {
                 let (m, io) = k.split_once('-').unwrap_or((k, ""));
+                if (m, io) == ("concury", "xdp") {
+                    return Some(Kind::Xdp);
+                }
                 let io = match io {
                     "af_xdp" => IoKind::AfXdp,
                     _ => IoKind::AfPacket,

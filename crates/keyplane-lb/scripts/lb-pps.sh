@@ -1,16 +1,19 @@
 #!/bin/sh
-# Packets per forwarding-core-second of `keyplane lb` (Concury and Maglev
-# mode on AF_XDP) against the nftables load balancer (kube-proxy style DNAT
-# + conntrack + masquerade) on the same namespace topology and generator:
-# 64 and 1500 B, one VIP and 64 mixed VIPs, FLOWS tracked flows. Rounds
-# alternate the LBs (Concury, Maglev, nftables, Concury, ...). Root; about
-# 4-5 minutes with the defaults on a quiet 2-core machine; leaves no
-# namespace behind.
+# Packets per forwarding-core-second of `keyplane lb` (Concury with the
+# in-kernel XDP fast path, `--io xdp`; Concury and Maglev mode on AF_XDP)
+# against the nftables load balancer (kube-proxy style DNAT + conntrack +
+# masquerade) on the same namespace topology and generator: 64 and 1500 B,
+# one VIP and 64 mixed VIPs, FLOWS tracked flows. Rounds alternate the LBs
+# (Concury xdp, Concury af_xdp, Maglev, nftables, Concury xdp, ...). Root;
+# about 6-7 minutes with the defaults on a quiet 2-core machine; leaves no
+# namespace behind. CPU: nftables and Concury xdp both forward in softirq:
+# both are charged the softirq time of both CPUs (/proc/stat), Concury xdp
+# also its user-space threads (slow path, reports, control, health).
 # The generator is pinned to CPU $GEN_CPU (0), the LB worker to $LB_CPU (1).
 # Env: FLOWS (200000; nftables' masquerade to one address holds at most
 # 4 x 64,512 = 258,048 flows with the 4 backends), NET_SECONDS (3),
-# REPS_NET (3), LBS (concury-af_xdp,maglev-af_xdp,nftables; also
-# concury-af_packet, maglev-af_packet).
+# REPS_NET (3), LBS (concury-xdp,concury-af_xdp,maglev-af_xdp,nftables;
+# also concury-af_packet, maglev-af_packet).
 # Writes $OUT (/tmp/lb-pps.json: one JSON row per measurement), prints the
 # markdown table for docs/lb-service.md, and with MERGE=1 puts the rows into
 # docs/bench/lb-service.json.
@@ -18,7 +21,7 @@ set -eu
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-/tmp/lb-pps.json}
 cargo build --release -p keyplane-lb --example lb_service_bench
-NET=1 ONLY_NET=1 OUT="$OUT" ./target/release/examples/lb_service_bench >/dev/null
+NET=1 ONLY_NET=1 OUT="$OUT" "${CARGO_TARGET_DIR:-target}/release/examples/lb_service_bench" >/dev/null
 if [ "${MERGE:-0}" = 1 ]; then
     python3 crates/keyplane-lb/scripts/lb_pps_table.py "$OUT" --merge docs/bench/lb-service.json
 else

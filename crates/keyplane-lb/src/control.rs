@@ -150,6 +150,11 @@ impl ControlSide {
         self.services.clone()
     }
 
+    /// The counters the control side updates.
+    pub fn counters(&self) -> Arc<Counters> {
+        self.counters.clone()
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> &Config {
         &self.config

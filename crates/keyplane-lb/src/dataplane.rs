@@ -229,7 +229,7 @@ impl TxBatch {
 
 /// Token bucket for reports.
 #[derive(Debug)]
-struct Bucket {
+pub(crate) struct Bucket {
     rate: f64,
     cap: f64,
     tokens: f64,
@@ -237,17 +237,17 @@ struct Bucket {
 }
 
 impl Bucket {
-    fn new(rate: u64) -> Self {
+    pub(crate) fn new(rate: u64) -> Self {
         let cap = (rate as f64 / 10.0).max(64.0);
         Self { rate: rate as f64, cap, tokens: cap, last: Instant::now() }
     }
-    fn refill(&mut self, now: Instant) {
+    pub(crate) fn refill(&mut self, now: Instant) {
         let dt = now.duration_since(self.last).as_secs_f64();
         self.last = now;
         self.tokens = (self.tokens + dt * self.rate).min(self.cap);
     }
     #[inline]
-    fn take(&mut self) -> bool {
+    pub(crate) fn take(&mut self) -> bool {
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
             true

@@ -34,6 +34,7 @@ pub mod metrics;
 pub mod neigh;
 pub mod packet;
 pub mod testbed;
+pub mod xdp;
 
 pub use control::Mode;
 pub use error::{Error, Result};
@@ -66,12 +67,23 @@ pub struct Options {
     pub io: IoKind,
     /// Prometheus endpoint.
     pub metrics: Option<SocketAddr>,
+    /// `--io xdp`: the in-kernel XDP fast path ([`xdp`]) on the port, with
+    /// `io` (AF_PACKET under `Auto`) as the user-space path for everything
+    /// the program passes on. Concury mode only.
+    pub xdp: bool,
 }
 
 impl Options {
     /// Concury mode, automatic I/O, no metrics endpoint.
     pub fn new(port: impl Into<String>, config: impl Into<PathBuf>) -> Self {
-        Self { port: port.into(), config: config.into(), mode: Mode::Concury, io: IoKind::Auto, metrics: None }
+        Self {
+            port: port.into(),
+            config: config.into(),
+            mode: Mode::Concury,
+            io: IoKind::Auto,
+            metrics: None,
+            xdp: false,
+        }
     }
 }
 
@@ -105,6 +117,24 @@ impl Lb {
         }
         let config = Config::load(&opts.config, &prefixes)?;
         let counters = Arc::new(Counters::default());
+        if opts.xdp && opts.mode != Mode::Concury {
+            return Err(Error::Setup("--io xdp runs the Concury lookup in the kernel: use --mode concury".into()));
+        }
+        if opts.xdp && opts.io == IoKind::AfXdp {
+            return Err(Error::Setup(
+                "--io xdp keeps AF_PACKET as its user-space path (AF_XDP would need the port's XDP hook)".into(),
+            ));
+        }
+        // The XDP program is loaded before anything starts (a build without
+        // it, or a kernel that refuses it, fails here with the reason).
+        let program = if opts.xdp {
+            let sizes = xdp::Sizes::for_config(config.lb.max_connections, config.vips.len(), config.lb.dcode_bits);
+            let p = xdp::Program::load(sizes)?;
+            p.set_port(&port)?;
+            Some(p)
+        } else {
+            None
+        };
         let mut ctl = ControlSide::new(opts.mode, config.clone(), counters.clone())?;
         let sock = io::open(&opts.port, opts.io)?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -115,13 +145,27 @@ impl Lb {
         let targets = Arc::new(arc_swap::ArcSwap::from_pointee(ctl.targets()));
         let mut threads = Vec::new();
 
-        let reports = (opts.mode == Mode::Concury).then_some(rtx);
         let rate = config.lb.report_rate;
-        let (c2, s2) = (counters.clone(), stop.clone());
-        threads.push(spawn("lb-worker", move || worker_loop(sock, engine, port, services, reports, rate, c2, s2))?);
+        let neigh = Arc::new(NeighShare::default());
+        let mut sync = None;
+        if let Some(mut p) = program {
+            let Engine::Concury(dp) = &engine else { unreachable!("--io xdp is Concury only") };
+            let mut x = XdpSync::new(dp.clone(), neigh.clone());
+            x.sync_now(&mut p, &services, &counters, None)?;
+            let how = p.attach(&opts.port)?;
+            eprintln!("keyplane lb: XDP program attached to {} ({how} XDP)", opts.port);
+            let feed = p.feed()?;
+            let (r2, c3, sv, s5) = (rtx.clone(), counters.clone(), services.clone(), stop.clone());
+            threads.push(spawn("lb-xdp", move || xdp_loop(feed, r2, rate, c3, sv, s5))?);
+            x.prog = Some(p);
+            sync = Some(x);
+        }
+        let reports = (opts.mode == Mode::Concury).then_some(rtx);
+        let (c2, s2, n2) = (counters.clone(), stop.clone(), sync.as_ref().map(|_| neigh.clone()));
+        threads.push(spawn("lb-worker", move || worker_loop(sock, engine, port, services, reports, rate, c2, s2, n2))?);
 
         let (t2, s3) = (targets.clone(), stop.clone());
-        threads.push(spawn("lb-control", move || control_loop(&mut ctl, rrx, crx, t2, s3))?);
+        threads.push(spawn("lb-control", move || control_loop(&mut ctl, rrx, crx, t2, s3, sync))?);
 
         let (c4, s4) = (ctx.clone(), stop.clone());
         threads.push(spawn("lb-health", move || {
@@ -211,6 +255,7 @@ fn worker_loop(
     rate: u64,
     counters: Arc<Counters>,
     stop: Arc<AtomicBool>,
+    neigh_out: Option<Arc<NeighShare>>,
 ) {
     let mut w = Worker::new(&engine, port, reports, rate, counters.clone());
     let mut tx = TxBatch::default();
@@ -227,6 +272,9 @@ fn worker_loop(
                 .neighbors_resolved
                 .set(svc.neighbors.iter().filter(|a| w.neighbors.get(a).is_some()).count() as u64);
             last_resolve = Instant::now();
+            if let Some(n) = &neigh_out {
+                n.update(svc.neighbors.iter().filter_map(|a| w.neighbors.get(a).map(|m| (*a, m))).collect());
+            }
             if !tx.is_empty() {
                 let mut sent = 0;
                 for f in tx.frames() {
@@ -267,9 +315,17 @@ fn control_loop(
     cmds: Receiver<Command>,
     targets: Arc<arc_swap::ArcSwap<Vec<Target>>>,
     stop: Arc<AtomicBool>,
+    mut xdp: Option<XdpSync>,
 ) {
     let mut last_tick = Instant::now();
+    let services = ctl.services();
+    let counters = ctl.counters();
     while !stop.load(Ordering::Relaxed) {
+        // The XDP program's copy of the data plane follows every change
+        // (pool, services, neighbours).
+        if let Some(x) = xdp.as_mut() {
+            x.sync(&services, &counters, None);
+        }
         ctl.drain(&reports);
         if last_tick.elapsed() >= Duration::from_millis(200) {
             last_tick = Instant::now();
@@ -292,19 +348,148 @@ fn control_loop(
         }
         match cmds.recv_timeout(wait) {
             Ok(Command::Reload(c, reply)) => {
+                let t0 = Instant::now();
                 ctl.drain(&reports);
                 let r = ctl.apply_config(*c).map_err(|e| e.to_string());
+                if let Some(x) = xdp.as_mut() {
+                    x.sync(&services, &counters, Some(t0));
+                }
                 targets.store(Arc::new(ctl.targets()));
                 let _ = reply.send(r);
             }
             Ok(Command::Health(t, up)) => {
+                let t0 = Instant::now();
                 ctl.drain(&reports);
                 if let Err(e) = ctl.set_health(t.vip, t.addr, up) {
                     eprintln!("keyplane lb: health change of {} not applied: {e}", t.addr);
+                }
+                if let Some(x) = xdp.as_mut() {
+                    x.sync(&services, &counters, Some(t0));
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
     }
+}
+
+/// The backends' next-hop MACs as the worker resolved them, for the XDP
+/// program's backend entries (the worker learns them from the frames the
+/// XDP program passes on).
+#[derive(Debug, Default)]
+struct NeighShare {
+    version: std::sync::atomic::AtomicU64,
+    map: Mutex<std::collections::HashMap<std::net::IpAddr, [u8; 6]>>,
+}
+
+impl NeighShare {
+    fn update(&self, now: std::collections::HashMap<std::net::IpAddr, [u8; 6]>) {
+        let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if *m != now {
+            *m = now;
+            self.version.fetch_add(1, Ordering::Release);
+        }
+    }
+}
+
+/// Keeps the XDP program's maps equal to the data plane, the services and
+/// the resolved neighbours (control thread).
+struct XdpSync {
+    prog: Option<xdp::Program>,
+    dp: Arc<keyplane::lb::DataPlane>,
+    neigh: Arc<NeighShare>,
+    /// (data-plane seq, services pointer, neighbour version) last published.
+    last: Option<(u64, usize, u64)>,
+    failed: bool,
+}
+
+impl XdpSync {
+    fn new(dp: Arc<keyplane::lb::DataPlane>, neigh: Arc<NeighShare>) -> Self {
+        Self { prog: None, dp, neigh, last: None, failed: false }
+    }
+
+    fn state(&self, services: &arc_swap::ArcSwap<dataplane::Services>) -> (u64, usize, u64) {
+        let svc = services.load();
+        (self.dp.seq(), Arc::as_ptr(&*svc) as usize, self.neigh.version.load(Ordering::Acquire))
+    }
+
+    /// Publishes when something changed (`t0`: when the pool change began,
+    /// for the pool-change latency gauge).
+    fn sync(&mut self, services: &arc_swap::ArcSwap<dataplane::Services>, counters: &Counters, t0: Option<Instant>) {
+        let Some(mut p) = self.prog.take() else { return };
+        if self.last != Some(self.state(services))
+            && let Err(e) = self.sync_now(&mut p, services, counters, t0)
+        {
+            if !self.failed {
+                eprintln!(
+                    "keyplane lb: updating the XDP program's maps failed (its VIP packets keep the last data plane): {e}"
+                );
+            }
+            self.failed = true;
+        }
+        self.prog = Some(p);
+    }
+
+    fn sync_now(
+        &mut self,
+        p: &mut xdp::Program,
+        services: &arc_swap::ArcSwap<dataplane::Services>,
+        counters: &Counters,
+        t0: Option<Instant>,
+    ) -> Result<()> {
+        let t = t0.unwrap_or_else(Instant::now);
+        let state = self.state(services);
+        let svc = services.load_full();
+        let (_, images) = self.dp.images();
+        let neigh = self.neigh.map.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let r = p.publish(&images, &svc, &|a| neigh.get(a).copied())?;
+        if r.skipped > 0 && !self.failed {
+            eprintln!(
+                "keyplane lb: {} VIPs do not fit the XDP program's maps (sized at start for lb.max_connections); \
+                 their packets take the user-space path",
+                r.skipped
+            );
+        }
+        xdp::record(counters, &r, t.elapsed().as_micros() as u64);
+        self.last = Some(state);
+        self.failed = false;
+        Ok(())
+    }
+}
+
+/// The XDP program's reports (into the control side's report channel,
+/// through the same token bucket as the worker's) and counters (into
+/// [`Counters`] every 100 ms).
+fn xdp_loop(
+    mut feed: xdp::Feed,
+    reports: SyncSender<Report>,
+    rate: u64,
+    counters: Arc<Counters>,
+    services: Arc<arc_swap::ArcSwap<dataplane::Services>>,
+    stop: Arc<AtomicBool>,
+) {
+    let mut bucket = dataplane::Bucket::new(rate);
+    let mut last = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        bucket.refill(Instant::now());
+        let n = feed.reports(|r| {
+            if !bucket.take() {
+                counters.reports_rate_limited.inc();
+                return;
+            }
+            match reports.try_send(r) {
+                Ok(()) => counters.reports_sent.inc(),
+                Err(std::sync::mpsc::TrySendError::Full(_)) => counters.reports_queue_full.inc(),
+                Err(std::sync::mpsc::TrySendError::Disconnected(_)) => {}
+            }
+        });
+        if last.elapsed() >= Duration::from_millis(100) {
+            feed.fold(&counters, &services.load());
+            last = Instant::now();
+        }
+        if n == 0 {
+            feed.wait(Duration::from_millis(20));
+        }
+    }
+    feed.fold(&counters, &services.load());
 }

@@ -142,6 +142,22 @@ pub struct Counters {
     pub rx: Counter,
     /// Frames sent.
     pub tx: Counter,
+    /// `--io xdp`: frames the XDP program transmitted.
+    pub xdp_tx: Counter,
+    /// `--io xdp`: frames the XDP program passed on as not its own (non-VIP).
+    pub xdp_pass: Counter,
+    /// `--io xdp`: VIP frames the XDP program left to the user-space path.
+    pub xdp_slow: Counter,
+    /// `--io xdp`: new-flow reports lost because the ring buffer was full.
+    pub xdp_ring_full: Counter,
+    /// `--io xdp`: data-plane publications (generation flips).
+    pub xdp_publishes: Counter,
+    /// `--io xdp`: microseconds the last publication took to write and flip (gauge).
+    pub xdp_publish_us: Counter,
+    /// `--io xdp`: microseconds the last publication waited after its flip for program runs still reading the old generation (gauge).
+    pub xdp_grace_us: Counter,
+    /// `--io xdp`: microseconds from the last pool change's start to the XDP flip (gauge).
+    pub xdp_pool_change_us: Counter,
     per: Mutex<BTreeMap<(Vip, Backend), BackendCounts>>,
     per_vip: Mutex<BTreeMap<Vip, VipCounts>>,
     health: Mutex<BTreeMap<(Vip, IpAddr), (bool, u32)>>,
@@ -244,6 +260,49 @@ impl Counters {
         g("last_pool_update_microseconds", "Pool change to data plane updated.", "gauge", self.last_update_us.get());
         g("neighbors_resolved", "Backend MACs resolved.", "gauge", self.neighbors_resolved.get());
         g("health_transitions_total", "Backend health transitions.", "counter", self.health_transitions.get());
+        g("xdp_transmitted_total", "Frames the XDP program transmitted (--io xdp).", "counter", self.xdp_tx.get());
+        g(
+            "xdp_passed_total",
+            "Frames the XDP program passed to the kernel as not a VIP packet.",
+            "counter",
+            self.xdp_pass.get(),
+        );
+        g(
+            "xdp_slow_path_total",
+            "VIP frames the XDP program left to the user-space path.",
+            "counter",
+            self.xdp_slow.get(),
+        );
+        g(
+            "xdp_report_ring_full_total",
+            "New-flow reports lost because the XDP ring buffer was full.",
+            "counter",
+            self.xdp_ring_full.get(),
+        );
+        g(
+            "xdp_publications_total",
+            "XDP data-plane publications (generation flips).",
+            "counter",
+            self.xdp_publishes.get(),
+        );
+        g(
+            "xdp_last_publish_microseconds",
+            "Writing and flipping the last XDP generation.",
+            "gauge",
+            self.xdp_publish_us.get(),
+        );
+        g(
+            "xdp_last_grace_microseconds",
+            "Time the last XDP publication waited after its flip for program runs still reading the old generation.",
+            "gauge",
+            self.xdp_grace_us.get(),
+        );
+        g(
+            "xdp_last_pool_change_microseconds",
+            "Last pool change until the XDP program used it.",
+            "gauge",
+            self.xdp_pool_change_us.get(),
+        );
         s.push_str(
             "# HELP keyplane_lb_drops_total Packets dropped, by reason.\n# TYPE keyplane_lb_drops_total counter\n",
         );

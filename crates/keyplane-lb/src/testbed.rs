@@ -65,6 +65,10 @@ pub struct Testbed {
     pub clients: Vec<String>,
     /// Backend namespaces (backend `i` is `backends[i - 1]`).
     pub backends: Vec<String>,
+    /// The switch namespace (bridge `br0`; the LB's peer port is `p0`).
+    pub sw: String,
+    /// The XDP_PASS program's link on the LB's peer port, while attached.
+    peer_xdp: std::sync::Mutex<Option<std::os::fd::OwnedFd>>,
     dir: PathBuf,
     nginx: Vec<Option<usize>>,
 }
@@ -137,8 +141,16 @@ impl Testbed {
             }
         }
         std::fs::create_dir_all(dir).map_err(|x| Error::io(format!("creating {}", dir.display()), x))?;
-        let mut tb =
-            Testbed { net, lb, clients: cs, backends: bs, dir: dir.to_path_buf(), nginx: vec![None; backends] };
+        let mut tb = Testbed {
+            net,
+            lb,
+            clients: cs,
+            backends: bs,
+            sw,
+            peer_xdp: std::sync::Mutex::new(None),
+            dir: dir.to_path_buf(),
+            nginx: vec![None; backends],
+        };
         for i in 1..=backends {
             tb.start_backend(i)?;
         }
@@ -222,6 +234,37 @@ impl Testbed {
             }
         }
         Ok(())
+    }
+
+    /// Attaches an `XDP_PASS` program to the LB's peer port (`p0` on the
+    /// bridge; native XDP). `--io xdp` transmits with `XDP_TX`, which on a
+    /// veth puts the frame on the peer's XDP ring; the peer takes frames off
+    /// it in NAPI, and veth schedules that NAPI after an `XDP_TX` only when
+    /// the peer has an XDP program (with GRO alone the ring fills up and
+    /// every later frame is dropped as `rx_queue_0_xdp_tx_errors`, except
+    /// when the LB's own kernel traffic happens to schedule the NAPI).
+    pub fn lb_peer_napi(&self) -> Result<()> {
+        let mut g = self.peer_xdp.lock().unwrap_or_else(|p| p.into_inner());
+        if g.is_some() {
+            return Ok(());
+        }
+        let link = testnet::enter(&self.sw, || -> Result<std::os::fd::OwnedFd> {
+            let prog = crate::xdp::sys::pass_program()?;
+            let ifindex = crate::io::ifindex("p0")? as u32;
+            crate::xdp::sys::xdp_link(
+                std::os::fd::AsRawFd::as_raw_fd(&prog),
+                ifindex,
+                crate::xdp::sys::XDP_FLAGS_DRV_MODE,
+            )
+        })
+        .map_err(e)??;
+        *g = Some(link);
+        Ok(())
+    }
+
+    /// Detaches [`Self::lb_peer_napi`]'s program (the testbed's state).
+    pub fn lb_peer_napi_off(&self) {
+        self.peer_xdp.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
 
     /// Runs `f` on this thread inside client `i`'s namespace.

@@ -47,9 +47,18 @@ fn config(extra: &str, vips: &[(IpAddr, &str, Pool)]) -> String {
 }
 
 fn start(tb: &Testbed, mode: Mode, text: &str) -> (Lb, PathBuf) {
+    start_io(tb, mode, text, false)
+}
+
+/// Starts the LB on AF_PACKET, or with `xdp` on the XDP fast path
+/// (`--io xdp`; the LB's peer port gets NAPI for `XDP_TX`).
+fn start_io(tb: &Testbed, mode: Mode, text: &str, xdp: bool) -> (Lb, PathBuf) {
     let path = tb.dir().join(format!("lb-{mode:?}.toml"));
     std::fs::write(&path, text).unwrap();
-    let opts = Options { mode, io: IoKind::AfPacket, ..Options::new("eth0", &path) };
+    if xdp {
+        tb.lb_peer_napi().expect("GRO on the LB's peer port");
+    }
+    let opts = Options { mode, io: IoKind::AfPacket, xdp, ..Options::new("eth0", &path) };
     let lb = tb.in_lb(|| Lb::start(opts)).unwrap().expect("LB starts");
     // Wait for the backends' MACs.
     let t0 = Instant::now();
@@ -69,8 +78,19 @@ fn reload(lb: &Lb, path: &PathBuf, text: &str) {
 /// backends); both forwarding methods spread new connections.
 #[test]
 fn delivery_v4_v6_dsr_and_ipip() {
+    delivery(false);
+}
+
+/// [`delivery_v4_v6_dsr_and_ipip`] with `--io xdp`: the LB's XDP program
+/// forwards the VIP packets (its transmit counter covers every request).
+#[test]
+fn xdp_delivery_v4_v6_dsr_and_ipip() {
+    delivery(true);
+}
+
+fn delivery(xdp: bool) {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(tb) = setup("dlv", 1, 4) else { return };
+    let Some(tb) = setup(if xdp { "xdlv" } else { "dlv" }, 1, 4) else { return };
     tb.attach_decap().expect("decap program");
     let pool = vec![(1, 1, false), (2, 1, false), (3, 1, false), (4, 1, false)];
     let text = config(
@@ -82,7 +102,7 @@ fn delivery_v4_v6_dsr_and_ipip() {
             (VIP6_IPIP.into(), "ipip", pool.clone()),
         ],
     );
-    let (lb, _) = start(&tb, Mode::Concury, &text);
+    let (lb, _) = start_io(&tb, Mode::Concury, &text, xdp);
     for vip in [IpAddr::from(VIP4), VIP6.into(), VIP4_IPIP.into(), VIP6_IPIP.into()] {
         let url = match vip {
             IpAddr::V4(a) => format!("http://{a}/"),
@@ -114,6 +134,21 @@ fn delivery_v4_v6_dsr_and_ipip() {
         m = lb.counters().prometheus();
     }
     assert!(m.contains(want), "{m}");
+    if xdp {
+        // 4 VIPs x 25 connections, at least 3 client packets each, all through the program.
+        let c = lb.counters();
+        assert!(c.xdp_tx.get() >= 300, "XDP transmitted {}\n{m}", c.xdp_tx.get());
+        assert_eq!(c.xdp_ring_full.get(), 0);
+        assert!(c.reports_sent.get() >= 100, "new flows reported from the ring buffer\n{m}");
+        // Every XDP_TX left the veth (none refused for want of NAPI on the peer).
+        let st = tb.net.run(&tb.lb, &["ethtool", "-S", "eth0"]).expect("veth statistics");
+        let errs: u64 = st
+            .lines()
+            .filter(|l| l.contains("xdp_tx_errors"))
+            .filter_map(|l| l.rsplit(':').next()?.trim().parse::<u64>().ok())
+            .sum();
+        assert_eq!(errs, 0, "{st}");
+    }
     lb.stop();
 }
 
@@ -202,9 +237,9 @@ fn churn_pool(k: usize) -> Vec<(usize, u32, bool)> {
 
 const CHURN_HEALTH: &str = "[health]\nkind = \"http\"\ninterval_ms = 150\ntimeout_ms = 300\nrise = 2\nfall = 2\n";
 
-fn churn_lb(tb: &mut Testbed, mode: Mode, n: usize) -> (Tally, u64) {
+fn churn_lb(tb: &mut Testbed, mode: Mode, n: usize, xdp: bool) -> (Tally, u64) {
     tb.start_backend(2).unwrap();
-    let (lb, path) = start(tb, mode, &config(CHURN_HEALTH, &[(VIP4.into(), "dsr", churn_pool(0))]));
+    let (lb, path) = start_io(tb, mode, &config(CHURN_HEALTH, &[(VIP4.into(), "dsr", churn_pool(0))]), xdp);
     let recs = churn(tb, n, |tb, k| {
         if k < 4 {
             reload(&lb, &path, &config(CHURN_HEALTH, &[(VIP4.into(), "dsr", churn_pool(k + 1))]));
@@ -218,6 +253,18 @@ fn churn_lb(tb: &mut Testbed, mode: Mode, n: usize) -> (Tally, u64) {
         .contains(&format!("keyplane_lb_backend_up{{vip=\"{VIP4}:80/tcp\",backend=\"{}\"}} 0", backend4(2)));
     assert!(down, "the health check took the failed backend out");
     let remaps: u64 = lb.counters().vips().values().map(|c| c.remaps).sum();
+    if xdp {
+        let c = lb.counters();
+        eprintln!(
+            "xdp: {} frames transmitted in the kernel, {} VIP frames to user space, {} publications, last pool change {} us (write + flip {} us)",
+            c.xdp_tx.get(),
+            c.xdp_slow.get(),
+            c.xdp_publishes.get(),
+            c.xdp_pool_change_us.get(),
+            c.xdp_publish_us.get()
+        );
+        assert!(c.xdp_tx.get() as usize >= n, "the XDP program forwarded the traffic");
+    }
     lb.stop();
     (tally(&recs, "b2"), remaps)
 }
@@ -232,8 +279,8 @@ fn consistency_under_churn_concury_maglev_nftables() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let n = env_usize("KEYPLANE_LB_CHURN_CONNS", 300);
     let Some(mut tb) = setup("churn", 1, 7) else { return };
-    let (concury, remaps) = churn_lb(&mut tb, Mode::Concury, n);
-    let (maglev, _) = churn_lb(&mut tb, Mode::Maglev, n);
+    let (concury, remaps) = churn_lb(&mut tb, Mode::Concury, n, false);
+    let (maglev, _) = churn_lb(&mut tb, Mode::Maglev, n, false);
     // nftables: the test plays the health checker (takes b2 out after killing it).
     tb.start_backend(2).unwrap();
     let nft_pool = |k: usize| -> Vec<(usize, u32)> {
@@ -269,6 +316,24 @@ fn consistency_under_churn_concury_maglev_nftables() {
     assert_eq!(concury.live_moved, 0, "Concury: connections of live backends changed backend");
     assert_eq!(concury.live_broken, 0, "Concury: connections of live backends broke");
     assert_eq!(concury.failed_broken, concury.on_failed, "the failed backend's connections break");
+}
+
+/// The churn through Concury with `--io xdp` (the XDP program forwards;
+/// reports reach the control side through the ring buffer; every pool change
+/// is a generation flip): 0 changes and 0 resets for live backends, every
+/// connection of the failed backend breaks.
+#[test]
+fn xdp_consistency_under_churn() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let n = env_usize("KEYPLANE_LB_CHURN_CONNS", 300);
+    let Some(mut tb) = setup("xchurn", 1, 7) else { return };
+    let (t, remaps) = churn_lb(&mut tb, Mode::Concury, n, true);
+    eprintln!("concury --io xdp: {t:?}, remaps {remaps}");
+    assert_eq!(t.conns, n);
+    assert!(t.on_failed > 0, "some connections were on the failed backend");
+    assert_eq!(t.live_moved, 0, "connections of live backends changed backend");
+    assert_eq!(t.live_broken, 0, "connections of live backends broke");
+    assert_eq!(t.failed_broken, t.on_failed, "the failed backend's connections break");
 }
 
 /// New connections split by the weights (1:2:3:4) within ±2 percentage

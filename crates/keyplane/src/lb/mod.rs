@@ -164,7 +164,7 @@ mod weights;
 
 pub use balancer::{Balancer, Concury, Packet};
 pub use control::{Control, PoolOp, REAP_REMOVE_UNITS, Reaped, Stats};
-pub use plane::{DataPlane, Delta, PacketReader};
+pub use plane::{DataPlane, Delta, PacketReader, PlaneImage};
 
 use crate::error::{Error, Result};
 use crate::wire::{Reader, Writer};

@@ -639,6 +639,39 @@ pub struct DataPlane {
     writer: Mutex<()>,
 }
 
+/// One VIP's plane as plain data ([`DataPlane::images`]), for a data plane
+/// outside this process that runs the same lookup (the LB's in-kernel XDP
+/// program reads these from BPF maps): `Dcode = (slot_A ^ slot_B ^
+/// whitening(key)) & (2^dbits - 1)` with the slots located by
+/// `othello::Params::locate` (XXH3 under `seed`, [`crate::hash::reduce`]
+/// of the hash's low half into `ma`, of its high half into `mb`), then
+/// `backends[row[Dcode]]`.
+#[derive(Debug, Clone)]
+pub struct PlaneImage {
+    /// Index in the VIP array.
+    pub id: VipId,
+    /// The VIP.
+    pub vip: Vip,
+    /// Generation of the VIP's plane.
+    pub generation: u64,
+    /// Dcode length.
+    pub dbits: u32,
+    /// The BAS hash seed.
+    pub seed: u64,
+    /// Slots of BAS array A and B.
+    pub ma: u32,
+    /// Slots of BAS array B.
+    pub mb: u32,
+    /// BAS array A: little-endian bytes of its packed words of `dbits`-bit slots (padding word included).
+    pub a: Arc<[u8]>,
+    /// BAS array B, as `a`.
+    pub b: Arc<[u8]>,
+    /// The DIP row, `2^dbits` entries (indices into `backends`); empty for an empty pool.
+    pub row: Vec<u16>,
+    /// The pool in force, in pool order.
+    pub backends: Vec<Backend>,
+}
+
 /// A per-thread handle on a [`DataPlane`] for the packet path: the same
 /// lookups with a cached snapshot (`arc_swap::Cache`). Every call first
 /// checks (one atomic load) whether an update was published and switches to
@@ -977,6 +1010,41 @@ impl DataPlane {
     /// Burst to a single VIP: `out[i]` is the backend of `keys[i]`.
     pub fn lookup_batch_vip(&self, vip: VipId, keys: &[&[u8]], out: &mut [Option<Backend>]) {
         batch_vip(&self.cur.load(), vip, keys, out)
+    }
+
+    /// The sequence number and every VIP's plane as plain data (one
+    /// snapshot; the BAS images are shared, not copied). For data planes
+    /// outside this process; see [`PlaneImage`].
+    pub fn images(&self) -> (u64, Vec<PlaneImage>) {
+        let g = self.cur.load();
+        let out = g
+            .vips
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| {
+                let p = p.as_ref()?;
+                let backends: Vec<Backend> = p.backends().copied().collect();
+                let row = if backends.is_empty() {
+                    Vec::new()
+                } else {
+                    (0..p.da.len()).map(|d| p.da.get(d).unwrap_or(0)).collect()
+                };
+                Some(PlaneImage {
+                    id: i as VipId,
+                    vip: p.vip,
+                    generation: p.generation,
+                    dbits: p.dbits,
+                    seed: p.p.seed(),
+                    ma: p.p.ma,
+                    mb: p.p.mb,
+                    a: p.a.clone(),
+                    b: p.b.clone(),
+                    row,
+                    backends,
+                })
+            })
+            .collect();
+        (g.seq, out)
     }
 
     /// A per-thread reader with a cached snapshot (see [`PacketReader`]).
