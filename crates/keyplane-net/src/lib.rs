@@ -43,6 +43,7 @@
 
 pub mod afpacket;
 pub mod afxdp;
+pub mod bpf;
 pub mod build;
 mod burst;
 pub mod checksum;

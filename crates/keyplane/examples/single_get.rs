@@ -269,7 +269,8 @@ fn main() {
         match k.as_str() {
             "--serve" => serve = true,
             "--decode" => decode = true,
-            "--n" | "--queries" | "--reps" | "--rounds" | "--structures" | "--only" | "--batch" | "--othello-bits" | "--othello-fp" => {
+            "--n" | "--queries" | "--reps" | "--rounds" | "--structures" | "--only" | "--batch" | "--othello-bits"
+            | "--othello-fp" => {
                 let v = it.next().unwrap_or_else(|| usage(&format!("{k} needs a value")));
                 opt.insert(k[2..].to_string(), v);
             }

@@ -4,7 +4,8 @@
 //! buffering waits for.
 
 use crate::error::{Error, Result};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use keyplane_net::bpf::Attr;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 const BPF_MAP_CREATE: i32 = 0;
 const BPF_MAP_LOOKUP_ELEM: i32 = 1;
@@ -21,47 +22,25 @@ pub const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 /// `XDP_FLAGS_DRV_MODE` (native XDP).
 pub const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 
-/// `union bpf_attr`, as bytes: each command fills the fields it uses, the rest stays zero.
-#[repr(C, align(8))]
-struct Attr([u8; 128]);
-
-impl Attr {
-    fn new() -> Self {
-        Attr([0; 128])
-    }
-    fn u32(&mut self, off: usize, v: u32) -> &mut Self {
-        self.0[off..off + 4].copy_from_slice(&v.to_ne_bytes());
-        self
-    }
-    fn u64(&mut self, off: usize, v: u64) -> &mut Self {
-        self.0[off..off + 8].copy_from_slice(&v.to_ne_bytes());
-        self
-    }
-    fn get_u32(&self, off: usize) -> u32 {
-        u32::from_ne_bytes(self.0[off..off + 4].try_into().expect("4 bytes"))
-    }
-}
-
+/// `bpf(cmd, attr)` with this module's error context.
 fn bpf(cmd: i32, attr: &mut Attr, what: &str) -> Result<i64> {
-    // SAFETY: `attr` is a 128-byte, 8-aligned bpf_attr whose pointer fields (if any) point to
-    // buffers that outlive the call and are as large as the sizes passed with them.
-    let r = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.0.as_mut_ptr(), attr.0.len() as u32) };
-    if r < 0 { Err(Error::last_os(what)) } else { Ok(r) }
+    // SAFETY: every caller in this module sets only pointer fields to
+    // buffers that outlive the call and are as large as the sizes passed.
+    unsafe { keyplane_net::bpf::call(cmd, attr) }.map_err(|e| Error::io(what, e))
 }
 
-fn fd_of(r: i64) -> OwnedFd {
-    // SAFETY: the bpf() call returned a fresh descriptor that nothing else owns.
-    unsafe { OwnedFd::from_raw_fd(r as RawFd) }
+/// As [`bpf`], for the commands that create a descriptor (maps, programs,
+/// links).
+fn bpf_fd(cmd: i32, attr: &mut Attr, what: &str) -> Result<OwnedFd> {
+    // SAFETY: as in `bpf`; the callers pass only descriptor-returning commands.
+    unsafe { keyplane_net::bpf::call_fd(cmd, attr) }.map_err(|e| Error::io(what, e))
 }
 
 /// Creates a map.
 pub fn map_create(name: &str, ty: u32, key: u32, value: u32, entries: u32, flags: u32) -> Result<OwnedFd> {
     let mut a = Attr::new();
-    a.u32(0, ty).u32(4, key).u32(8, value).u32(12, entries).u32(16, flags);
-    let n = name.as_bytes();
-    let k = n.len().min(15);
-    a.0[28..28 + k].copy_from_slice(&n[..k]);
-    bpf(BPF_MAP_CREATE, &mut a, &format!("bpf(MAP_CREATE {name}, {entries} entries)")).map(fd_of)
+    a.u32(0, ty).u32(4, key).u32(8, value).u32(12, entries).u32(16, flags).name(28, name);
+    bpf_fd(BPF_MAP_CREATE, &mut a, &format!("bpf(MAP_CREATE {name}, {entries} entries)"))
 }
 
 /// `value` of `key` (for per-CPU maps `value` holds one 8-byte-rounded value per possible CPU).
@@ -90,20 +69,18 @@ pub fn prog_load(name: &str, insns: &[u64]) -> Result<OwnedFd> {
     let license = b"Dual MIT/GPL\0";
     let mut a = Attr::new();
     a.u32(0, PROG_TYPE_XDP).u32(4, insns.len() as u32).u64(8, insns.as_ptr() as u64).u64(16, license.as_ptr() as u64);
-    let n = name.as_bytes();
-    let k = n.len().min(15);
-    a.0[48..48 + k].copy_from_slice(&n[..k]);
-    match bpf(BPF_PROG_LOAD, &mut a, "bpf(PROG_LOAD)") {
-        Ok(fd) => Ok(fd_of(fd)),
+    a.name(48, name);
+    match bpf_fd(BPF_PROG_LOAD, &mut a, "bpf(PROG_LOAD)") {
+        Ok(fd) => Ok(fd),
         Err(_) => {
             let mut log = vec![0u8; 1 << 24];
             a.u32(24, 1).u32(28, log.len() as u32).u64(32, log.as_mut_ptr() as u64);
-            let r = bpf(BPF_PROG_LOAD, &mut a, "bpf(PROG_LOAD)");
+            let r = bpf_fd(BPF_PROG_LOAD, &mut a, "bpf(PROG_LOAD)");
             let end = log.iter().position(|&c| c == 0).unwrap_or(log.len());
             let text = String::from_utf8_lossy(&log[..end]);
             let tail: Vec<&str> = text.lines().rev().take(12).collect();
             match r {
-                Ok(fd) => Ok(fd_of(fd)),
+                Ok(fd) => Ok(fd),
                 Err(e) => Err(Error::Setup(format!(
                     "the kernel refused the XDP program ({e}); verifier: {}",
                     tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
@@ -128,7 +105,7 @@ pub fn pass_program() -> Result<OwnedFd> {
 pub fn xdp_link(prog: RawFd, ifindex: u32, flags: u32) -> Result<OwnedFd> {
     let mut a = Attr::new();
     a.u32(0, prog as u32).u32(4, ifindex).u32(8, BPF_XDP).u32(12, flags);
-    bpf(BPF_LINK_CREATE, &mut a, "bpf(LINK_CREATE xdp)").map(fd_of)
+    bpf_fd(BPF_LINK_CREATE, &mut a, "bpf(LINK_CREATE xdp)")
 }
 
 /// Runs the program once on `frame` (`BPF_PROG_TEST_RUN`): the XDP verdict

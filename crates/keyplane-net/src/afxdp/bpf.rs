@@ -6,7 +6,7 @@
 use crate::port::XdpMode;
 use crate::{Error, Result};
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Mutex, Weak};
 
 const BPF_MAP_CREATE: i32 = 0;
@@ -25,34 +25,20 @@ const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 /// Queues an attachment's XSKMAP can address.
 pub(crate) const MAX_QUEUES: u32 = 256;
 
-/// `union bpf_attr`, as bytes: each command fills the fields it uses, the rest stays zero.
-#[repr(C, align(8))]
-struct Attr([u8; 128]);
+use crate::bpf::Attr;
 
-impl Attr {
-    fn new() -> Self {
-        Attr([0; 128])
-    }
-    fn u32(&mut self, off: usize, v: u32) -> &mut Self {
-        self.0[off..off + 4].copy_from_slice(&v.to_ne_bytes());
-        self
-    }
-    fn u64(&mut self, off: usize, v: u64) -> &mut Self {
-        self.0[off..off + 8].copy_from_slice(&v.to_ne_bytes());
-        self
-    }
-}
-
+/// `bpf(cmd, attr)` with this module's error context.
 fn bpf(cmd: i32, attr: &mut Attr, what: &str) -> Result<i64> {
-    // SAFETY: `attr` is a 128-byte, 8-aligned bpf_attr whose pointer fields (if any) point to
-    // buffers that outlive the call; the kernel reads at most the size passed.
-    let r = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.0.as_mut_ptr(), attr.0.len() as u32) };
-    if r < 0 { Err(Error::last_os(what)) } else { Ok(r) }
+    // SAFETY: every caller in this module sets only pointer fields to
+    // buffers that outlive the call and are as large as the sizes passed.
+    unsafe { crate::bpf::call(cmd, attr) }.map_err(|source| Error::Sys { what: what.into(), source })
 }
 
-fn fd_of(r: i64) -> OwnedFd {
-    // SAFETY: the bpf() call returned a fresh descriptor that nothing else owns.
-    unsafe { OwnedFd::from_raw_fd(r as RawFd) }
+/// As [`bpf`], for the commands that create a descriptor (map and program
+/// creation, links).
+fn bpf_fd(cmd: i32, attr: &mut Attr, what: &str) -> Result<OwnedFd> {
+    // SAFETY: as in `bpf`; the callers pass only descriptor-returning commands.
+    unsafe { crate::bpf::call_fd(cmd, attr) }.map_err(|source| Error::Sys { what: what.into(), source })
 }
 
 /// One eBPF instruction: opcode, dst | src << 4, offset, immediate.
@@ -93,8 +79,8 @@ impl Attachment {
     fn create(ifname: &str, ifindex: u32, mode: XdpMode) -> Result<Self> {
         let mut a = Attr::new();
         a.u32(0, BPF_MAP_TYPE_XSKMAP).u32(4, 4).u32(8, 4).u32(12, MAX_QUEUES);
-        a.0[28..28 + 8].copy_from_slice(b"kp_xsks\0");
-        let map = fd_of(bpf(BPF_MAP_CREATE, &mut a, &format!("bpf(MAP_CREATE xskmap) for {ifname}"))?);
+        a.name(28, "kp_xsks");
+        let map = bpf_fd(BPF_MAP_CREATE, &mut a, &format!("bpf(MAP_CREATE xskmap) for {ifname}"))?;
         let prog = redirect_program(map.as_raw_fd());
         let license = b"Dual MIT/GPL\0";
         let mut log = vec![0u8; 4096];
@@ -106,9 +92,9 @@ impl Attachment {
             .u32(24, 1)
             .u32(28, log.len() as u32)
             .u64(32, log.as_mut_ptr() as u64);
-        a.0[48..48 + 10].copy_from_slice(b"kp_xsk_rd\0");
-        let prog = match bpf(BPF_PROG_LOAD, &mut a, &format!("bpf(PROG_LOAD) for {ifname}")) {
-            Ok(fd) => fd_of(fd),
+        a.name(48, "kp_xsk_rd");
+        let prog = match bpf_fd(BPF_PROG_LOAD, &mut a, &format!("bpf(PROG_LOAD) for {ifname}")) {
+            Ok(fd) => fd,
             Err(e) => {
                 let end = log.iter().position(|&c| c == 0).unwrap_or(log.len());
                 log::warn!("XDP verifier log: {}", String::from_utf8_lossy(&log[..end]));
@@ -132,8 +118,8 @@ impl Attachment {
         for &(flags, m) in modes {
             let mut a = Attr::new();
             a.u32(0, prog.as_raw_fd() as u32).u32(4, ifindex).u32(8, BPF_XDP).u32(12, flags);
-            match bpf(BPF_LINK_CREATE, &mut a, &format!("bpf(LINK_CREATE xdp {m:?}) on {ifname}")) {
-                Ok(fd) => return Ok(Attachment { map, _prog: prog, _link: fd_of(fd), mode: m }),
+            match bpf_fd(BPF_LINK_CREATE, &mut a, &format!("bpf(LINK_CREATE xdp {m:?}) on {ifname}")) {
+                Ok(fd) => return Ok(Attachment { map, _prog: prog, _link: fd, mode: m }),
                 Err(e) => {
                     log::debug!("{e}");
                     last = Some(e);
