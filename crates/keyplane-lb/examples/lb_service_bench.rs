@@ -517,6 +517,12 @@ mod net {
     //!
     //! `all_in` charges both kinds of LB for the same kernel path from the
     //! generator's veth on; `lb` leaves out keyplane's socket delivery.
+    //! The generator (`GEN`, see `Gen`) is the same for every LB of a run;
+    //! its own sending (AF_PACKET's sendmsg, or the XDP test run's program,
+    //! page pool and `ndo_xdp_xmit`) is system time of its thread and
+    //! charged to none; everything the frames cause after the client's veth
+    //! (including `af_packet_pp`'s copy into page-pool memory at the
+    //! client's bridge port) runs in softirq and is charged as above.
     //! Runs alternate (every LB once per repetition, every variant once per
     //! LB start), and every figure is reported per run. Ticks are 10 ms.
     use super::{Out, env};
