@@ -517,10 +517,17 @@ mod net {
     //!
     //! `all_in` charges both kinds of LB for the same kernel path from the
     //! generator's veth on; `lb` leaves out keyplane's socket delivery.
+    //! The generator (`GEN`, see `Gen`) is the same for every LB of a run;
+    //! its own sending (AF_PACKET's sendmsg, or the XDP test run's program,
+    //! page pool and `ndo_xdp_xmit`) is system time of its thread and
+    //! charged to none; everything the frames cause after the client's veth
+    //! (including `af_packet_pp`'s copy into page-pool memory at the
+    //! client's bridge port) runs in softirq and is charged as above.
     //! Runs alternate (every LB once per repetition, every variant once per
     //! LB start), and every figure is reported per run. Ticks are 10 ms.
     use super::{Out, env};
     use keyplane_lb::testbed::{self, Testbed};
+    use keyplane_lb::xdp::generator::{Flows, Generator};
     use keyplane_lb::{IoKind, Lb, Mode, Options};
     use keyplane_net::cpu;
     use std::net::Ipv4Addr;
@@ -603,6 +610,87 @@ mod net {
                     i = (i + 1) % frames.len();
                 }
                 let _ = p.tx_flush();
+            }
+            sent
+        })
+        .expect("client namespace")
+    }
+
+    /// The measured traffic's generator (`GEN=xdp|af_packet`; the warm-up
+    /// always sends with AF_PACKET).
+    enum Gen {
+        /// AF_PACKET (TPACKET TX ring) from client 0: veth copies these
+        /// frames before the LB's XDP program sees them (kmalloc'ed head,
+        /// little headroom).
+        AfPacket,
+        /// AF_PACKET as above, with a generic XDP pass program (frags
+        /// support) on client 0's peer port: the kernel moves every frame
+        /// into page-pool memory with full headroom there, on the
+        /// generator's side of the bridge, for every LB alike; the frames
+        /// reach the LB's port as a NIC driver's would.
+        AfPacketPp,
+        /// XDP live frames (`BPF_PROG_TEST_RUN`) on client 0's eth0
+        /// (ifindex), one program per variant: page-pool frames, as a NIC's.
+        Xdp(Vec<Generator>, u32),
+    }
+
+    /// Frames per live-frames test run: ~10-40 ms at the rates seen here.
+    const XDP_REPEAT: u32 = 8192;
+
+    /// Loads one XDP generator per variant and checks that it makes the
+    /// AF_PACKET generator's frames (bit for bit, at 257 sample indices),
+    /// attaches the pass program to client 0's peer port and sends a few
+    /// frames live; an error says why not.
+    fn xdp_gen(tb: &Testbed, traffic: &[Vec<Vec<u8>>], variants: &[(usize, usize)], base: u32) -> Result<Gen, String> {
+        let mut gs = Vec::new();
+        for (frames, &(_, vips)) in traffic.iter().zip(variants) {
+            let sample = frames.len() as u32;
+            let first = frames.first().ok_or("empty sample")?;
+            let g = Generator::load(first, Flows { sample, base, vips: vips as u32 }).map_err(|e| e.to_string())?;
+            for k in (0..=256u64).map(|j| j * (sample as u64 - 1) / 256) {
+                g.seek(k).map_err(|e| e.to_string())?;
+                let f = g.next_frame().map_err(|e| e.to_string())?;
+                if f != frames[k as usize] {
+                    return Err(format!("frame {k} of the {vips}-VIP sample differs from the AF_PACKET generator's"));
+                }
+            }
+            g.seek(0).map_err(|e| e.to_string())?;
+            gs.push(g);
+        }
+        tb.client_peer_napi().map_err(|e| e.to_string())?;
+        let ifindex = tb
+            .in_client(0, || keyplane_lb::io::ifindex("eth0"))
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())? as u32;
+        let g = gs.first().ok_or("no variants")?;
+        tb.in_client(0, || g.send(ifindex, 64)).map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
+        Ok(Gen::Xdp(gs, ifindex))
+    }
+
+    /// Sends with `g` for `secs` from client 0, pinned to `cpu`, in test
+    /// runs of [`XDP_REPEAT`] frames (at most 10M frames a second's worth);
+    /// returns frames run through the program (every one `XDP_TX`).
+    fn send_xdp(tb: &Testbed, g: &Generator, ifindex: u32, secs: f64, cpu: usize) -> u64 {
+        tb.in_client(0, || {
+            let _ = cpu::pin(0, cpu);
+            if let Err(e) = g.seek(0) {
+                eprintln!("XDP generator: {e}");
+                return 0;
+            }
+            let max_runs = (secs * 1e7 / XDP_REPEAT as f64) as u64 + 1;
+            let t0 = Instant::now();
+            let mut sent = 0u64;
+            for _ in 0..max_runs {
+                if t0.elapsed().as_secs_f64() >= secs {
+                    break;
+                }
+                match g.send(ifindex, XDP_REPEAT) {
+                    Ok(()) => sent += XDP_REPEAT as u64,
+                    Err(e) => {
+                        eprintln!("XDP generator: {e}");
+                        break;
+                    }
+                }
             }
             sent
         })
@@ -806,6 +894,32 @@ mod net {
             })
             .collect();
         let kinds: Vec<Kind> = env_kinds();
+        // GEN=xdp (the default) falls back to af_packet_pp, that to
+        // af_packet, each time saying why.
+        let want = std::env::var("GEN").unwrap_or_else(|_| "xdp".into());
+        let mut generator = None;
+        if want == "xdp" {
+            match xdp_gen(&tb, &traffic, &variants, base) {
+                Ok(g) => generator = Some(g),
+                Err(why) => {
+                    eprintln!("GEN=xdp unavailable ({why}), trying af_packet_pp");
+                    tb.client_peer_napi_off();
+                }
+            }
+        }
+        if generator.is_none() && (want == "xdp" || want == "af_packet_pp") {
+            match tb.client_peer_cow() {
+                Ok(()) => generator = Some(Gen::AfPacketPp),
+                Err(why) => eprintln!("GEN=af_packet_pp unavailable ({why}), generating with AF_PACKET"),
+            }
+        }
+        let generator = generator.unwrap_or(Gen::AfPacket);
+        let gen_name = match generator {
+            Gen::AfPacket => "af_packet",
+            Gen::AfPacketPp => "af_packet_pp",
+            Gen::Xdp(..) => "xdp",
+        };
+        eprintln!("generator: {gen_name}");
         let warm_syn = warm_frames(lbmac, own, flows, sample, 0x02);
         let warm_ack = warm_frames(lbmac, own, flows, sample, 0x10);
         for rep in 0..reps {
@@ -928,7 +1042,10 @@ mod net {
                         ct_stats(&tb),
                     );
                     let t = Instant::now();
-                    let sent = send(&tb, &traffic[vi], secs, gen_cpu);
+                    let sent = match &generator {
+                        Gen::AfPacket | Gen::AfPacketPp => send(&tb, &traffic[vi], secs, gen_cpu),
+                        Gen::Xdp(gs, ifindex) => send_xdp(&tb, &gs[vi], *ifindex, secs, gen_cpu),
+                    };
                     std::thread::sleep(Duration::from_millis(200));
                     let el = t.elapsed().as_secs_f64();
                     let (rx1, si1, w1, k1, ct1) = (
@@ -979,7 +1096,7 @@ mod net {
                         _ => String::new(),
                     };
                     out.put(format!(
-                        "{{\"bench\":\"net_pps\",\"rep\":{rep},\"lb\":\"{}\",\"frame_bytes\":{size},\"vips\":{vips},\"flows_warmed\":{warmed},\"tracked\":{tracked},\"seconds\":{el:.2},\"sent\":{sent},\"delivered\":{got},\"pps\":{:.0},\"worker_cpu_s\":{worker_s:.3},\"ksoftirqd_lb_cpu_s\":{ksirq_lb_s:.3},\"softirq_lb_cpu_s\":{si_lb:.2},\"softirq_gen_cpu_s\":{si_gen:.2},\"pps_per_core_lb\":{:.0},\"pps_per_core_all_in\":{:.0},\"conntrack_insert_drop_early_drop\":{ct:?},\"loadavg\":\"{la}\",\"warmup_s\":{warm_s:.1}{pool_change}{xdp_extra}}}",
+                        "{{\"bench\":\"net_pps\",\"gen\":\"{gen_name}\",\"rep\":{rep},\"lb\":\"{}\",\"frame_bytes\":{size},\"vips\":{vips},\"flows_warmed\":{warmed},\"tracked\":{tracked},\"seconds\":{el:.2},\"sent\":{sent},\"delivered\":{got},\"pps\":{:.0},\"worker_cpu_s\":{worker_s:.3},\"ksoftirqd_lb_cpu_s\":{ksirq_lb_s:.3},\"softirq_lb_cpu_s\":{si_lb:.2},\"softirq_gen_cpu_s\":{si_gen:.2},\"pps_per_core_lb\":{:.0},\"pps_per_core_all_in\":{:.0},\"conntrack_insert_drop_early_drop\":{ct:?},\"loadavg\":\"{la}\",\"warmup_s\":{warm_s:.1}{pool_change}{xdp_extra}}}",
                         kind.name(),
                         got as f64 / el,
                         per(lb_s),

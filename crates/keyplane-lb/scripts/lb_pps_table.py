@@ -45,6 +45,21 @@ def main():
             f"| {s} B | {v} | {lb} | {rng([x['pps'] for x in g], k)} | {rng([x['pps_per_core_lb'] for x in g], k)} "
             f"| {rng([x['pps_per_core_all_in'] for x in g], k)} | {ratio} | {rng([x['tracked'] for x in g], k)} |"
         )
+    # Round by round (the same minutes): each LB's all-in rate over nftables'.
+    reps = sorted({r["rep"] for r in rows})
+    print(f"\n| frame | VIPs | LB | " + " | ".join(f"round {i + 1}" for i in reps) + " |")
+    print("|---|---|---|" + "---|" * len(reps))
+    for (s, v, lb), g in sorted(groups.items()):
+        if lb == "nftables" or (s, v) not in nft:
+            continue
+        by = {x["rep"]: x["pps_per_core_all_in"] for x in nft[(s, v)]}
+        cells = []
+        for i in reps:
+            m = [x["pps_per_core_all_in"] for x in g if x["rep"] == i]
+            cells.append(f"{m[0] / by[i]:.2f}×" if m and by.get(i) else "")
+        print(f"| {s} B | {v} | {lb} | " + " | ".join(cells) + " |")
+    gens = sorted({r.get("gen", "af_packet") for r in rows})
+    print(f"\ngenerator: {', '.join(gens)}")
     la = sorted({x["loadavg"].split()[0] for x in rows}, key=float)
     print(f"\nload average (1 min) during the runs: {la[0]}–{la[-1]}; runs per row: {max(len(g) for g in groups.values())}")
 

@@ -69,6 +69,8 @@ pub struct Testbed {
     pub sw: String,
     /// The XDP_PASS program's link on the LB's peer port, while attached.
     peer_xdp: std::sync::Mutex<Option<std::os::fd::OwnedFd>>,
+    /// The XDP_PASS program's link on client 0's peer port, while attached.
+    client_peer_xdp: std::sync::Mutex<Option<std::os::fd::OwnedFd>>,
     dir: PathBuf,
     nginx: Vec<Option<usize>>,
 }
@@ -148,6 +150,7 @@ impl Testbed {
             backends: bs,
             sw,
             peer_xdp: std::sync::Mutex::new(None),
+            client_peer_xdp: std::sync::Mutex::new(None),
             dir: dir.to_path_buf(),
             nginx: vec![None; backends],
         };
@@ -244,13 +247,54 @@ impl Testbed {
     /// every later frame is dropped as `rx_queue_0_xdp_tx_errors`, except
     /// when the LB's own kernel traffic happens to schedule the NAPI).
     pub fn lb_peer_napi(&self) -> Result<()> {
-        let mut g = self.peer_xdp.lock().unwrap_or_else(|p| p.into_inner());
+        self.peer_pass(&self.peer_xdp, "p0")
+    }
+
+    /// Attaches an `XDP_PASS` program to client 0's peer port (`p1`): the
+    /// XDP generator's frames (`ndo_xdp_xmit` on the client's `eth0`) are
+    /// taken only by a peer with NAPI (see [`Self::lb_peer_napi`]).
+    pub fn client_peer_napi(&self) -> Result<()> {
+        self.peer_pass(&self.client_peer_xdp, "p1")
+    }
+
+    /// Attaches a generic (skb-mode) `XDP_PASS` program with frags support
+    /// to client 0's peer port (`p1`): every frame client 0 sends is moved
+    /// into page-pool memory with full XDP headroom there, before the
+    /// bridge (see [`crate::xdp::sys::pass_program_frags`]), so the frames
+    /// reach the LB's port as a NIC driver's would (no copy at a veth with
+    /// an XDP program). Detach with [`Self::client_peer_napi_off`].
+    pub fn client_peer_cow(&self) -> Result<()> {
+        let mut g = self.client_peer_xdp.lock().unwrap_or_else(|p| p.into_inner());
+        if g.is_some() {
+            return Ok(());
+        }
+        let link = testnet::enter(&self.sw, || -> Result<std::os::fd::OwnedFd> {
+            let prog = crate::xdp::sys::pass_program_frags()?;
+            let ifindex = crate::io::ifindex("p1")? as u32;
+            crate::xdp::sys::xdp_link(
+                std::os::fd::AsRawFd::as_raw_fd(&prog),
+                ifindex,
+                crate::xdp::sys::XDP_FLAGS_SKB_MODE,
+            )
+        })
+        .map_err(e)??;
+        *g = Some(link);
+        Ok(())
+    }
+
+    /// Detaches [`Self::client_peer_napi`]'s program.
+    pub fn client_peer_napi_off(&self) {
+        self.client_peer_xdp.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+
+    fn peer_pass(&self, slot: &std::sync::Mutex<Option<std::os::fd::OwnedFd>>, port: &str) -> Result<()> {
+        let mut g = slot.lock().unwrap_or_else(|p| p.into_inner());
         if g.is_some() {
             return Ok(());
         }
         let link = testnet::enter(&self.sw, || -> Result<std::os::fd::OwnedFd> {
             let prog = crate::xdp::sys::pass_program()?;
-            let ifindex = crate::io::ifindex("p0")? as u32;
+            let ifindex = crate::io::ifindex(port)? as u32;
             crate::xdp::sys::xdp_link(
                 std::os::fd::AsRawFd::as_raw_fd(&prog),
                 ifindex,

@@ -41,6 +41,7 @@
 
 pub mod elf;
 mod feed;
+pub mod generator;
 pub mod sys;
 
 pub use feed::{Feed, StatsDelta};

@@ -64,12 +64,20 @@ pub fn map_delete(fd: RawFd, key: &[u8]) {
     let _ = bpf(BPF_MAP_DELETE_ELEM, &mut a, "bpf(MAP_DELETE_ELEM)");
 }
 
+/// `BPF_F_XDP_HAS_FRAGS`: the program takes multi-buffer frames.
+pub const F_XDP_HAS_FRAGS: u32 = 1 << 5;
+
 /// Loads an XDP program; on refusal the error carries the verifier's last lines.
 pub fn prog_load(name: &str, insns: &[u64]) -> Result<OwnedFd> {
+    prog_load_flags(name, insns, 0)
+}
+
+/// [`prog_load`] with `BPF_F_*` program flags.
+pub fn prog_load_flags(name: &str, insns: &[u64], flags: u32) -> Result<OwnedFd> {
     let license = b"Dual MIT/GPL\0";
     let mut a = Attr::new();
     a.u32(0, PROG_TYPE_XDP).u32(4, insns.len() as u32).u64(8, insns.as_ptr() as u64).u64(16, license.as_ptr() as u64);
-    a.name(48, name);
+    a.u32(44, flags).name(48, name);
     match bpf_fd(BPF_PROG_LOAD, &mut a, "bpf(PROG_LOAD)") {
         Ok(fd) => Ok(fd),
         Err(_) => {
@@ -100,6 +108,16 @@ pub fn pass_program() -> Result<OwnedFd> {
     prog_load("kp_pass", &insns)
 }
 
+/// [`pass_program`] loaded with `BPF_F_XDP_HAS_FRAGS`: as a generic
+/// (skb-mode) XDP program it makes the kernel move every frame it receives
+/// that is cloned, paged or short of headroom into page-pool memory with
+/// `XDP_PACKET_HEADROOM` (`skb_cow_data_for_xdp`; without the flag the
+/// kernel reallocates a kmalloc'ed head instead).
+pub fn pass_program_frags() -> Result<OwnedFd> {
+    let insns = [0x0000_0002_0000_00b7u64, 0x0000_0000_0000_0095u64];
+    prog_load_flags("kp_pass_frags", &insns, F_XDP_HAS_FRAGS)
+}
+
 /// Attaches an XDP program to an interface of the calling thread's
 /// namespace with `flags` (native or generic); detached when the link closes.
 pub fn xdp_link(prog: RawFd, ifindex: u32, flags: u32) -> Result<OwnedFd> {
@@ -121,6 +139,30 @@ pub fn test_run(prog: &OwnedFd, frame: &[u8], out: &mut [u8]) -> Result<(u32, us
         .u32(32, 1);
     bpf(BPF_PROG_TEST_RUN, &mut a, "bpf(PROG_TEST_RUN)")?;
     Ok((a.get_u32(4), a.get_u32(12) as usize))
+}
+
+/// `BPF_F_TEST_XDP_LIVE_FRAMES`.
+const F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
+
+/// Runs the program `repeat` times in live-frames mode
+/// (`BPF_PROG_TEST_RUN` with `BPF_F_TEST_XDP_LIVE_FRAMES`, kernel 5.18 on):
+/// every run gets a frame of a page pool initialised from `frame` (once per
+/// page: a program that rewrites the frame sees its earlier writes), as if
+/// received on `ifindex` (queue 0) of the calling thread's namespace;
+/// `XDP_TX` transmits it on that device with `ndo_xdp_xmit`. Runs in the
+/// calling thread (process context, bottom halves off per batch of 64).
+pub fn test_run_live(prog: RawFd, frame: &[u8], ifindex: u32, repeat: u32) -> Result<()> {
+    // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index, egress_ifindex.
+    let ctx: [u32; 6] = [0, frame.len() as u32, 0, ifindex, 0, 0];
+    let mut a = Attr::new();
+    a.u32(0, prog as u32)
+        .u32(8, frame.len() as u32)
+        .u64(16, frame.as_ptr() as u64)
+        .u32(32, repeat)
+        .u32(40, std::mem::size_of_val(&ctx) as u32)
+        .u64(48, ctx.as_ptr() as u64)
+        .u32(64, F_TEST_XDP_LIVE_FRAMES);
+    bpf(BPF_PROG_TEST_RUN, &mut a, "bpf(PROG_TEST_RUN live frames)").map(|_| ())
 }
 
 /// Waits for an RCU grace period (`membarrier(MEMBARRIER_CMD_GLOBAL)` is
