@@ -19,7 +19,8 @@
 //! `cargo run --release -p keyplane-lb --example lb_service_bench`
 //! (`NET=1 ONLY_NET=1 OUT=...`: only the namespace run; `ONLY_MEM=1
 //! CONNS_10M=1 OUT=...`: only the memory and pool-change rows; `ONLY_BURST=1
-//! OUT=...`: only the bare Concury burst lookups.)
+//! OUT=...`: only the bare Concury burst lookups; `ONLY_NEW=1 OUT=...`: only
+//! the new-connection rate.)
 
 use keyplane::lb::Balancer;
 use keyplane::lb::maglev::{DEFAULT_TABLE_SIZE, Maglev};
@@ -225,7 +226,8 @@ fn main() {
 
     let only_mem = env("ONLY_MEM", 0) == 1;
     let only_burst = env("ONLY_BURST", 0) == 1;
-    let only_net = env("ONLY_NET", 0) == 1 || only_mem || only_burst;
+    let only_new = env("ONLY_NEW", 0) == 1;
+    let only_net = env("ONLY_NET", 0) == 1 || only_mem || only_burst || only_new;
     // 1. Packet path per core.
     for mode in [Mode::Concury, Mode::Maglev] {
         if only_net {
@@ -263,7 +265,7 @@ fn main() {
     // 1b. Bare Concury burst lookups: one VIP vs 64 mixed VIPs (1M states).
     // Both data planes are built first, then timed in alternation (one VIP,
     // mixed, one VIP, ...) so that load changes on a shared machine hit both.
-    if !only_net || only_burst {
+    if (!only_net || only_burst) && !only_new {
         let mut planes = Vec::new();
         for vips in [1usize, 64] {
             let mut ctl = Control::new(Params::default()).unwrap();
@@ -329,7 +331,7 @@ fn main() {
     }
 
     // 2. New-connection rate of the control side (Concury reports).
-    if !only_net {
+    if !only_net || only_new {
         let counters = Arc::new(Counters::default());
         let mut ctl = ControlSide::new(Mode::Concury, Config::parse(&config(1), &[]).unwrap(), counters).unwrap();
         let id = ctl.vip_id(&Vip::new(vip_addr(0), 80, 6)).unwrap();
@@ -347,7 +349,7 @@ fn main() {
     }
 
     // 3 + 4. Memory at 1M / 10M, pool change time at 1M.
-    let sizes: Vec<u32> = if (only_net && !only_mem) || only_burst {
+    let sizes: Vec<u32> = if (only_net && !only_mem) || only_burst || only_new {
         vec![]
     } else if env("CONNS_10M", 0) == 1 {
         vec![1_000_000, 10_000_000]
