@@ -206,6 +206,17 @@ fn round<L: LookupTable>(b: &Bench<'_, L>, q: &[u64], qb: &[[u8; 8]], reps: usiz
     j
 }
 
+/// Othello's [`othello::Reader8`] (`get_u64` specialised for plain 8-bit
+/// values), timed like `round`'s paths and spliced into its JSON line.
+fn with_reader8(line: String, t: &othello::Lookup, q: &[u64], reps: usize) -> String {
+    let rd = t.reader8();
+    let (c, w) = timed(reps, q.len(), || q.iter().fold(0u64, |a, &k| a.wrapping_add(rd.get_u64(k).unwrap_or(1))));
+    let mut j = line;
+    j.pop();
+    j.push_str(&format!(",\"get_u64_reader8\":{{\"cpu_ns\":{c:.3},\"wall_ns\":{w:.3}}}}}"));
+    j
+}
+
 /// One pass of one lookup path over the stream (for instruction counts).
 fn only<L: LookupTable>(b: &Bench<'_, L>, path: &str, q: &[u64], qb: &[[u8; 8]]) {
     let (t, rd) = (b.t, b.t.reader());
@@ -341,12 +352,26 @@ fn main() {
             assert_eq!(rd.get_u64(*k), want);
         }
     }
+    for b in &bo {
+        let rd = b.t.reader8();
+        for (i, k) in keys.iter().enumerate().step_by(97) {
+            assert_eq!(rd.get_u64(*k), Some(vals[i]));
+        }
+    }
     bo.iter().for_each(|b| check(b, &keys, &vals));
     bs.iter().for_each(|b| check(b, &keys, &vals));
     bc.iter().for_each(|b| check(b, &keys, &vals));
     if let Some(path) = opt.get("only") {
         // Instruction counting (`valgrind --tool=callgrind`): one pass of
         // one path; `none` gives the harness's own count to subtract.
+        if path == "get_u64_reader8" {
+            for b in &bo {
+                let rd = b.t.reader8();
+                let acc = q.iter().fold(0u64, |a, &k| a.wrapping_add(rd.get_u64(k).unwrap_or(1)));
+                println!("{} {path} {}", b.name, black_box(acc));
+            }
+            return;
+        }
         bo.iter().for_each(|b| only(b, path, &q, &qb));
         bs.iter().for_each(|b| only(b, path, &q, &qb));
         bc.iter().for_each(|b| only(b, path, &q, &qb));
@@ -355,7 +380,7 @@ fn main() {
     eprintln!("ready");
     let run_round = || {
         for b in &bo {
-            println!("{}", round(b, &q, &qb, reps));
+            println!("{}", with_reader8(round(b, &q, &qb, reps), b.t, &q, reps));
         }
         for b in &bs {
             println!("{}", round(b, &q, &qb, reps));

@@ -274,7 +274,8 @@ fn versioned(k: u64, ver: u64, vbits: u32) -> u64 {
 }
 
 /// Readers on every single-lookup path (a reader handle's `get_u64` and
-/// `get`, `&self` `get_u64` and `get`, and a one-key `get_batch_u64`)
+/// `get`, a `Reader8`'s `get_u64`, `&self` `get_u64` and `get`, and a one-key
+/// `get_batch_u64`)
 /// while the writer changes the values of tracked keys, and churns other
 /// keys (a remove and an insert of a fresh key: now and then the insert
 /// closes a cycle and re-seeds the whole table) and inserts fresh keys (the
@@ -313,13 +314,15 @@ fn no_answer_comes_from_a_replaced_snapshot(vbits: u32, opts: othello::Options, 
                 (table.clone(), tracked.clone(), begun.clone(), applied.clone(), stop.clone());
             std::thread::spawn(move || {
                 let rd = table.reader();
+                let rd8 = table.reader8();
                 let mut out = [None];
                 let (mut checked, mut i) = (0u64, r * 31);
                 while !stop.load(Ordering::Relaxed) || checked < 2_000 {
                     let j = i % TRACKED;
                     let k = tracked[j];
                     let lo = applied[j].load(Ordering::Acquire);
-                    let got = match (i / TRACKED + r) % 5 {
+                    let got = match (i / TRACKED + r) % 6 {
+                        5 => rd8.get_u64(k),
                         0 => rd.get_u64(k),
                         1 => rd.get(&u64_key(k)),
                         2 => table.get_u64(k),
@@ -382,8 +385,10 @@ fn no_answer_comes_from_a_replaced_snapshot(vbits: u32, opts: othello::Options, 
     assert!(s.grow_rebuilds >= 1, "no growth");
     // Afterwards every path reads every tracked key's last version.
     let rd = table.reader();
+    let rd8 = table.reader8();
     for (j, &k) in tracked.iter().enumerate() {
         let want = Some(versioned(k, ver[j], vbits));
+        assert_eq!(rd8.get_u64(k), want);
         assert_eq!(rd.get_u64(k), want);
         assert_eq!(rd.get(&u64_key(k)), want);
         assert_eq!(table.get_u64(k), want);

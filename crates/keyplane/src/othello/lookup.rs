@@ -91,14 +91,19 @@ impl Inner {
     #[inline(always)]
     fn view(&self) -> View {
         let bits = self.a.bits();
+        let fast8 = self.plain && bits == 8 && self.p.hash == KeyHash::Mum8;
+        // Acquire: the slot reads of every lookup through this view come
+        // after it (program order), as after a seqlock's peek.
+        let seen = self.lock.counters()[0].load(Ordering::Acquire) & !1;
         View {
             inner: self,
             a: self.a.words_ptr(),
             b: self.b.words_ptr(),
             seq: &self.lock.counters()[0],
-            // Acquire: the slot reads of every lookup through this view
-            // come after it (program order), as after a seqlock's peek.
-            seen: self.lock.counters()[0].load(Ordering::Acquire) & !1,
+            seen,
+            seen8: if fast8 { seen } else { NO_TYPED_PATH },
+            fma: if fast8 { self.p.ma as u64 } else { 0 },
+            fmb: if fast8 { self.p.mb as u64 } else { 0 },
             flip8: self.flip8,
             mum: *self.p.mum(),
             mum8: self.p.hash == KeyHash::Mum8,
@@ -111,7 +116,7 @@ impl Inner {
             plain: self.plain,
             plain_bits: if self.plain && matches!(bits, 8 | 16 | 32) { bits } else { 0 },
             plain8: self.plain && bits == 8,
-            fast8: self.plain && bits == 8 && self.p.hash == KeyHash::Mum8,
+            fast8,
         }
     }
 
@@ -244,6 +249,16 @@ struct View {
     /// is that call's peek) and, for a view a per-thread handle keeps, again
     /// after a lookup missed ([`View::resync`]).
     seen: u64,
+    /// What [`View::get_u64_8`] validates against: `seen` for a
+    /// [`View::fast8`] layout, else [`NO_TYPED_PATH`], a value the counter
+    /// never holds, so that path always misses on other layouts and their
+    /// lookups take the general path, out of line.
+    seen8: u64,
+    /// `ma` and `mb` for a `fast8` layout, else 0: [`View::get_u64_8`]'s
+    /// slot indices, which are then 0 (byte 0 of each array, inside its
+    /// words whatever the layout) and its answer discarded (see `seen8`).
+    fma: u64,
+    fmb: u64,
     flip8: u64,
     /// The `Mum8` hash's keys (`Params::mum`).
     mum: [u64; 4],
@@ -417,6 +432,9 @@ impl View {
     #[inline(always)]
     fn resync(&mut self) {
         self.seen = self.counter().load(Ordering::Acquire) & !1;
+        if self.fast8 {
+            self.seen8 = self.seen;
+        }
     }
 
     /// The snapshot was retired (replaced): the handle must reload.
@@ -475,6 +493,31 @@ impl View {
         self.read_plain::<3>(ia, ib, miss)
     }
 
+    /// [`Reader8`]'s lookup of an 8-byte key: the path of the plain 8-bit
+    /// `Mum8` layout ([`View::fast8`]) with no test of the layout — the
+    /// two-multiply hash, the reductions, one byte load per slot, one
+    /// seqlock validation. Any other layout fails that validation by
+    /// construction ([`View::seen8`], [`View::fma`]), as a replaced
+    /// snapshot does, and the handle looks the key up again out of line
+    /// ([`FlatReader::get_again`]). The answer is always `Some` here (a
+    /// miss's is discarded), so the caller's code keeps no test of it.
+    #[inline(always)]
+    fn get_u64_8(&self, key: u64, missed: &Cell<bool>) -> Option<u64> {
+        let h = crate::hash::hash_u64_mum(key, &self.mum);
+        let ia = ((lo(h) as u64 * self.fma) >> 32) as usize;
+        let ib = crate::hash::reduce64(h, self.fmb) as usize;
+        // SAFETY: for a `fast8` view `ia < ma` and `ib < mb` (as in
+        // `locate_mum`) index 8-bit slots of the live arrays; for any other
+        // view `fma = fmb = 0` make both 0, byte 0 of an array's words,
+        // which hold at least one (padding) word.
+        let (x, y) = unsafe { (load_slot::<3>(self.a, ia), load_slot::<3>(self.b, ib)) };
+        fence(Ordering::Acquire);
+        if self.counter().load(Ordering::Relaxed) != self.seen8 {
+            missed.set(true);
+        }
+        Some(x ^ y)
+    }
+
     /// The answer of a general (not fixed-width plain) layout from the two
     /// slots: `A ^ B` masked for plain slots, else `p.answer` (fingerprint,
     /// emptiness bit).
@@ -492,6 +535,14 @@ impl View {
         self.read_once(h, ia, ib, miss)
     }
 }
+
+/// [`View::seen8`] of a view whose layout [`View::get_u64_8`] does not
+/// read: a value the seqlock counter never holds. The counter counts up by
+/// one per writer entry and exit from 0 (2^64 − 2 of them would take
+/// centuries) and otherwise only becomes [`crate::sync::RETIRED`], one
+/// above this. (It is also the `seen` a view gets from a retired counter,
+/// which the counter has passed.)
+const NO_TYPED_PATH: u64 = crate::sync::RETIRED & !1;
 
 /// What a single lookup does when its seqlock validation fails (a writer
 /// was or has been in the snapshot, or the snapshot was retired): the
@@ -677,6 +728,23 @@ impl FlatReader<'_> {
     #[inline(always)]
     pub fn get_u64(&self, key: u64) -> Option<u64> {
         self.single(key)
+    }
+
+    /// [`Reader8::get_u64`]: [`View::get_u64_8`] through the held view,
+    /// then [`Self::get_again`] out of line on a miss (a writer, a replaced
+    /// snapshot, or another layout).
+    #[inline(always)]
+    pub fn get_u64_8(&self, key: u64) -> Option<u64> {
+        let missed = Cell::new(false);
+        // SAFETY: the closure does not call `with`, `with_held` or
+        // `reload` on this handle.
+        let r = unsafe {
+            self.0.with_held(
+                #[inline(always)]
+                |v| v.get_u64_8(key, &missed),
+            )
+        };
+        if missed.get() { self.get_again(key) } else { r }
     }
 
     /// A single lookup through the held view ([`Defer`] on a miss, then
@@ -881,6 +949,30 @@ pub struct Lookup {
 #[derive(Debug, Clone)]
 pub struct Reader<'a>(FlatReader<'a>);
 
+/// A per-thread read handle for the data-plane layout — plain 8-bit values,
+/// the default `Mum8` key hash ([`Lookup::reader8`]): its `get_u64` takes
+/// that layout's path with no test of the layout, which leaves the lookup
+/// loop a quarter fewer instructions than [`Reader`]'s (`docs/single-get.md`).
+/// On any other layout it answers correctly but every lookup goes out of
+/// line (use [`Reader`] there). Like [`Reader`], it checks no generation per
+/// call and sees every applied delta and replacement.
+#[derive(Debug, Clone)]
+pub struct Reader8<'a>(FlatReader<'a>);
+
+impl Reader8<'_> {
+    /// The value of an 8-byte key given as a `u64` (its little-endian
+    /// bytes), as `LookupTable::get_u64`.
+    #[inline(always)]
+    pub fn get_u64(&self, key: u64) -> Option<u64> {
+        self.0.get_u64_8(key)
+    }
+    /// The value of a key of any length, as [`Reader`]'s `get`.
+    #[inline(always)]
+    pub fn get(&self, key: &[u8]) -> Option<u64> {
+        self.0.get(key)
+    }
+}
+
 crate::engine::lookup_form!(Othello, pub(crate), local);
 
 impl Lookup {
@@ -923,6 +1015,13 @@ impl Lookup {
         let c = self.raw.load();
         let (_, ia, ib) = c.p.locate(key);
         c.raw(ia, ib)
+    }
+
+    /// A [`Reader8`]: a per-thread handle whose `get_u64` is specialised
+    /// for plain 8-bit values under the default key hash (correct, but
+    /// slower than [`crate::LookupTable::reader`]'s, on other layouts).
+    pub fn reader8(&self) -> Reader8<'_> {
+        Reader8(self.raw.reader().into())
     }
 
     /// Crate-internal hook: an independent copy of this lookup form (same

@@ -12,7 +12,7 @@ mod lookup;
 
 pub use control::{Control, Stats};
 pub use delta::Delta;
-pub use lookup::Lookup;
+pub use lookup::{Lookup, Reader8};
 // For structures that embed Othello lookup forms (lb, ludo): raw arrays,
 // images, delta bodies and the peeling builder.
 pub(crate) use control::peel_and_assign;
