@@ -733,6 +733,10 @@ impl FlatReader<'_> {
     /// [`Reader8::get_u64`]: [`View::get_u64_8`] through the held view,
     /// then [`Self::get_again`] out of line on a miss (a writer, a replaced
     /// snapshot, or another layout).
+    ///
+    /// The same steps as [`Self::single`], written out: one shared helper
+    /// taking the lookup as a closure left `reader().get_u64` at 47.6
+    /// instructions per lookup instead of 35.6 (callgrind, 1M keys).
     #[inline(always)]
     pub fn get_u64_8(&self, key: u64) -> Option<u64> {
         let missed = Cell::new(false);
